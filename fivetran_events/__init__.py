@@ -1,0 +1,49 @@
+"""fivetran-events' shared core: event model, Redis history, decision, settings.
+
+Nothing here imports Flask, RQ or Airflow: the webhook server and the Airflow plugin
+both build on it.
+"""
+
+from __future__ import annotations
+
+from .decision import (
+    Completion,
+    Criterion,
+    Decision,
+    Facts,
+    Outcome,
+    RunningSync,
+    decide,
+    parse_criterion,
+)
+from .exceptions import ConfigurationError, FivetranEventsError, HistoryBusy, InvalidPayload
+from .history import HistoryReader, HistoryWriter, WriteResult, WriteStatus
+from .model import Event, EventKind, parse_event
+from .settings import Settings, load_settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Completion",
+    "ConfigurationError",
+    "Criterion",
+    "Decision",
+    "Event",
+    "EventKind",
+    "Facts",
+    "FivetranEventsError",
+    "HistoryBusy",
+    "HistoryReader",
+    "HistoryWriter",
+    "InvalidPayload",
+    "Outcome",
+    "RunningSync",
+    "Settings",
+    "WriteResult",
+    "WriteStatus",
+    "__version__",
+    "decide",
+    "load_settings",
+    "parse_criterion",
+    "parse_event",
+]

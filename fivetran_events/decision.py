@@ -1,0 +1,199 @@
+"""The decision the sensor makes, as a pure function of history facts and a target.
+
+The contract (DESIGN.md, "The decision"):
+
+1. ``always_wait_when_syncing`` and a sync is running now: WAIT.
+2. A successful sync counts for the target: SUCCESS. ``ended_after``: it ended at or
+   after the target. ``started_after``: it also started at or after the target.
+3. Else a failed sync ended at or after the target: FAIL.
+4. Else, with ``propagate_failures_forward`` and the latest completion before the
+   target a failure: FAIL; otherwise WAIT.
+
+``Facts`` is what a history reader fetched for one target; ``decide`` does no I/O, so
+the Airflow sensor, its async trigger, the REST API and the CLI share it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from .timeutil import iso, to_ms, to_utc
+
+
+class Outcome(str, Enum):
+    SUCCESS = "success"
+    FAIL = "fail"
+    WAIT = "wait"
+
+
+class Criterion(str, Enum):
+    ENDED_AFTER = "ended_after"
+    STARTED_AFTER = "started_after"
+
+
+def parse_criterion(value: str | Criterion) -> Criterion:
+    """Return the criterion named ``value``; raise ValueError listing the valid names."""
+    try:
+        return Criterion(value)
+    except ValueError:
+        names = ", ".join(c.value for c in Criterion)
+        raise ValueError(f"criterion must be one of {names}, not {value!r}") from None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One ``sync_end`` of a connector (a success, a failure, or RESCHEDULED)."""
+
+    sync_id: str
+    status: str
+    ended_ms: int
+    succeeded: bool
+    reason: str | None = None
+    task_type: str | None = None
+    started_ms: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        return not self.succeeded and self.status != "RESCHEDULED"
+
+    def order_key(self) -> tuple[int, int]:
+        """Order completions by end time; on a tie the success counts as the later one."""
+        return (self.ended_ms, 1 if self.succeeded else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sync_id": self.sync_id,
+            "status": self.status,
+            "started_at": iso(self.started_ms),
+            "ended_at": iso(self.ended_ms),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class RunningSync:
+    """A sync that started and has not ended (and is not older than the staleness limit)."""
+
+    sync_id: str
+    started_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sync_id": self.sync_id, "status": "RUNNING", "started_at": iso(self.started_ms),
+                "ended_at": None, "reason": None}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the decision needs to know about one connector for one target.
+
+    ``successes_from_target`` lists successful completions that ended at or after the
+    target, oldest first, with their start times where known; it holds at least one that
+    started at or after the target whenever such a success exists (the reader pages on
+    until it finds one or the history ends).
+    """
+
+    target_ms: int
+    successes_from_target: tuple[Completion, ...] = ()
+    first_failure_from_target: Completion | None = None
+    latest_before_target: Completion | None = None
+    running: RunningSync | None = None
+
+    @classmethod
+    def from_history(cls, completions: Iterable[Completion], starts: dict[str, int],
+                     running: RunningSync | None, target: datetime | int) -> Facts:
+        """Build facts from a whole in-memory history (tests, small tools)."""
+        target_ms = target if isinstance(target, int) else to_ms(target)
+        ordered = sorted(completions, key=Completion.order_key)
+        with_starts = [_with_start(c, starts) for c in ordered]
+        after = [c for c in with_starts if c.ended_ms >= target_ms]
+        before = [c for c in with_starts if c.ended_ms < target_ms and c.status != "RESCHEDULED"]
+        return cls(
+            target_ms=target_ms,
+            successes_from_target=tuple(c for c in after if c.succeeded),
+            first_failure_from_target=next((c for c in after if c.failed), None),
+            latest_before_target=before[-1] if before else None,
+            running=running,
+        )
+
+
+def _with_start(c: Completion, starts: dict[str, int]) -> Completion:
+    if c.started_ms is not None or c.sync_id not in starts:
+        return c
+    return Completion(c.sync_id, c.status, c.ended_ms, c.succeeded, c.reason, c.task_type,
+                      starts[c.sync_id])
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome, the sync that decided it (if any) and a one-line reason."""
+
+    outcome: Outcome
+    reason: str
+    target_ms: int
+    sync: Completion | RunningSync | None = field(default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decision": self.outcome.value,
+            "reason": self.reason,
+            "sync": self.sync.to_dict() if self.sync is not None else None,
+            "target": iso(self.target_ms),
+        }
+
+
+def counting_success(facts: Facts, criterion: Criterion) -> Completion | None:
+    """Return the first success that counts for the target under ``criterion``."""
+    for c in facts.successes_from_target:
+        if criterion is Criterion.ENDED_AFTER:
+            return c
+        if c.started_ms is not None and c.started_ms >= facts.target_ms:
+            return c
+    return None
+
+
+def decide(facts: Facts, target: datetime | int | None = None, *,
+           propagate_failures_forward: bool = True,
+           always_wait_when_syncing: bool = False,
+           criterion: Criterion | str = Criterion.ENDED_AFTER) -> Decision:
+    """Decide SUCCESS, FAIL or WAIT for ``facts`` fetched at ``target``."""
+    target_ms = facts.target_ms
+    if target is not None:
+        given = target if isinstance(target, int) else to_ms(to_utc(target))
+        if given != target_ms:
+            raise ValueError("facts were fetched for another target")
+    crit = parse_criterion(criterion)
+    when = iso(target_ms)
+
+    if always_wait_when_syncing and facts.running is not None:
+        run = facts.running
+        return Decision(Outcome.WAIT, f"sync {run.sync_id} is running (started "
+                        f"{iso(run.started_ms)}) and always_wait_when_syncing is set",
+                        target_ms, run)
+    success = counting_success(facts, crit)
+    if success is not None:
+        how = "ended" if crit is Criterion.ENDED_AFTER else "started and ended"
+        return Decision(Outcome.SUCCESS, f"sync {success.sync_id} {how} at or after {when} "
+                        f"(ended {iso(success.ended_ms)})", target_ms, success)
+    failure = facts.first_failure_from_target
+    if failure is not None:
+        return Decision(Outcome.FAIL, f"sync {failure.sync_id} failed at "
+                        f"{iso(failure.ended_ms)}, at or after {when}"
+                        f"{_because(failure)}", target_ms, failure)
+    latest = facts.latest_before_target
+    if propagate_failures_forward and latest is not None and latest.failed:
+        return Decision(Outcome.FAIL, f"the latest sync before {when}, {latest.sync_id}, "
+                        f"failed at {iso(latest.ended_ms)}{_because(latest)} and "
+                        "propagate_failures_forward is set", target_ms, latest)
+    if crit is Criterion.STARTED_AFTER and facts.successes_from_target:
+        return Decision(Outcome.WAIT, f"no successful sync started at or after {when} yet",
+                        target_ms, None)
+    return Decision(Outcome.WAIT, f"no sync has completed at or after {when} yet",
+                    target_ms, None)
+
+
+def _because(c: Completion) -> str:
+    return f" ({c.status}: {c.reason})" if c.reason else f" ({c.status})"

@@ -1,0 +1,295 @@
+"""The durable per-connector sync history in Redis: writer and reader.
+
+Key names come from keys.py. Writes are optimistic transactions (WATCH, read, MULTI,
+EXEC): the dedup mark, the history write, the change notification and whatever the
+caller adds (the webhook app adds its RQ job) commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import redis
+from redis.client import Pipeline
+
+from .decision import Completion, Facts, RunningSync
+from .exceptions import HistoryBusy
+from .keys import ConnectorKeys, connectors_key, last_test_event_key
+from .model import Event, EventKind
+from .timeutil import iso, now_ms
+
+#: Successes fetched per page when looking for one that started after the target.
+SUCCESS_PAGE = 8
+#: Optimistic-lock retries before a write gives up (contention is per connector).
+MAX_WATCH_RETRIES = 64
+
+
+class WriteStatus(str, Enum):
+    RECORDED = "recorded"
+    DUPLICATE = "duplicate"
+    IGNORED = "ignored"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    status: WriteStatus
+    reason: str | None = None
+
+
+#: Called inside the MULTI block of a successful sync_end, so that what it queues commits
+#: with the history write (the webhook app enqueues its forwarding job here).
+OnSuccess = Callable[[Pipeline, Event], None]
+
+
+def encode_completion(event: Event) -> str:
+    """Encode a sync_end as a sorted-set member (compact JSON, unique per delivery)."""
+    body: dict[str, Any] = {"s": event.sync_id, "st": event.status, "t": event.created_ms}
+    if event.reason:
+        body["r"] = event.reason
+    if event.task_type:
+        body["tt"] = event.task_type
+    return json.dumps(body, separators=(",", ":"), sort_keys=True)
+
+
+def decode_completion(member: str | bytes, score: float) -> Completion:
+    """Decode a sorted-set member written by encode_completion."""
+    body = json.loads(member)
+    status = body["st"]
+    return Completion(sync_id=body["s"], status=status, ended_ms=int(score),
+                      succeeded=status == "SUCCESSFUL", reason=body.get("r"),
+                      task_type=body.get("tt"))
+
+
+class HistoryWriter:
+    """Record Fivetran events into the history, idempotently and atomically."""
+
+    def __init__(self, client: redis.Redis, prefix: str, retention_ms: int) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.retention_ms = retention_ms
+
+    def record(self, event: Event, on_success: OnSuccess | None = None,
+               now: int | None = None) -> WriteResult:
+        """Record ``event``; return whether it was new, a duplicate, or ignored."""
+        if event.kind is EventKind.OTHER:
+            return WriteResult(WriteStatus.IGNORED, f"event '{event.event}' is not used")
+        if event.kind is EventKind.TEST:
+            self.client.set(last_test_event_key(self.prefix),
+                            json.dumps({"received_at": iso(now or now_ms()),
+                                        "connector_id": event.connector_id}))
+            return WriteResult(WriteStatus.IGNORED, "test_event received: the webhook works")
+        now = now_ms() if now is None else now
+        cutoff = now - self.retention_ms
+        if event.created_ms < cutoff:
+            return WriteResult(WriteStatus.IGNORED,
+                               "event is older than the history retention")
+        keys = ConnectorKeys(self.prefix, event.connector_id)
+        with self.client.pipeline(transaction=True) as pipe:
+            for _ in range(MAX_WATCH_RETRIES):
+                try:
+                    pipe.watch(keys.seen, keys.ended)
+                    if pipe.zscore(keys.seen, event.dedup_id) is not None:
+                        pipe.reset()
+                        return WriteResult(WriteStatus.DUPLICATE)
+                    already_ended = (event.kind is EventKind.SYNC_START
+                                     and pipe.zscore(keys.ended, event.sync_id) is not None)
+                    pipe.multi()
+                    self._write(pipe, keys, event, already_ended, cutoff)
+                    if on_success is not None and event.is_success:
+                        on_success(pipe, event)
+                    pipe.publish(keys.channel, event.event)
+                    pipe.execute()
+                    return WriteResult(WriteStatus.RECORDED)
+                except redis.WatchError:
+                    continue
+        raise HistoryBusy(f"connector {event.connector_id}: too many concurrent writes")
+
+    def _write(self, pipe: Pipeline, keys: ConnectorKeys, event: Event, already_ended: bool,
+               cutoff: int) -> None:
+        t = event.created_ms
+        sid = event.sync_id
+        pipe.zadd(keys.seen, {event.dedup_id: t})
+        if event.kind is EventKind.SYNC_START:
+            pipe.zadd(keys.starts, {sid: t}, lt=True)  # the earliest start wins
+            if not already_ended:
+                pipe.zadd(keys.running, {sid: t})
+        elif event.kind is EventKind.SYNC_END:
+            member = encode_completion(event)
+            pipe.zadd(keys.ends, {member: t})
+            if event.is_success:
+                pipe.zadd(keys.ok, {member: t})
+            elif event.is_failure:
+                pipe.zadd(keys.fail, {member: t})
+            pipe.zadd(keys.ended, {sid: t}, gt=True)
+            pipe.zrem(keys.running, sid)
+        elif event.kind is EventKind.RESYNC:
+            body = {"e": event.event, "t": t}
+            if event.tables:
+                body["tables"] = list(event.tables)
+            pipe.zadd(keys.resyncs, {json.dumps(body, separators=(",", ":")): t})
+        meta = {"name": event.connector_name, "type": event.connector_type,
+                "group": event.group_id, "last_event_at": iso(t)}
+        pipe.hset(connectors_key(self.prefix), event.connector_id, json.dumps(meta))
+        for key in keys.all_sets():
+            pipe.zremrangebyscore(key, "-inf", f"({cutoff}")
+
+
+def facts_commands(pipe: Any, keys: ConnectorKeys, target_ms: int, stale_before_ms: int,
+                   success_offset: int = 0) -> None:
+    """Queue the reads that make up Facts on a sync or async pipeline (5 commands)."""
+    pipe.zrangebyscore(keys.ok, target_ms, "+inf", start=success_offset, num=SUCCESS_PAGE,
+                       withscores=True)
+    pipe.zrangebyscore(keys.fail, target_ms, "+inf", start=0, num=1, withscores=True)
+    pipe.zrevrangebyscore(keys.ok, f"({target_ms}", "-inf", start=0, num=1, withscores=True)
+    pipe.zrevrangebyscore(keys.fail, f"({target_ms}", "-inf", start=0, num=1, withscores=True)
+    pipe.zrevrangebyscore(keys.running, "+inf", f"({stale_before_ms}", start=0, num=1,
+                          withscores=True)
+
+
+def _one(rows: Sequence[tuple[Any, float]]) -> Completion | None:
+    return decode_completion(*rows[0]) if rows else None
+
+
+def _str(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def facts_from_results(results: Sequence[Any], target_ms: int,
+                       successes: Sequence[Completion]) -> Facts:
+    """Build Facts from the replies of facts_commands (successes already carry starts)."""
+    _, fail_rows, ok_before, fail_before, running_rows = results
+    latest = max((c for c in (_one(ok_before), _one(fail_before)) if c is not None),
+                 key=Completion.order_key, default=None)
+    running = (RunningSync(_str(running_rows[0][0]), int(running_rows[0][1]))
+               if running_rows else None)
+    return Facts(target_ms=target_ms, successes_from_target=tuple(successes),
+                 first_failure_from_target=_one(fail_rows), latest_before_target=latest,
+                 running=running)
+
+
+def attach_starts(completions: Sequence[Completion],
+                  starts: Sequence[float | None]) -> list[Completion]:
+    """Return ``completions`` with their start times filled from a ZMSCORE reply."""
+    return [Completion(c.sync_id, c.status, c.ended_ms, c.succeeded, c.reason, c.task_type,
+                       None if s is None else int(s))
+            for c, s in zip(completions, starts, strict=True)]
+
+
+def _page_qualifies(page: Sequence[Completion], target_ms: int) -> bool:
+    return any(c.started_ms is not None and c.started_ms >= target_ms for c in page)
+
+
+class HistoryReader:
+    """Answer the sensor's questions in O(log n) per question."""
+
+    def __init__(self, client: redis.Redis, prefix: str, max_sync_duration_ms: int) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.max_sync_duration_ms = max_sync_duration_ms
+
+    def keys(self, connector_id: str) -> ConnectorKeys:
+        return ConnectorKeys(self.prefix, connector_id)
+
+    def facts(self, connector_id: str, target_ms: int, now: int | None = None,
+              started_after: bool = False) -> Facts:
+        """Fetch what decide() needs for ``target_ms`` (two round trips, O(log n) each)."""
+        keys = self.keys(connector_id)
+        now = now_ms() if now is None else now
+        pipe = self.client.pipeline(transaction=False)
+        facts_commands(pipe, keys, target_ms, now - self.max_sync_duration_ms)
+        results = pipe.execute()
+        successes = self._with_starts(keys, [decode_completion(m, s) for m, s in results[0]])
+        offset = len(successes)
+        # started_after: the first successes may have started before the target (at most
+        # one does when syncs do not overlap); page on until one qualifies.
+        while (started_after and len(successes) == offset and offset % SUCCESS_PAGE == 0
+               and offset and not _page_qualifies(successes, target_ms)):
+            rows = self.client.zrangebyscore(keys.ok, target_ms, "+inf", start=offset,
+                                             num=SUCCESS_PAGE, withscores=True)
+            successes += self._with_starts(keys, [decode_completion(m, s) for m, s in rows])
+            if len(successes) == offset:
+                break
+            offset = len(successes)
+        return facts_from_results(results, target_ms, successes)
+
+    def _with_starts(self, keys: ConnectorKeys, page: list[Completion]) -> list[Completion]:
+        if not page:
+            return []
+        starts = self.client.zmscore(keys.starts, [c.sync_id for c in page])
+        return attach_starts(page, starts)
+
+    def running(self, connector_id: str, now: int | None = None) -> RunningSync | None:
+        """Return the newest running sync that is not stale, if any."""
+        keys = self.keys(connector_id)
+        now = now_ms() if now is None else now
+        rows = self.client.zrevrangebyscore(keys.running, "+inf",
+                                            f"({now - self.max_sync_duration_ms}",
+                                            start=0, num=1, withscores=True)
+        return RunningSync(_str(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def start_of(self, connector_id: str, sync_id: str) -> int | None:
+        """Return the start time (ms) of ``sync_id``, if its sync_start was recorded."""
+        score = self.client.zscore(self.keys(connector_id).starts, sync_id)
+        return None if score is None else int(score)
+
+    def syncs(self, connector_id: str, since_ms: int | None = None, until_ms: int | None = None,
+              limit: int = 100, now: int | None = None) -> list[dict[str, Any]]:
+        """List the connector's syncs, newest first: completions, and running ones on top."""
+        keys = self.keys(connector_id)
+        lo = "-inf" if since_ms is None else since_ms
+        hi = "+inf" if until_ms is None else until_ms
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrevrangebyscore(keys.ends, hi, lo, start=0, num=limit, withscores=True)
+        pipe.zrevrangebyscore(keys.running, hi, lo, start=0, num=limit, withscores=True)
+        ends, running = pipe.execute()
+        completions = [decode_completion(m, s) for m, s in ends]
+        completions = self._with_starts(keys, completions)
+        stale_before = (now_ms() if now is None else now) - self.max_sync_duration_ms
+        rows: list[tuple[int, dict[str, Any]]] = []
+        for member, score in running:
+            item = RunningSync(_str(member), int(score)).to_dict()
+            if score <= stale_before:
+                item["status"] = "STALE"
+                item["reason"] = "no sync_end within the maximum sync duration"
+            rows.append((int(score), item))
+        rows += [(c.ended_ms, c.to_dict()) for c in completions]
+        rows.sort(key=lambda r: r[0], reverse=True)
+        return [item for _, item in rows[:limit]]
+
+    def connectors(self, now: int | None = None) -> list[dict[str, Any]]:
+        """List known connectors with their last success, last failure and running sync."""
+        raw = {_str(k): v for k, v in self.client.hgetall(connectors_key(self.prefix)).items()}
+        ids = sorted(raw)
+        now = now_ms() if now is None else now
+        pipe = self.client.pipeline(transaction=False)
+        for cid in ids:
+            keys = self.keys(cid)
+            pipe.zrevrange(keys.ok, 0, 0, withscores=True)
+            pipe.zrevrange(keys.fail, 0, 0, withscores=True)
+            pipe.zrevrangebyscore(keys.running, "+inf", f"({now - self.max_sync_duration_ms}",
+                                  start=0, num=1, withscores=True)
+        replies = pipe.execute()
+        out = []
+        for i, cid in enumerate(ids):
+            ok, fail, running = replies[3 * i: 3 * i + 3]
+            meta = json.loads(raw[cid])
+            out.append({
+                "connector_id": cid,
+                "connector_name": meta.get("name"),
+                "connector_type": meta.get("type"),
+                "group_id": meta.get("group"),
+                "last_event_at": meta.get("last_event_at"),
+                "last_success": _one(ok).to_dict() if ok else None,
+                "last_failure": _one(fail).to_dict() if fail else None,
+                "running": (RunningSync(_str(running[0][0]), int(running[0][1])).to_dict()
+                            if running else None),
+            })
+        return out
+
+    def known(self, connector_id: str) -> bool:
+        """Return whether any event of ``connector_id`` was recorded."""
+        return bool(self.client.hexists(connectors_key(self.prefix), connector_id))

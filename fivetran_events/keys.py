@@ -1,0 +1,93 @@
+"""The Redis key layout: every key this project writes is named here and nowhere else.
+
+Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id)::
+
+    {p}c:{c}:ok        ZSET  successful completions   member: completion JSON, score: ended ms
+    {p}c:{c}:fail      ZSET  failed completions       member: completion JSON, score: ended ms
+    {p}c:{c}:ends      ZSET  every sync_end, RESCHEDULED included (the listing)
+    {p}c:{c}:ended     ZSET  sync_id -> newest end ms (a late sync_start must not look running)
+    {p}c:{c}:starts    ZSET  sync_id -> start ms      (the started_after criterion)
+    {p}c:{c}:running   ZSET  sync_id -> start ms      (started, not ended)
+    {p}c:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
+    {p}c:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
+    {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}
+    {p}changes:{c}     pub/sub channel, published on every recorded event of the connector
+
+Sorted sets scored by epoch milliseconds give every query the sensor needs in O(log n),
+and retention is one ZREMRANGEBYSCORE per set. Connector ids are validated to a small
+alphabet without ``:``, so no two connectors' keys can collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_PREFIX = "fte:"
+
+CONNECTOR_SETS = ("ok", "fail", "ends", "ended", "starts", "running", "resyncs", "seen")
+
+
+@dataclass(frozen=True)
+class ConnectorKeys:
+    """The names of one connector's keys."""
+
+    prefix: str
+    connector_id: str
+
+    def _k(self, suffix: str) -> str:
+        return f"{self.prefix}c:{self.connector_id}:{suffix}"
+
+    @property
+    def ok(self) -> str:
+        return self._k("ok")
+
+    @property
+    def fail(self) -> str:
+        return self._k("fail")
+
+    @property
+    def ends(self) -> str:
+        return self._k("ends")
+
+    @property
+    def ended(self) -> str:
+        return self._k("ended")
+
+    @property
+    def starts(self) -> str:
+        return self._k("starts")
+
+    @property
+    def running(self) -> str:
+        return self._k("running")
+
+    @property
+    def resyncs(self) -> str:
+        return self._k("resyncs")
+
+    @property
+    def seen(self) -> str:
+        return self._k("seen")
+
+    @property
+    def channel(self) -> str:
+        return f"{self.prefix}changes:{self.connector_id}"
+
+    def all_sets(self) -> list[str]:
+        """Every sorted set of the connector (retention trims each)."""
+        return [self._k(s) for s in CONNECTOR_SETS]
+
+
+def connectors_key(prefix: str) -> str:
+    """The hash of known connectors and their latest metadata."""
+    return f"{prefix}connectors"
+
+
+def last_test_event_key(prefix: str) -> str:
+    """The string holding the newest ``test_event`` received (for setup checks)."""
+    return f"{prefix}last_test_event"
+
+
+def changes_pattern(prefix: str) -> str:
+    """The pub/sub pattern matching every connector's change channel."""
+    return f"{prefix}changes:*"

@@ -1,0 +1,61 @@
+"""Convert between ISO 8601 text, aware datetimes and epoch milliseconds.
+
+The history scores everything in epoch milliseconds (UTC); the APIs speak ISO 8601
+with a ``Z``. Naive datetimes are read as UTC everywhere, on purpose: Airflow hands
+out aware UTC datetimes, and a user who types ``2026-01-10T00:00`` means UTC.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+UTC = timezone.utc
+
+
+def to_utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime (naive is taken to be UTC)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse ISO 8601 text into an aware UTC datetime; raise ValueError when it is not one."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("expected an ISO 8601 timestamp")
+    raw = text.strip()
+    if raw.endswith(("Z", "z")):
+        raw = raw[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(raw)
+    except ValueError:
+        raise ValueError(f"not an ISO 8601 timestamp: {text[:64]!r}") from None
+    return to_utc(parsed)
+
+
+def to_ms(value: datetime) -> int:
+    """Return epoch milliseconds of ``value`` (naive is UTC)."""
+    aware = to_utc(value)
+    # Integer arithmetic avoids float rounding on microseconds.
+    delta = aware - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def from_ms(ms: int | float) -> datetime:
+    """Return the aware UTC datetime of epoch milliseconds."""
+    return datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
+
+
+def iso(value: datetime | int | float | None) -> str | None:
+    """Format a datetime or epoch milliseconds as ISO 8601 UTC with millisecond precision and ``Z``."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        value = from_ms(value)
+    return to_utc(value).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_ms() -> int:
+    """Return the wall clock in epoch milliseconds."""
+    return time.time_ns() // 1_000_000

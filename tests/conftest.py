@@ -1,0 +1,52 @@
+"""Fixtures: a real redis-server (pytest-redis, free loopback port) and the Flask app."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from fivetran_events import HistoryReader, HistoryWriter, Settings
+
+from .support import OTHER_SECRET, SECRET, TOKEN
+
+
+@pytest.fixture
+def redis_url(redis_proc, redisdb: redis.Redis) -> str:  # type: ignore[no-untyped-def]
+    """TCP URL of the suite's redis-server; pytest-redis flushes it after each test."""
+    return f"redis://{redis_proc.host}:{redis_proc.port}/0"
+
+
+@pytest.fixture
+def settings(redis_url: str) -> Settings:
+    return Settings(redis_url=redis_url, webhook_secrets=[SECRET, OTHER_SECRET],
+                    api_tokens=[TOKEN], key_prefix="test:")
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+@pytest.fixture
+def writer(client: redis.Redis, settings: Settings) -> HistoryWriter:
+    return HistoryWriter(client, settings.key_prefix, settings.retention_ms)
+
+
+@pytest.fixture
+def reader(client: redis.Redis, settings: Settings) -> HistoryReader:
+    return HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms)
+
+
+@pytest.fixture
+def app(settings: Settings):  # type: ignore[no-untyped-def]
+    from webhook_app import create_app
+
+    return create_app(settings)
+
+
+@pytest.fixture
+def http(app) -> Iterator:  # type: ignore[no-untyped-def]
+    with app.test_client() as c:
+        yield c

@@ -1,0 +1,57 @@
+"""Helpers shared by the tests: Fivetran payloads signed as Fivetran signs them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from fivetran_events.signature import SIGNATURE_HEADER, sign
+from fivetran_events.timeutil import iso
+
+SECRET = "test-webhook-secret"
+OTHER_SECRET = "rotated-webhook-secret"
+TOKEN = "test-api-token"
+UTC = timezone.utc
+
+
+def at(day: int, hour: int = 0, minute: int = 0, month: int = 1, year: int = 2026) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
+
+
+def payload(event: str = "sync_end", connector_id: str = "assimilate_seem",
+            created: datetime | str | None = None, sync_id: str | None = None,
+            status: str | None = "SUCCESSFUL", new_names: bool = False,
+            **data: Any) -> dict[str, Any]:
+    """Build a payload shaped like Fivetran's (DESIGN.md's real capture)."""
+    created = created or datetime.now(UTC)
+    body: dict[str, Any] = {
+        "event": event,
+        "created": created if isinstance(created, str) else iso(created),
+        ("connection_type" if new_names else "connector_type"): "google_cloud_postgresql",
+        ("connection_id" if new_names else "connector_id"): connector_id,
+        ("connection_name" if new_names else "connector_name"): "ftar_pg",
+        "destination_group_id": "inappropriate_implode",
+    }
+    if event in ("sync_start", "sync_end"):
+        body["sync_id"] = sync_id or str(uuid.uuid4())
+    if event == "sync_end":
+        body["data"] = {"status": status, **data}
+    elif data:
+        body["data"] = data
+    return body
+
+
+def encode(body: dict[str, Any] | bytes) -> bytes:
+    return body if isinstance(body, bytes) else json.dumps(body).encode()
+
+
+def signed(body: dict[str, Any] | bytes, secret: str = SECRET) -> tuple[bytes, dict[str, str]]:
+    """Return the raw body and the headers Fivetran would send with it."""
+    raw = encode(body)
+    return raw, {SIGNATURE_HEADER: sign(raw, secret), "Content-Type": "application/json"}
+
+
+def days(n: float) -> timedelta:
+    return timedelta(days=n)

@@ -1,0 +1,85 @@
+"""The webhook server: Flask app factory, webhook endpoint, read API, RQ jobs, CLI."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+
+from fivetran_events import ConfigurationError, HistoryBusy, Settings, load_settings
+
+from .errors import ApiError
+from .state import EXTENSION, State
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
+    """Build the app from ``settings`` (default: the ``FIVETRAN_EVENTS_*`` environment).
+
+    Refuses to build without a webhook secret: an unsigned webhook target would record
+    whatever anyone sends it.
+    """
+    settings = settings or load_settings(**overrides)
+    if not settings.webhook_secrets:
+        raise ConfigurationError(
+            "FIVETRAN_EVENTS_WEBHOOK_SECRETS is empty: set it to the secret(s) of your "
+            "Fivetran webhook (comma-separated)")
+    app = Flask(__name__)
+    app.config.from_mapping(MAX_CONTENT_LENGTH=settings.max_body_bytes, JSON_SORT_KEYS=False)
+    app.extensions[EXTENSION] = State.from_settings(settings)
+
+    from . import api, health, webhook
+
+    app.register_blueprint(webhook.bp)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(health.bp)
+    _register_errors(app, settings)
+    return app
+
+
+def _json_error(status: int, message: str, headers: dict[str, str] | None = None,
+                **extra: Any) -> Response:
+    resp = jsonify({"status": "error", "error": message, **extra})
+    resp.status_code = status
+    for k, v in (headers or {}).items():
+        resp.headers[k] = v
+    return resp
+
+
+def _register_errors(app: Flask, settings: Settings) -> None:
+    retry = {"Retry-After": str(settings.retry_after_seconds)}
+
+    @app.errorhandler(ApiError)
+    def api_error(exc: ApiError) -> Response:
+        headers = dict(exc.headers)
+        if exc.status_code == 503:
+            headers.update(retry)
+        return _json_error(exc.status_code, exc.message, headers,
+                           **({"field": exc.field} if exc.field else {}))
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        message = exc.description or exc.name
+        if exc.code == 413:
+            message = f"body is larger than {settings.max_body_bytes} bytes"
+        return _json_error(exc.code or 400, message)
+
+    @app.errorhandler(redis.ConnectionError)
+    @app.errorhandler(redis.TimeoutError)
+    @app.errorhandler(redis.BusyLoadingError)
+    @app.errorhandler(HistoryBusy)
+    def unavailable(exc: Exception) -> Response:
+        log.warning("answering 503: %s", exc)
+        return _json_error(503, "storage is unavailable, retry later", retry)
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        log.exception("unexpected error")
+        return _json_error(500, "internal error")
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,41 @@
+"""Prometheus metrics of the webhook server.
+
+Under gunicorn each worker is a process: set ``PROMETHEUS_MULTIPROC_DIR`` (``fivetran-events
+serve`` does) and /metrics aggregates every worker's samples.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+
+DELIVERIES = Counter(
+    "fivetran_events_webhook_deliveries",
+    "Webhook deliveries by outcome (recorded, duplicate, ignored, invalid, unauthorized, "
+    "too_large, unavailable).",
+    ["outcome"],
+)
+LATENCY = Histogram(
+    "fivetran_events_webhook_seconds",
+    "Time from receiving a webhook delivery to answering it.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+
+
+def render() -> tuple[bytes, str]:
+    """Return the exposition text of every metric (all gunicorn workers when multiprocess)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

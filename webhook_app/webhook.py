@@ -1,0 +1,58 @@
+"""``POST /webhooks/fivetran``: verify, parse, record; answer fast."""
+
+from __future__ import annotations
+
+import time
+
+from flask import Blueprint, Response, jsonify, request
+
+from fivetran_events import InvalidPayload, parse_event
+from fivetran_events.signature import SIGNATURE_HEADER, verify
+
+from . import metrics
+from .errors import ApiError
+from .state import state
+
+bp = Blueprint("webhook", __name__)
+
+
+@bp.post("/webhooks/fivetran")
+def receive() -> Response:
+    started = time.perf_counter()
+    outcome = "invalid"
+    try:
+        st = state()
+        body = request.get_data(cache=False)
+        if not verify(body, request.headers.get(SIGNATURE_HEADER), st.settings.webhook_secrets):
+            outcome = "unauthorized"
+            raise ApiError(401, f"missing or invalid {SIGNATURE_HEADER} signature")
+        try:
+            event = parse_event(body)
+        except InvalidPayload as exc:
+            raise ApiError(400, exc.message, field=exc.field) from None
+        result = st.writer.record(event, on_success=st.enqueue_forward)
+        outcome = result.status.value
+        answer = {"status": result.status.value, "event": event.event}
+        if event.connector_id:
+            answer["connector_id"] = event.connector_id
+        if event.sync_id:
+            answer["sync_id"] = event.sync_id
+        if result.reason:
+            answer["reason"] = result.reason
+        return jsonify(answer)
+    except ApiError:
+        raise
+    except Exception as exc:
+        outcome = metrics_outcome(exc, outcome)
+        raise
+    finally:
+        metrics.DELIVERIES.labels(outcome=outcome).inc()
+        metrics.LATENCY.observe(time.perf_counter() - started)
+
+
+def metrics_outcome(exc: Exception, current: str) -> str:
+    from werkzeug.exceptions import RequestEntityTooLarge
+
+    if isinstance(exc, RequestEntityTooLarge):
+        return "too_large"
+    return "unavailable"
