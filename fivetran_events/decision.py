@@ -6,8 +6,10 @@ The contract (DESIGN.md, "The decision"):
 2. A successful sync counts for the target: SUCCESS. ``ended_after``: it ended at or
    after the target. ``started_after``: it also started at or after the target.
 3. Else a failed sync ended at or after the target: FAIL.
-4. Else, with ``propagate_failures_forward`` and the latest completion before the
-   target a failure: FAIL; otherwise WAIT.
+4. Else, when nothing ended at or after the target: with ``propagate_failures_forward``
+   and the latest completion before the target a failure, FAIL; otherwise WAIT. (Under
+   ``started_after`` a success may have ended after the target without counting: then
+   something did end after the target, and the answer is WAIT.)
 
 ``Facts`` is what a history reader fetched for one target; ``decide`` does no I/O, so
 the Airflow sensor, its async trigger, the REST API and the CLI share it unchanged.
@@ -183,14 +185,16 @@ def decide(facts: Facts, target: datetime | int | None = None, *,
         return Decision(Outcome.FAIL, f"sync {failure.sync_id} failed at "
                         f"{iso(failure.ended_ms)}, at or after {when}"
                         f"{_because(failure)}", target_ms, failure)
+    if facts.successes_from_target:
+        # started_after only: a success ended after the target but started before it. A
+        # sync did complete after the target, so a failure before it is not propagated.
+        return Decision(Outcome.WAIT, f"no successful sync started at or after {when} yet",
+                        target_ms, None)
     latest = facts.latest_before_target
     if propagate_failures_forward and latest is not None and latest.failed:
         return Decision(Outcome.FAIL, f"the latest sync before {when}, {latest.sync_id}, "
                         f"failed at {iso(latest.ended_ms)}{_because(latest)} and "
                         "propagate_failures_forward is set", target_ms, latest)
-    if crit is Criterion.STARTED_AFTER and facts.successes_from_target:
-        return Decision(Outcome.WAIT, f"no successful sync started at or after {when} yet",
-                        target_ms, None)
     return Decision(Outcome.WAIT, f"no sync has completed at or after {when} yet",
                     target_ms, None)
 

@@ -96,7 +96,8 @@ class HistoryWriter:
                         pipe.reset()
                         return WriteResult(WriteStatus.DUPLICATE)
                     already_ended = (event.kind is EventKind.SYNC_START
-                                     and pipe.zscore(keys.ended, event.sync_id) is not None)
+                                     and pipe.zscore(keys.ended, event.sync_id or "")
+                                     is not None)
                     pipe.multi()
                     self._write(pipe, keys, event, already_ended, cutoff)
                     if on_success is not None and event.is_success:
@@ -111,7 +112,7 @@ class HistoryWriter:
     def _write(self, pipe: Pipeline, keys: ConnectorKeys, event: Event, already_ended: bool,
                cutoff: int) -> None:
         t = event.created_ms
-        sid = event.sync_id
+        sid = event.sync_id or ""  # parse_event guarantees one on sync_start/sync_end
         pipe.zadd(keys.seen, {event.dedup_id: t})
         if event.kind is EventKind.SYNC_START:
             pipe.zadd(keys.starts, {sid: t}, lt=True)  # the earliest start wins
@@ -208,8 +209,8 @@ class HistoryReader:
         # one does when syncs do not overlap); page on until one qualifies.
         while (started_after and len(successes) == offset and offset % SUCCESS_PAGE == 0
                and offset and not _page_qualifies(successes, target_ms)):
-            rows = self.client.zrangebyscore(keys.ok, target_ms, "+inf", start=offset,
-                                             num=SUCCESS_PAGE, withscores=True)
+            rows: Any = self.client.zrangebyscore(keys.ok, target_ms, "+inf", start=offset,
+                                                  num=SUCCESS_PAGE, withscores=True)
             successes += self._with_starts(keys, [decode_completion(m, s) for m, s in rows])
             if len(successes) == offset:
                 break
@@ -226,7 +227,7 @@ class HistoryReader:
         """Return the newest running sync that is not stale, if any."""
         keys = self.keys(connector_id)
         now = now_ms() if now is None else now
-        rows = self.client.zrevrangebyscore(keys.running, "+inf",
+        rows: Any = self.client.zrevrangebyscore(keys.running, "+inf",
                                             f"({now - self.max_sync_duration_ms}",
                                             start=0, num=1, withscores=True)
         return RunningSync(_str(rows[0][0]), int(rows[0][1])) if rows else None
@@ -283,8 +284,8 @@ class HistoryReader:
                 "connector_type": meta.get("type"),
                 "group_id": meta.get("group"),
                 "last_event_at": meta.get("last_event_at"),
-                "last_success": _one(ok).to_dict() if ok else None,
-                "last_failure": _one(fail).to_dict() if fail else None,
+                "last_success": decode_completion(*ok[0]).to_dict() if ok else None,
+                "last_failure": decode_completion(*fail[0]).to_dict() if fail else None,
                 "running": (RunningSync(_str(running[0][0]), int(running[0][1])).to_dict()
                             if running else None),
             })

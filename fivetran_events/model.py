@@ -52,7 +52,7 @@ class _Data(BaseModel):
 
     status: str | None = Field(default=None, max_length=64)
     reason: str | None = Field(default=None, max_length=8192)
-    taskType: str | None = Field(default=None, max_length=256)  # noqa: N815 (Fivetran's name)
+    taskType: str | None = Field(default=None, max_length=256)
     tables: list[str] | None = Field(default=None, max_length=10_000)
 
     @field_validator("reason", "taskType", mode="before")

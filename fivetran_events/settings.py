@@ -6,9 +6,10 @@ defaults live here, each with a line saying what it is.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from typing_extensions import Annotated
 
 from .exceptions import ConfigurationError
 from .keys import DEFAULT_PREFIX

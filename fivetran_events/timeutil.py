@@ -48,7 +48,7 @@ def from_ms(ms: int | float) -> datetime:
 
 
 def iso(value: datetime | int | float | None) -> str | None:
-    """Format a datetime or epoch milliseconds as ISO 8601 UTC with millisecond precision and ``Z``."""
+    """Format a datetime or epoch ms as ISO 8601 UTC, milliseconds and ``Z``."""
     if value is None:
         return None
     if not isinstance(value, datetime):

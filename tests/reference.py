@@ -31,6 +31,8 @@ def reference_decide(completions: list[Sync], starts: dict[str, int], running: b
                 return "success"
     if any(c.status != "SUCCESSFUL" and c.ended_ms >= target_ms for c in real):
         return "fail"
+    if any(c.ended_ms >= target_ms for c in real):
+        return "wait"  # DESIGN.md rule 4 applies only when nothing ended at or after T
     before = [c for c in real if c.ended_ms < target_ms]
     if not before:
         return "wait"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +20,13 @@ EXTENSION = "fivetran_events"
 
 
 def forward_job_id(event: Event) -> str:
-    """Name the forwarding job after the completion, so it is found (and never doubled)."""
-    return f"forward.{event.connector_id}.{event.sync_id}.{event.created_ms}"
+    """Name the forwarding job after the completion, so it is found (and never doubled).
+
+    RQ allows only letters, digits, '_' and '-' in job ids, and connector ids may hold
+    '.', so the id is a digest of (connector, sync, end time).
+    """
+    key = f"{event.connector_id}\x1f{event.sync_id}\x1f{event.created_ms}"
+    return "forward-" + hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
 
 
 @dataclass

@@ -78,6 +78,23 @@ class TestFlags:
         assert decide(facts, criterion="ended_after").outcome is Outcome.SUCCESS
         assert decide(facts, criterion="started_after").outcome is Outcome.WAIT
 
+    def test_end_exactly_at_target_counts(self) -> None:
+        """'At or after' includes the target instant itself."""
+        facts = Facts.from_history([Completion("s", "SUCCESSFUL", to_ms(at(5)), True)], {},
+                                   None, at(5))
+        assert decide(facts).outcome is Outcome.SUCCESS
+
+    @pytest.mark.redis
+    def test_tie_before_target_success_is_later(self, client: redis.Redis) -> None:
+        """A success and a failure ending at the same instant: the success is the latest."""
+        writer = HistoryWriter(client, "tie:", retention_ms=10**13)
+        for sid, status in (("f", "FAILED"), ("s", "SUCCESSFUL")):
+            writer.record(parse_event(encode(payload("sync_end", "c", at(3), sid, status))))
+        facts = HistoryReader(client, "tie:", DAY).facts("c", to_ms(at(4)))
+        assert facts.latest_before_target is not None
+        assert facts.latest_before_target.sync_id == "s"
+        assert decide(facts, propagate_failures_forward=True).outcome is Outcome.WAIT
+
     def test_bad_criterion(self) -> None:
         with pytest.raises(ValueError, match="criterion must be one of"):
             decide(Facts(target_ms=0), criterion="whenever")
@@ -85,8 +102,16 @@ class TestFlags:
 
 # --- property: the Redis-backed reader + decide() agree with the brute-force reference --------
 
-DAY = 86_400_000
+# Times fall on whole hours so that ties (an end exactly at the target, a success and a
+# failure ending together) come up often: the contract's edges live there.
+HOUR = 3_600_000
+DAY = 24 * HOUR
 T0 = to_ms(at(1))
+
+
+def hours(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi).map(lambda h: h * HOUR)
+
 statuses = st.sampled_from(["SUCCESSFUL", "FAILURE", "FAILED", "FAILURE_WITH_TASK",
                             "RESCHEDULED"])
 
@@ -98,25 +123,25 @@ def histories(draw: st.DrawFn) -> tuple[list[Sync], dict[str, int], list[tuple[s
     starts: dict[str, int] = {}
     for i in range(n):
         sid = f"s{i}"
-        start = T0 + draw(st.integers(0, 20 * DAY))
+        start = T0 + draw(hours(0, 20 * 24))
         if draw(st.booleans()):
             starts[sid] = start
-        end = start + draw(st.integers(0, DAY))
+        end = start + draw(hours(0, 24))
         syncs.append(Sync(sid, end, draw(statuses)))
         if draw(st.integers(0, 5)) == 0:  # a retried sync ends again under the same id
-            syncs.append(Sync(sid, end + draw(st.integers(1, DAY)), draw(statuses)))
-    running = [(f"r{i}", T0 + draw(st.integers(0, 22 * DAY)))
+            syncs.append(Sync(sid, end + draw(hours(0, 24)), draw(statuses)))
+    running = [(f"r{i}", T0 + draw(hours(0, 22 * 24)))
                for i in range(draw(st.integers(0, 2)))]
     return syncs, starts, running
 
 
 @pytest.mark.redis
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(history=histories(), target_off=st.integers(-DAY, 23 * DAY),
+@given(history=histories(), target_off=hours(-24, 23 * 24),
        propagate=st.booleans(), always_wait=st.booleans(),
        criterion=st.sampled_from(["ended_after", "started_after"]),
-       now_off=st.integers(0, 25 * DAY))
+       now_off=hours(0, 25 * 24))
 def test_matches_reference(client: redis.Redis, history, target_off: int, propagate: bool,
                            always_wait: bool, criterion: str, now_off: int) -> None:
     """On random histories written through the webhook path, decide() equals the reference."""
