@@ -137,3 +137,6 @@ def decide_cmd(connector_id: str, target: str, propagate_failures_forward: bool,
     else:
         click.echo(f"{result.outcome.value.upper()}: {result.reason}")
     sys.exit({"success": 0, "fail": 1, "wait": 3}[result.outcome.value])
+
+if __name__ == "__main__":
+    main()

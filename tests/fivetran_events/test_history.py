@@ -92,7 +92,7 @@ class TestRunning:
 class TestRetention:
     def test_old_history_is_trimmed(self, client: redis.Redis) -> None:
         """Writes trim every set to the retention window; older deliveries are ignored."""
-        w = HistoryWriter(client, "test:", retention_ms=10 * 86_400_000)
+        w = HistoryWriter(client, "test:", retention_ms=10 * 86_400_000, trim_every=1)
         w.record(ev(sync_id="old", created=at(1)), now=to_ms(at(2)))
         w.record(ev(sync_id="new", created=at(20)), now=to_ms(at(20)))
         keys = ConnectorKeys("test:", "assimilate_seem")
@@ -141,3 +141,13 @@ class TestStartedAfterPaging:
         writer.record(ev(sync_id="good", created=at(4, 1)))
         facts = reader.facts("assimilate_seem", to_ms(at(3)), started_after=True)
         assert any(c.sync_id == "good" for c in facts.successes_from_target)
+
+    def test_trimming_happens_on_a_share_of_writes(self, client: redis.Redis) -> None:
+        """With the default, about one write in TRIM_EVERY trims, so old entries go soon."""
+        w = HistoryWriter(client, "test:", retention_ms=10 * 86_400_000)
+        w.record(ev(sync_id="old", created=at(1)), now=to_ms(at(2)))
+        keys = ConnectorKeys("test:", "assimilate_seem")
+        for i in range(200):
+            w.record(ev(sync_id=f"n{i}", created=at(25)), now=to_ms(at(25)))
+        assert client.zscore(keys.ended, "old") is None
+        assert client.zcard(keys.ok) == 200
