@@ -29,7 +29,8 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
             "FIVETRAN_EVENTS_WEBHOOK_SECRETS is empty: set it to the secret(s) of your "
             "Fivetran webhook (comma-separated)")
     app = Flask(__name__)
-    app.config.from_mapping(MAX_CONTENT_LENGTH=settings.max_body_bytes, JSON_SORT_KEYS=False)
+    app.config.from_mapping(MAX_CONTENT_LENGTH=settings.max_body_bytes)
+    app.json.sort_keys = False  # type: ignore[attr-defined]  # keep "status"/"decision" first
     app.extensions[EXTENSION] = State.from_settings(settings)
 
     from . import api, health, webhook

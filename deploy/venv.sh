@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install the project with the given extras, quietly.
+#   deploy/venv.sh server,dev
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-server}"
+python="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv with $($python --version)"
+  "$python" -m venv .venv
+fi
+stamp=".venv/.installed-$extras"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "==> installing fivetran-events[$extras] into .venv (a minute on a fresh machine)"
+  log=.venv/pip-install.log
+  if ! { .venv/bin/python -m pip install --disable-pip-version-check -U pip &&
+         .venv/bin/python -m pip install --disable-pip-version-check -e ".[$extras]"; } >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "error: installing fivetran-events[$extras] failed; the whole log is in $log" >&2
+    exit 1
+  fi
+  touch "$stamp"
+fi
