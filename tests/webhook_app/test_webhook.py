@@ -182,3 +182,22 @@ class TestHostileInput:
         assert r.is_json
         if r.status_code != 200 or r.json["status"] != "recorded":
             assert [k for k in client.keys("*") if b":c:" in k or b"rq:" in k] == []
+
+
+class TestMetrics:
+    def test_outcomes_and_latency_exported(self, http) -> None:  # type: ignore[no-untyped-def]
+        """/metrics counts deliveries by outcome and observes their latency."""
+        def count(text: str, outcome: str) -> float:
+            key = f'fivetran_events_webhook_deliveries_total{{outcome="{outcome}"}}'
+            return next((float(line.split()[-1]) for line in text.splitlines()
+                         if line.startswith(key)), 0.0)
+
+        before = http.get("/metrics").get_data(as_text=True)
+        body = payload(created=at(3))
+        post(http, body)
+        post(http, body)
+        http.post(URL, data=b"{}")
+        after = http.get("/metrics").get_data(as_text=True)
+        for outcome in ("recorded", "duplicate", "unauthorized"):
+            assert count(after, outcome) == count(before, outcome) + 1
+        assert "fivetran_events_webhook_seconds_bucket" in after
