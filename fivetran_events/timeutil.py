@@ -28,10 +28,11 @@ def parse_iso(text: str) -> datetime:
     if raw.endswith(("Z", "z")):
         raw = raw[:-1] + "+00:00"
     try:
-        parsed = datetime.fromisoformat(raw)
+        return to_utc(datetime.fromisoformat(raw))
     except ValueError:
         raise ValueError(f"not an ISO 8601 timestamp: {text[:64]!r}") from None
-    return to_utc(parsed)
+    except OverflowError:  # e.g. 9999-12-31T23:59-14:00 is past year 9999 in UTC
+        raise ValueError(f"timestamp out of range: {text[:64]!r}") from None
 
 
 def to_ms(value: datetime) -> int:

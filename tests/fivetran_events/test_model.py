@@ -72,6 +72,8 @@ class TestRefuses:
         (b"[1,2]", "body"),
         (b'{"created":"2026-01-01T00:00:00Z"}', "event"),
         (json.dumps({**payload(), "created": "yesterday"}).encode(), "created"),
+        (json.dumps({**payload(), "created": "9999-12-31T23:59:59-14:00"}).encode(), "created"),
+        (json.dumps({**payload(), "created": "0001-01-01T00:00:00+14:00"}).encode(), "created"),
         (json.dumps({k: v for k, v in payload().items() if k != "sync_id"}).encode(), "sync_id"),
         (json.dumps({**payload(), "data": {}}).encode(), "data.status"),
         (json.dumps({**payload(), "data": {"status": "DONE"}}).encode(), "data.status"),

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fivetran_events import Settings
 from fivetran_events.timeutil import iso
@@ -113,6 +117,7 @@ class TestDecision:
 
     @pytest.mark.parametrize(("query", "field"), [
         ("", "target"), ("target=soon", "target"),
+        ("target=9999-12-31T23:59:59-14:00", "target"),
         ("target=2026-01-01&propagate_failures_forward=maybe", "propagate_failures_forward"),
         ("target=2026-01-01&always_wait_when_syncing=2", "always_wait_when_syncing"),
         ("target=2026-01-01&criterion=whenever", "criterion")])
@@ -120,3 +125,25 @@ class TestDecision:
         deliver(http, payload(created=at(3)))
         r = http.get(f"/api/connectors/assimilate_seem/decision?{query}", headers=AUTH)
         assert r.status_code == 400 and r.json["field"] == field, r.json
+
+
+class TestHostileQueries:
+    @settings(max_examples=150, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(connector=st.text(max_size=40).filter(lambda s: "/" not in s and "?" not in s
+                                                  and "#" not in s),
+           params=st.dictionaries(
+               st.sampled_from(["target", "since", "until", "limit", "criterion",
+                                "propagate_failures_forward", "always_wait_when_syncing"]),
+               st.text(max_size=40) | st.datetimes().map(lambda d: d.isoformat()),
+               max_size=5),
+           view=st.sampled_from(["syncs", "decision"]))
+    def test_never_500(self, http, connector: str, params: dict[str, str],  # type: ignore[no-untyped-def]
+                       view: str) -> None:
+        """Random connector ids and query parameters get 200, 400 or 404, never 500."""
+        deliver(http, payload(sync_id="s1", created=at(3)))  # a duplicate after the first
+        cid = connector or "assimilate_seem"
+        r = http.get(f"/api/connectors/{quote(cid, safe='')}/{view}", headers=AUTH,
+                     query_string=params)
+        assert r.status_code in (200, 400, 404), (r.status_code, r.data)
+        assert r.is_json
