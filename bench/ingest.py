@@ -26,6 +26,7 @@ import redis
 from fivetran_events.keys import ConnectorKeys
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso, now_ms
+from webhook_app.cli import DEFAULT_WORKERS
 
 from ._servers import start_gunicorn, start_redis, stop
 
@@ -103,7 +104,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--deliveries", type=int, default=4000)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                    help="gunicorn workers for both endpoints (default: as `serve`)")
     a = ap.parse_args()
     if not 100 <= a.deliveries <= 100_000:
         ap.error("--deliveries must be between 100 and 100000")
