@@ -12,7 +12,7 @@ status:
 
 test:      ## install what the tests need and run them all
 	@bash deploy/ensure-redis.sh
-	@bash deploy/venv.sh server,dev
+	@bash deploy/venv.sh server,airflow,dev
 	@.venv/bin/python -m pytest
 
 lint:
