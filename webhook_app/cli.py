@@ -73,24 +73,36 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--workers", default=DEFAULT_WORKERS, show_default="2 x cores + 1",
-              type=click.IntRange(1, 64))
+@click.option("--host", help="Address to bind.  [default: 127.0.0.1]")
+@click.option("--port", type=click.IntRange(1, 65535), help="Port.  [default: 8000]")
+@click.option("--workers", type=click.IntRange(1, 64),
+              help="gunicorn worker processes.  [default: 2 x cores + 1]")
 @click.option("--config", "gunicorn_config", type=click.Path(exists=True, dir_okay=False),
               help="A gunicorn configuration file (deploy/gunicorn.conf.py for production).")
 @clean_errors
-def serve(host: str, port: int, workers: int, gunicorn_config: str | None) -> None:
-    """Run the webhook server under gunicorn."""
+def serve(host: str | None, port: int | None, workers: int | None,
+          gunicorn_config: str | None) -> None:
+    """Run the webhook server under gunicorn.
+
+    With --config, the file decides whatever --host, --port and --workers do not.
+    """
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+    else:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fte-metrics-")
     from webhook_app import create_app
 
     create_app()  # fail here, with one line, on bad configuration
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fte-metrics-")
-    argv = [sys.executable, "-m", "gunicorn", "--bind", f"{host}:{port}",
-            "--workers", str(workers), "--graceful-timeout", "20"]
+    argv = [sys.executable, "-m", "gunicorn"]
     if gunicorn_config:
         argv += ["--config", gunicorn_config]
+        if host or port:
+            argv += ["--bind", f"{host or '127.0.0.1'}:{port or 8000}"]
+        if workers:
+            argv += ["--workers", str(workers)]
+    else:
+        argv += ["--bind", f"{host or '127.0.0.1'}:{port or 8000}",
+                 "--workers", str(workers or DEFAULT_WORKERS), "--graceful-timeout", "20"]
     argv.append("webhook_app:create_app()")
     os.execv(sys.executable, argv)  # noqa: S606 (argv is ours, no shell involved)
 

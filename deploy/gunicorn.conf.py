@@ -1,0 +1,60 @@
+"""Production gunicorn settings for the webhook app.
+
+Use: ``fivetran-events serve --config deploy/gunicorn.conf.py``.
+
+Every value can be overridden from the environment (``GUNICORN_*`` below), so the same
+file serves systemd, the container image and the Compose file.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+
+# Listen on loopback by default; a reverse proxy terminates TLS in front (deploy/nginx.conf).
+bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
+# A delivery mostly waits on Redis round trips: gunicorn's 2 x cores + 1 sync workers.
+workers = int(os.environ.get("GUNICORN_WORKERS", 2 * multiprocessing.cpu_count() + 1))
+worker_class = "sync"
+# Fivetran waits for the answer; a webhook is answered in milliseconds, so anything
+# near this is a stuck worker and is better restarted.
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
+# On SIGTERM, finish the deliveries in flight (each is one short Redis transaction).
+graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "20"))
+keepalive = 5
+# Recycle workers now and then so a slow leak cannot grow for months.
+max_requests = 20_000
+max_requests_jitter = 2_000
+# Fivetran's bodies are small; refuse absurd header sizes early.
+limit_request_field_size = 8190
+limit_request_fields = 100
+forwarded_allow_ips = os.environ.get("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
+# One JSON object per request; gunicorn substitutes the %(x)s atoms, json.dumps quotes them.
+access_log_format = json.dumps({
+    "time": "%(t)s", "remote": "%(h)s", "method": "%(m)s", "path": "%(U)s",
+    "status": "%(s)s", "bytes": "%(B)s", "duration_us": "%(D)s",
+    "user_agent": "%(a)s", "request_id": "%({x-request-id}i)s",
+})
+
+
+def on_starting(server):  # type: ignore[no-untyped-def]
+    """Aggregate Prometheus metrics across workers (PROMETHEUS_MULTIPROC_DIR must be empty)."""
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if path:
+        os.makedirs(path, exist_ok=True)
+        for name in os.listdir(path):
+            if name.endswith(".db"):
+                os.remove(os.path.join(path, name))
+
+
+def child_exit(server, worker):  # type: ignore[no-untyped-def]
+    """Drop a dead worker's live gauges from the multiprocess metrics."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
