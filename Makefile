@@ -11,8 +11,8 @@ status:
 	@bash deploy/stack.sh status
 
 test:      ## install what the tests need and run them all
-	@bash deploy/ensure-redis.sh
 	@bash deploy/venv.sh server,airflow,dev
+	@bash deploy/ensure-test-tools.sh
 	@.venv/bin/python -m pytest
 
 lint:
