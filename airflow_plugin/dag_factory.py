@@ -1,0 +1,237 @@
+"""Build Airflow DAGs from a folder of SQL files: add a pipeline by adding a ``.sql`` file.
+
+A DAG file of two lines in the DAGs folder::
+
+    from airflow_plugin.dag_factory import dags_from_folder
+    dags_from_folder("sql/sales")          # relative to this DAG file
+
+turns the folder into a DAG (``sales``). The layout (see sql_folder.py): top-level
+``.sql`` files are tasks, sub-folders are sequences of tasks in file-name order, names
+starting with ``__`` are left out. An optional ``dag.toml`` in the folder configures it::
+
+    dag_id = "sales"                  # default: the folder's name
+    conn_id = "warehouse"             # the SQL connection the tasks run on
+    schedule = "assets"               # or a cron string / preset: time-scheduled with sensors
+    assets = "all"                    # with schedule = "assets": wait for all, or "any"
+    start_date = "2026-01-01"
+    catchup = false
+    dialect = "snowflake"             # sqlglot dialect used to read table references
+    external = ["ref.*"]              # tables read but produced elsewhere
+    output_uri = "sql://{conn_id}/{table}"   # dataset URI of each table a group writes
+
+    [connectors]                      # destination schema -> Fivetran connector id
+    salesforce = "assimilate_seem"
+
+    [reset_allowed]                   # refuse a Fivetran re-sync's full refresh per table
+    "analytics.revenue" = false
+
+    [sensor]                          # FivetranDateTimeSensor options (time-scheduled DAGs)
+    mode = "reschedule"
+
+A group depends on a connector when it reads a table in the connector's destination
+schema; on another group when it reads what that group writes. Anything else it reads
+is an error at parse time, naming the file, unless listed in ``external``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from fivetran_events.timeutil import parse_iso
+from fivetran_events.uris import dataset_uri
+
+from .sql_folder import SqlFolder, SqlFolderError, SqlGroup, SqlTask, resolve, scan_folder
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE = "dag.toml"
+ASSETS = "assets"
+DEFAULT_OUTPUT_URI = "sql://{conn_id}/{table}"
+
+
+@dataclass
+class FolderConfig:
+    """How one SQL folder becomes a DAG (``dag.toml``, then keyword overrides)."""
+
+    dag_id: str
+    conn_id: str = "warehouse"
+    schedule: str | None = ASSETS
+    assets: str = "all"
+    start_date: datetime = field(default_factory=lambda: parse_iso("2026-01-01T00:00:00Z"))
+    catchup: bool = False
+    dialect: str | None = None
+    external: list[str] = field(default_factory=list)
+    output_uri: str = DEFAULT_OUTPUT_URI
+    connectors: dict[str, str] = field(default_factory=dict)
+    reset_allowed: dict[str, bool] = field(default_factory=dict)
+    sensor: dict[str, Any] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=lambda: ["fivetran-events", "sql"])
+    default_args: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, folder: Path, overrides: Mapping[str, Any]) -> FolderConfig:
+        data: dict[str, Any] = {}
+        path = folder / CONFIG_FILE
+        if path.exists():
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise SqlFolderError(path, f"is not valid TOML: {exc}") from None
+        data.update(overrides)
+        data.setdefault("dag_id", folder.name)
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SqlFolderError(path, f"unknown setting(s) {', '.join(unknown)}; "
+                                 f"known: {', '.join(sorted(known))}")
+        if isinstance(data.get("start_date"), str):
+            try:
+                data["start_date"] = parse_iso(data["start_date"])
+            except ValueError as exc:
+                raise SqlFolderError(path, f"start_date: {exc}") from None
+        elif isinstance(data.get("start_date"), datetime):
+            data["start_date"] = parse_iso(data["start_date"].isoformat())
+        for table, kind in (("connectors", str), ("reset_allowed", bool)):
+            for key, value in dict(data.get(table) or {}).items():
+                if not isinstance(value, kind):
+                    raise SqlFolderError(path, f"{table}.{key} must be a {kind.__name__}, "
+                                         f"not {value!r}")
+        cfg = cls(**data)
+        if cfg.assets not in ("all", "any"):
+            raise SqlFolderError(path, f"assets must be 'all' or 'any', not {cfg.assets!r}")
+        return cfg
+
+    def reset_allowed_for(self, tables: frozenset[str]) -> bool:
+        """Whether a full refresh may rewrite every one of ``tables``."""
+        default = self.reset_allowed.get("*", True)
+        return all(self.reset_allowed.get(t, default) for t in tables)
+
+
+def _caller_dir(depth: int = 2) -> Path:
+    frame = inspect.stack()[depth]
+    return Path(frame.filename).resolve().parent
+
+
+def _topological(groups: tuple[SqlGroup, ...], upstream: Mapping[str, set[str]],
+                 folder: Path) -> None:
+    """Refuse a cycle between groups (A reads what B writes and B what A writes)."""
+    state: dict[str, int] = {}
+
+    def visit(g: str, path: list[str]) -> None:
+        if state.get(g) == 2:
+            return
+        if state.get(g) == 1:
+            cycle = " -> ".join([*path[path.index(g):], g])
+            raise SqlFolderError(folder, f"groups depend on each other in a cycle: {cycle}")
+        state[g] = 1
+        for u in sorted(upstream.get(g, ())):
+            visit(u, [*path, g])
+        state[g] = 2
+
+    for group in groups:
+        visit(group.group_id, [])
+
+
+def build_dag(folder: str | Path, *, schema_to_connector: Mapping[str, str] | None = None,
+              **overrides: Any) -> Any:
+    """Build one DAG from ``folder``; raise SqlFolderError (naming the file) on any problem.
+
+    ``schema_to_connector`` adds schema-to-connector mappings to the ``[connectors]``
+    table (for example read from the recorded connectors' names).
+    """
+    from airflow.sdk import DAG, Asset, AssetAll, AssetAny, TaskGroup, chain
+
+    from .sql_operator import FivetranSqlOperator
+
+    root = Path(folder)
+    if not root.is_absolute():
+        root = _caller_dir() / root
+    cfg = FolderConfig.load(root, overrides)
+    mapping = {**(schema_to_connector or {}), **cfg.connectors}
+    sql: SqlFolder = scan_folder(root, cfg.dialect)
+    res = resolve(sql, mapping, cfg.external)
+    if res.unknown:
+        path, _ = res.unknown[0]
+        tables = ", ".join(sorted({t for _, t in res.unknown}))
+        raise SqlFolderError(path, f"reads tables that no Fivetran connector, task or "
+                             f"'external' entry provides: {tables} (map the schema under "
+                             f"[connectors] in {CONFIG_FILE}, or list it in 'external')")
+    _topological(sql.groups, res.upstream_groups, root)
+    connectors = sorted(set().union(*res.connectors.values()))
+    time_scheduled = cfg.schedule != ASSETS
+    if not time_scheduled and not connectors:
+        raise SqlFolderError(root, "schedule = 'assets' but no file reads a Fivetran "
+                             "connector's schema: set a time schedule or map [connectors]")
+
+    def connector_asset(cid: str) -> Any:
+        return Asset(uri=dataset_uri(cid))  # name = URI, as everywhere else
+
+    if time_scheduled:
+        schedule: Any = cfg.schedule
+    else:
+        assets = [connector_asset(c) for c in connectors]
+        schedule = AssetAll(*assets) if cfg.assets == "all" else AssetAny(*assets)
+
+    def out_asset(table: str) -> Any:
+        return Asset(uri=cfg.output_uri.format(conn_id=cfg.conn_id, table=table))
+
+    def operator(task: SqlTask, group: SqlGroup, last: bool) -> Any:
+        return FivetranSqlOperator(
+            task_id=task.task_id, conn_id=cfg.conn_id, sql=task.sql,
+            source_connectors=sorted(res.connectors[group.group_id]),
+            reset_allowed=cfg.reset_allowed_for(group.writes),
+            outlets=[out_asset(t) for t in sorted(group.writes)] if last else [],
+            doc_md=f"`{task.path.relative_to(root)}`")
+
+    with DAG(dag_id=cfg.dag_id, schedule=schedule, start_date=cfg.start_date,
+             catchup=cfg.catchup, tags=cfg.tags, default_args=cfg.default_args,
+             doc_md=f"Built by fivetran-events' DAG factory from `{root}`.",
+             render_template_as_native_obj=False) as dag:
+        firsts: dict[str, Any] = {}
+        lasts: dict[str, Any] = {}
+        for group in sql.groups:
+            if len(group.tasks) == 1 and group.tasks[0].path.parent == root:
+                op = operator(group.tasks[0], group, last=True)
+                firsts[group.group_id] = lasts[group.group_id] = op
+                continue
+            with TaskGroup(group_id=group.group_id):
+                ops = [operator(t, group, last=i == len(group.tasks) - 1)
+                       for i, t in enumerate(group.tasks)]
+                chain(*ops)
+            firsts[group.group_id], lasts[group.group_id] = ops[0], ops[-1]
+        if time_scheduled:
+            from .sensors import FivetranDateTimeSensor
+
+            sensors = {c: FivetranDateTimeSensor(task_id=f"wait_for_{c}", connector_id=c,
+                                                 **cfg.sensor) for c in connectors}
+            for gid, cids in res.connectors.items():
+                for c in cids:
+                    sensors[c] >> firsts[gid]
+        for gid, ups in res.upstream_groups.items():
+            for up in ups:
+                lasts[up] >> firsts[gid]
+    return dag
+
+
+def dags_from_folder(folder: str | Path, **overrides: Any) -> Any:
+    """Build the DAG of ``folder`` (relative paths are relative to the calling DAG file).
+
+    The DAG registers itself with Airflow when built inside the DAG processor, so a DAG
+    file needs no assignment: import and call.
+    """
+    root = Path(folder)
+    if not root.is_absolute():
+        root = _caller_dir() / root
+    return build_dag(root, **overrides)

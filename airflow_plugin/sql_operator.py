@@ -1,0 +1,75 @@
+"""The DAG factory's SQL task: the common.sql operator, aware of Fivetran re-syncs.
+
+When the run was triggered by a dataset event whose ``extra.full_refresh`` is true (the
+first successful sync after a ``resync_connector``/``resync_table``), templates see
+``full_refresh`` as true, so a task can truncate and reload instead of merging::
+
+    {% if full_refresh %} TRUNCATE TABLE analytics.revenue; {% endif %}
+
+With ``reset_allowed = false`` for a table the task writes, the request is refused the
+way dbt's ``full_refresh: false`` refuses ``--full-refresh``: the task runs
+incrementally and says so in its log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+
+from fivetran_events.uris import dataset_uri
+
+log = logging.getLogger(__name__)
+
+
+def full_refresh_event(context: Mapping[str, Any],
+                       uris: Iterable[str]) -> Mapping[str, Any] | None:
+    """Return the ``extra`` of a triggering event asking for a full refresh, if any.
+
+    Only events of ``uris`` (the connectors the task reads) count; with no ``uris`` any
+    triggering event does.
+    """
+    wanted = set(uris)
+    events = (context.get("triggering_asset_events")
+              or context.get("triggering_dataset_events") or {})
+    for key in list(events):
+        uri = getattr(key, "uri", None) or str(key)
+        if wanted and uri not in wanted:
+            continue
+        for event in events[key]:
+            extra = getattr(event, "extra", None) or {}
+            if extra.get("full_refresh"):
+                return extra
+    return None
+
+
+class FivetranSqlOperator(SQLExecuteQueryOperator):
+    """Run SQL on a connection, with ``full_refresh`` in the template context."""
+
+    ui_color = "#e8f1fb"
+
+    def __init__(self, *, source_connectors: Iterable[str] = (), reset_allowed: bool = True,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.source_connectors = list(source_connectors)
+        self.reset_allowed = reset_allowed
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        context["full_refresh"] = self._full_refresh(context)
+        super().render_template_fields(context, jinja_env)
+
+    def _full_refresh(self, context: Mapping[str, Any]) -> bool:
+        uris = [dataset_uri(c) for c in self.source_connectors]
+        extra = full_refresh_event(context, uris)
+        if extra is None:
+            return False
+        what = (f"sync {extra.get('sync_id')} of connector {extra.get('connector_id')} "
+                f"after a re-sync")
+        if not self.reset_allowed:
+            self.log.warning("full refresh requested by %s REFUSED: reset_allowed = false "
+                             "for a table this task writes; running incrementally", what)
+            return False
+        self.log.info("full refresh requested by %s: templates see full_refresh = true", what)
+        return True
