@@ -18,6 +18,7 @@ starting with ``__`` are left out. An optional ``dag.toml`` in the folder config
     dialect = "snowflake"             # sqlglot dialect used to read table references
     external = ["ref.*"]              # tables read but produced elsewhere
     output_uri = "sql://{conn_id}/{table}"   # dataset URI of each table a group writes
+    session_sql = ["SET search_path TO analytics"]   # run first, in each task's session
 
     [connectors]                      # destination schema -> Fivetran connector id
     salesforce = "assimilate_seem"
@@ -74,6 +75,7 @@ class FolderConfig:
     dialect: str | None = None
     external: list[str] = field(default_factory=list)
     output_uri: str = DEFAULT_OUTPUT_URI
+    session_sql: list[str] = field(default_factory=list)
     connectors: dict[str, str] = field(default_factory=dict)
     reset_allowed: dict[str, bool] = field(default_factory=dict)
     sensor: dict[str, Any] = field(default_factory=dict)
@@ -188,8 +190,10 @@ def build_dag(folder: str | Path, *, schema_to_connector: Mapping[str, str] | No
         return Asset(uri=cfg.output_uri.format(conn_id=cfg.conn_id, table=table))
 
     def operator(task: SqlTask, group: SqlGroup, last: bool) -> Any:
+        # A list runs in one session, so session_sql (USE, SET, ATTACH) applies to the task.
         return FivetranSqlOperator(
-            task_id=task.task_id, conn_id=cfg.conn_id, sql=task.sql,
+            task_id=task.task_id, conn_id=cfg.conn_id,
+            sql=task.sql, session_sql=cfg.session_sql,
             source_connectors=sorted(res.connectors[group.group_id]),
             reset_allowed=cfg.reset_allowed_for(group.writes),
             outlets=[out_asset(t) for t in sorted(group.writes)] if last else [],

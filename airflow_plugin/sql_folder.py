@@ -25,7 +25,8 @@ from sqlglot import exp
 
 from fivetran_events.exceptions import FivetranEventsError
 
-_WRITE_KINDS = (exp.Create, exp.Insert, exp.Merge, exp.Update, exp.Delete)
+_WRITE_KINDS = (exp.Create, exp.Insert, exp.Merge, exp.Update, exp.Delete,
+                exp.TruncateTable, exp.Drop, exp.Alter)
 #: What may stand as a statement. sqlglot reads a typo such as ``SELEC * FRM`` as the
 #: expression ``SELEC * FRM`` (a multiplication); that is not a statement, so it is refused
 #: here rather than failing in the warehouse at run time. ``Command`` is sqlglot's opaque
@@ -106,17 +107,35 @@ def _name(table: exp.Table) -> str:
 
 
 def _written_table(stmt: exp.Expression) -> exp.Table | None:
+    if isinstance(stmt, exp.TruncateTable):
+        return next((e for e in stmt.expressions if isinstance(e, exp.Table)), None)
     target = stmt.this
     if isinstance(target, exp.Schema):  # CREATE TABLE t (cols ...)
         target = target.this
     return target if isinstance(target, exp.Table) else None
 
 
+_JINJA_COMMENT = re.compile(r"\{#.*?#\}", re.S)
+_JINJA_TAG = re.compile(r"\{%-?.*?-?%\}", re.S)
+_JINJA_EXPR = re.compile(r"\{\{.*?\}\}", re.S)
+
+
+def strip_jinja(sql: str) -> str:
+    """Make templated SQL parseable: drop tags and comments, keep every branch's SQL.
+
+    ``{% if full_refresh %} TRUNCATE TABLE t; {% endif %}`` still shows that the task
+    writes ``t``; an expression becomes a placeholder name.
+    """
+    sql = _JINJA_COMMENT.sub(" ", sql)
+    sql = _JINJA_TAG.sub(" ", sql)
+    return _JINJA_EXPR.sub("__jinja__", sql)
+
+
 def tables_of(sql: str, dialect: str | None = None) -> tuple[frozenset[str], frozenset[str]]:
     """Return (reads, writes) of a SQL script; raise sqlglot's ParseError on bad SQL."""
     reads: set[str] = set()
     writes: set[str] = set()
-    for stmt in sqlglot.parse(sql, read=dialect):
+    for stmt in sqlglot.parse(strip_jinja(sql), read=dialect):
         if stmt is None:
             continue
         if not isinstance(stmt, _STATEMENTS):
@@ -131,7 +150,9 @@ def tables_of(sql: str, dialect: str | None = None) -> tuple[frozenset[str], fro
             name = _name(table)
             if name not in ctes:
                 reads.add(name)
-    return frozenset(reads), frozenset(writes)
+    # A script that creates a table and then reads it does not depend on anyone for it.
+    own = writes | {_bare(w) for w in writes}
+    return frozenset(r for r in reads if r not in own), frozenset(writes)
 
 
 def _task(path: Path, task_id: str, dialect: str | None) -> SqlTask:

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from airflow.providers.common.sql.hooks.sql import DbApiHook
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 
 from fivetran_events.uris import dataset_uri
@@ -50,11 +51,21 @@ class FivetranSqlOperator(SQLExecuteQueryOperator):
 
     ui_color = "#e8f1fb"
 
+    template_fields = (*SQLExecuteQueryOperator.template_fields, "session_sql")
+
     def __init__(self, *, source_connectors: Iterable[str] = (), reset_allowed: bool = True,
-                 **kwargs: Any) -> None:
+                 session_sql: Iterable[str] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.source_connectors = list(source_connectors)
         self.reset_allowed = reset_allowed
+        self.session_sql = list(session_sql)
+
+    def execute(self, context: Any) -> Any:
+        # One list runs in one session (DbApiHook.run), so session statements such as
+        # USE, SET or ATTACH apply to the task's own statements.
+        if isinstance(self.sql, str):
+            self.sql = [*self.session_sql, *DbApiHook.split_sql_string(self.sql)]
+        return super().execute(context)
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         context["full_refresh"] = self._full_refresh(context)

@@ -86,3 +86,17 @@ class TestErrors:
     def test_missing_folder(self, tmp_path: Path) -> None:
         with pytest.raises(SqlFolderError, match="is not a folder"):
             scan_folder(tmp_path / "nope")
+
+
+class TestTemplates:
+    def test_jinja_is_read_through(self) -> None:
+        """Templated SQL parses; both branches of an if count, expressions are opaque."""
+        reads, writes = tables_of(
+            "{# reload on a re-sync #}{% if full_refresh %}TRUNCATE TABLE a.t;{% endif %}\n"
+            "INSERT INTO a.t SELECT * FROM s.src WHERE d > '{{ ds }}' AND x = {{ params.x }}")
+        assert reads == {"s.src"} and writes == {"a.t"}
+
+    def test_a_script_reading_its_own_table_needs_nobody(self) -> None:
+        reads, writes = tables_of("DROP TABLE IF EXISTS t; CREATE TABLE t AS SELECT * FROM s.x;"
+                                  "UPDATE t SET a = 1; INSERT INTO u SELECT * FROM t")
+        assert reads == {"s.x"} and writes == {"t", "u"}

@@ -1,0 +1,8 @@
+-- Keep a clean copy of the connector's orders. After a Fivetran re-sync the source
+-- was rewritten from scratch, so rebuild instead of upserting.
+{% if full_refresh %}
+DROP TABLE IF EXISTS orders_clean;
+{% endif %}
+CREATE TABLE IF NOT EXISTS orders_clean (id INTEGER PRIMARY KEY, day TEXT, amount REAL);
+INSERT OR REPLACE INTO orders_clean (id, day, amount)
+SELECT id, day, amount FROM fivetran_demo.orders WHERE amount IS NOT NULL;
