@@ -50,3 +50,6 @@ def app(settings: Settings):  # type: ignore[no-untyped-def]
 def http(app) -> Iterator:  # type: ignore[no-untyped-def]
     with app.test_client() as c:
         yield c
+
+# The real-Airflow fixture ``airflow`` (session scope), for every test package.
+from .airflow_harness import airflow  # noqa: E402, F401

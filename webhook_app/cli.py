@@ -137,3 +137,12 @@ def decide_cmd(connector_id: str, target: str, propagate_failures_forward: bool,
     else:
         click.echo(f"{result.outcome.value.upper()}: {result.reason}")
     sys.exit({"success": 0, "fail": 1, "wait": 3}[result.outcome.value])
+
+
+# Forwarding to Airflow (issue 3): commands live in cli_forward.py.
+from . import cli_forward  # noqa: E402
+
+main.add_command(cli_forward.worker)
+main.add_command(cli_forward.deliveries)
+main.add_command(cli_forward.replay)
+main.add_command(cli_forward.datasets)

@@ -464,6 +464,7 @@ class Forwarder:
             if d.state is DeliveryState.DELIVERED:
                 continue
             with self.redis.pipeline(transaction=True) as pipe:
+                pipe.multi()  # RQ's enqueue(pipeline=) expects the MULTI already open
                 pipe.hset(self.store.key(d.id), mapping={
                     "state": DeliveryState.PENDING.value, "window_ms": str(now),
                     "reason": f"replayed at {iso(now)}", "updated_ms": str(now)})
@@ -481,3 +482,17 @@ class Forwarder:
                                                         0, -1)]
         return [i for i in ids if i.split(":")[1] == sync_id
                 and (connector_id is None or i.split(":")[0] == connector_id)]
+
+
+def attach_forwarding(store: DeliveryStore, connector_id: str,
+                      rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Add each successful sync's forwarding state per URI to the syncs listing's rows."""
+    wanted = [r["sync_id"] for r in rows if r.get("status") == "SUCCESSFUL"]
+    found = store.for_syncs(connector_id, wanted) if wanted else {}
+    for r in rows:
+        if r.get("status") == "SUCCESSFUL":
+            r["forwarding"] = [
+                {k: v for k, v in d.to_dict().items()
+                 if k not in ("connector_id", "sync_id", "delivery_id")}
+                for d in found.get(r["sync_id"], [])]
+    return rows
