@@ -230,12 +230,18 @@ class AirflowServer:
         return self._token
 
     def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        headers = {"Authorization": f"Bearer {self.token()}"}
-        resp = requests.request(method, self.url + path, headers=headers, timeout=15, **kwargs)
-        if resp.status_code == 401:
-            headers = {"Authorization": f"Bearer {self.token(fresh=True)}"}
+        """Call the REST API as admin; renew the token on 401, retry a 5xx a few times.
+
+        (SQLite lets one writer in at a time: under load a read may get "database is
+        locked" as a 500.)
+        """
+        for attempt in range(5):
+            headers = {"Authorization": f"Bearer {self.token(fresh=attempt > 0)}"}
             resp = requests.request(method, self.url + path, headers=headers, timeout=15,
                                     **kwargs)
+            if resp.status_code != 401 and resp.status_code < 500:
+                return resp
+            time.sleep(0.5)
         return resp
 
     def get(self, path: str, **kwargs: Any) -> requests.Response:

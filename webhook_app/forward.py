@@ -394,7 +394,9 @@ class Forwarder:
 
     def _delivered(self, d: Delivery, event: AirflowEvent, recovered: bool) -> dict[str, Any]:
         self._finish(d, {"state": DeliveryState.DELIVERED.value, "event_id": str(event.id),
-                         "event_at": iso(event.timestamp) or ""},
+                         "event_at": iso(event.timestamp) or "",
+                         # found in Airflow after an attempt died between POST and record
+                         "recovered": "1" if recovered else "0"},
                      ("inflight_ms", "reason", "next_attempt_ms"), given_up=False)
         received = d.ms("received_ms")
         if received is not None and not recovered:
