@@ -20,7 +20,7 @@ CONNECTORS = ("e2e_conn", "e2e", "fault_conn", "kill_conn", "bench_conn")
 def _make(connector_id: str) -> DAG:
     asset = Asset(f"fivetran://connector/{connector_id}")
     with DAG(dag_id=f"consume_{connector_id}", schedule=[asset], catchup=False,
-             max_active_runs=4, tags=["fivetran-events-tests"]) as dag:
+             max_active_runs=16, tags=["fivetran-events-tests"]) as dag:
 
         @task
         def record(triggering_asset_events=None, run_id=None) -> None:  # type: ignore[no-untyped-def]
