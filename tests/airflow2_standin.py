@@ -4,7 +4,7 @@ It answers with the request and response shapes of Airflow 2's stable REST API
 (``POST /api/v1/datasets/events`` with ``{"dataset_uri", "extra"}`` and basic auth;
 ``GET /api/v1/datasets/{uri}``; ``GET /api/v1/datasets/events?dataset_id=&order_by=``;
 ``GET /api/v1/health``), keeping what it was sent so tests can check it. Faults
-(5xx, 429 with Retry-After) can be queued. Only for the Airflow 2 path: Airflow 3 is
+(5xx, 429 with Retry-After, a 200 HTML page) can be queued. Only for the Airflow 2 path: Airflow 3 is
 tested against the real thing (tests/airflow_harness.py).
 """
 
@@ -61,6 +61,8 @@ class Airflow2:
                 return problem(401, "Unauthorized")
             if self.faults:
                 status, headers = self.faults.pop(0)
+                if status == 200:  # a proxy's page where Airflow's JSON should be
+                    return Response("<html>maintenance</html>", 200, content_type="text/html")
                 resp = problem(status, "injected fault")
                 resp.headers.update(headers)
                 return resp

@@ -142,7 +142,5 @@ def decide_cmd(connector_id: str, target: str, propagate_failures_forward: bool,
 # Forwarding to Airflow (issue 3): commands live in cli_forward.py.
 from . import cli_forward  # noqa: E402
 
-main.add_command(cli_forward.worker)
-main.add_command(cli_forward.deliveries)
-main.add_command(cli_forward.replay)
-main.add_command(cli_forward.datasets)
+for _command in cli_forward.COMMANDS:  # worker, deliveries, replay, datasets
+    main.add_command(_command)

@@ -156,8 +156,13 @@ def check(as_json: bool) -> None:
     else:
         click.echo(f"{'CONNECTOR':24} {'AIRFLOW':8} URI")
         for r in rows:
-            mark = {True: "ok", False: "MISSING", None: "ERROR"}[r["known_to_airflow"]]
+            state_ = r["known_to_airflow"]
+            mark = "ERROR" if state_ is None else "ok" if state_ else "MISSING"
             click.echo(f"{r['connector_id']:24} {mark:8} {r['uri']}"
                        + (f"  ({r['error']})" if r["error"] else ""))
     if any(r["known_to_airflow"] is not True for r in rows):
         sys.exit(1)
+
+
+#: What cli.py registers on the main group.
+COMMANDS: list[click.Command] = [worker, deliveries, replay, datasets]

@@ -102,7 +102,7 @@ def forward_job_id(delivery: str, tag: str | int | None = None) -> str:
     return f"fwd-{digest}" if tag is None else f"fwd-{digest}-{tag}"
 
 
-def _s(value: bytes | str | None) -> str | None:
+def _s(value: Any) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -181,6 +181,9 @@ class DeliveryStore:
         pipe.sadd(skey, did)
         pipe.expire(skey, self.retention_s)
         pipe.zadd(deliveries_key(self.prefix), {did: received_ms}, nx=True)
+        # The listing keeps as long as the history does (the hashes expire by themselves).
+        pipe.zremrangebyscore(deliveries_key(self.prefix), "-inf",
+                              f"({received_ms - self.retention_s * 1000}")
         pipe.zadd(due_key(self.prefix), {did: due_ms}, nx=True)
         return did
 
@@ -342,6 +345,10 @@ class Forwarder:
             if posted and not exc.maybe_sent and mark is None:
                 self.redis.hdel(key, "inflight_ms")  # never reached Airflow: nothing to find
             return self._retry(d, exc)
+        except (ValueError, KeyError, TypeError) as exc:
+            # A 2xx that is not Airflow's JSON (a proxy's error page, say): retry, in time.
+            return self._retry(d, AirflowUnavailable(
+                f"unexpected answer from Airflow: {type(exc).__name__}: {exc}"))
 
     def build_extra(self, d: Delivery) -> dict[str, Any]:
         """Build the event's ``extra`` from the delivery and the connector's history."""
@@ -354,7 +361,8 @@ class Forwarder:
         pipe.zrevrangebyscore(keys.ok, f"({ended}", "-inf", start=0, num=1, withscores=True)
         started, previous = pipe.execute()
         since = f"({int(previous[0][1])}" if previous else "-inf"
-        resyncs = [json.loads(m) for m in self.redis.zrangebyscore(keys.resyncs, since, ended)]
+        resyncs = [json.loads(_s(m) or "{}")
+                   for m in self.redis.zrangebyscore(keys.resyncs, since, ended)]
         whole = any(r.get("e") == "resync_connector" for r in resyncs)
         tables = sorted({t for r in resyncs if r.get("e") == "resync_table"
                          for t in r.get("tables") or []})
@@ -380,8 +388,9 @@ class Forwarder:
                 given_up: bool) -> None:
         prefix = self.settings.key_prefix
         key = self.store.key(d.id)
+        mapping: dict[Any, Any] = {**fields, "updated_ms": str(self.clock())}
         with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={**fields, "updated_ms": str(self.clock())})
+            pipe.hset(key, mapping=mapping)
             drop = list(drop)
             if drop:
                 pipe.hdel(key, *drop)

@@ -313,3 +313,13 @@ class TestClient:
 
 def test_queue_name_is_the_settings(fw: Forwarder, settings: Settings) -> None:
     assert isinstance(fw.queue, Queue) and fw.queue.name == settings.queue_name
+
+
+def test_non_json_answer_is_retried(http: Any, fw: Forwarder, af2: Airflow2) -> None:
+    """A 200 that is not Airflow's JSON (a proxy page) is retried, not lost or failed."""
+    af2.faults.append((200, {}))
+    post_event(http, sync_id="s1")
+    run_worker(fw)
+    d = state_of(fw, "s1")
+    assert d.state is DeliveryState.RETRYING
+    assert "unexpected answer" in (d.get("reason") or "")
