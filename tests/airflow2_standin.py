@@ -31,6 +31,8 @@ class Airflow2:
     events: list[dict[str, Any]] = field(default_factory=list)
     posts: list[dict[str, Any]] = field(default_factory=list)
     faults: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    #: Seconds to sit on a created event before answering (a POST that times out but lands).
+    answer_delay: float = 0.0
     url: str = ""
 
     def add_dataset(self, uri: str) -> int:
@@ -113,6 +115,10 @@ class Airflow2:
                      "source_map_index": -1, "created_dagruns": [],
                      "timestamp": datetime.now(timezone.utc).isoformat()}
             self.events.append(event)
+            if self.answer_delay:
+                import time
+
+                time.sleep(self.answer_delay)
             return jsonify(event)
 
         return app

@@ -173,16 +173,17 @@ class TestFailures:
         assert d.state is DeliveryState.FAILED
         assert "400" in (d.get("reason") or "") and "injected fault" in (d.get("reason") or "")
 
-    def test_5xx_retries_after_retry_after(self, http: Any, fw: Forwarder,
-                                           af2: Airflow2) -> None:
-        """503 with Retry-After: retrying, not before the asked time; then delivered."""
+    @pytest.mark.parametrize("status", [503, 429])
+    def test_5xx_and_429_retry_after_retry_after(self, http: Any, fw: Forwarder,
+                                                 af2: Airflow2, status: int) -> None:
+        """503 or 429 with Retry-After: retrying, not before the asked time; then delivered."""
         clock = Clock(fw)
-        af2.faults.append((503, {"Retry-After": "30"}))
+        af2.faults.append((status, {"Retry-After": "30"}))
         post_event(http, sync_id="s1")
         run_worker(fw)
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.RETRYING
-        assert "503" in (d.get("reason") or "")
+        assert str(status) in (d.get("reason") or "")
         assert d.ms("next_attempt_ms") == clock.now + 30_000
         clock.now += 29_000
         assert fw.sweep() == 0
@@ -247,6 +248,26 @@ class TestExactlyOnce:
         assert d.state is DeliveryState.DELIVERED
         assert d.get("event_id") == "1"
         assert len(af2.posts) == 1
+
+    def test_timed_out_post_that_landed_is_not_posted_again(
+            self, http: Any, settings: Settings, af2: Airflow2) -> None:
+        """The POST times out but Airflow created the event: the retry finds it."""
+        fw = forwarder(settings, af2.url, af2.username, af2.password,
+                       airflow_timeout_seconds=0.5)
+        clock = Clock(fw)
+        af2.answer_delay = 1.5
+        post_event(http, sync_id="s1")
+        run_worker(fw)
+        d = state_of(fw, "s1")
+        assert d.state is DeliveryState.RETRYING and "Timeout" in (d.get("reason") or "")
+        assert d.get("inflight_ms") is not None
+        af2.answer_delay = 0.0
+        clock.now = (d.ms("next_attempt_ms") or 0) + 1
+        assert fw.sweep() == 1
+        run_worker(fw)
+        d = state_of(fw, "s1")
+        assert d.state is DeliveryState.DELIVERED and d.get("recovered") == "1"
+        assert len(af2.posts) == 1 and len(af2.events) == 1
 
     def test_in_flight_mark_without_an_event_posts(self, http: Any, fw: Forwarder,
                                                    af2: Airflow2) -> None:
