@@ -319,6 +319,7 @@ class Forwarder:
         extra = json.loads(d.get("extra") or "null") or self.build_extra(d)
         with self.redis.pipeline(transaction=True) as pipe:
             pipe.hincrby(key, "attempts", 1)
+            pipe.hsetnx(key, "first_attempt_ms", str(now))
             pipe.hset(key, mapping={"extra": json.dumps(extra, sort_keys=True),
                                     "updated_ms": str(now)})
             pipe.zadd(due_key(self.settings.key_prefix), {did: now + self.lease_ms})
