@@ -66,6 +66,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if the test process dies without its teardown (Linux)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def airflow_bin() -> str:
     """The ``airflow`` command of the interpreter running the tests."""
     here = Path(sys.executable).parent / "airflow"
@@ -145,7 +156,8 @@ class AirflowServer:
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
         self.procs[name] = subprocess.Popen([airflow_bin(), *args], env=self.env(),
                                             stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            preexec_fn=_die_with_parent)
         log.close()
 
     def start(self) -> None:

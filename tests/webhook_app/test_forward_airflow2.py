@@ -25,7 +25,7 @@ from ..airflow2_standin import Airflow2, running_airflow2
 from ..support import at
 from .forward_support import forwarder, post_event, run_worker, syncs
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
 CID = "assimilate_seem"
 URI = f"fivetran://connector/{CID}"

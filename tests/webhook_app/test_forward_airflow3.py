@@ -30,7 +30,8 @@ from ..support import payload, signed
 from .forward_support import forwarder, post_event, run_worker, syncs
 from .worker_process import WorkerProcess, worker_env
 
-pytestmark = [pytest.mark.airflow, pytest.mark.redis]
+# Includes starting Airflow (bounded by FTE_AIRFLOW_START_TIMEOUT) for the first test.
+pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.timeout(480)]
 
 
 def uri(connector_id: str) -> str:

@@ -17,7 +17,7 @@ from ..airflow2_standin import Airflow2, running_airflow2
 from .forward_support import forwarder, post_event, run_worker
 from .worker_process import worker_env
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
 CID = "assimilate_seem"
 URI = f"fivetran://connector/{CID}"
