@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fivetran_events.signature import SIGNATURE_HEADER, sign
-from tests.airflow_harness import AirflowServer, free_port
+from tests.airflow_harness import AirflowServer, free_port, stop_group
 
 CONNECTOR = "bench_conn"
 URI = f"fivetran://connector/{CONNECTOR}"
@@ -65,13 +64,7 @@ class Proc:
                                       stdin=subprocess.DEVNULL, start_new_session=True)
 
     def stop(self) -> None:
-        if self.p.poll() is None:
-            os.killpg(self.p.pid, signal.SIGTERM)
-            try:
-                self.p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.p.pid, signal.SIGKILL)
-                self.p.wait(timeout=10)
+        stop_group(self.p)
 
 
 def wait_until(what: str, check: Any, timeout: float, interval: float = 0.2) -> Any:

@@ -77,6 +77,27 @@ def _die_with_parent() -> None:
         pass
 
 
+def stop_group(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """Stop a child started with ``start_new_session=True``: SIGTERM, then SIGKILL.
+
+    The child leads a session of its own, so its group is it and the children it forked
+    (uvicorn or gunicorn workers, task supervisors), and nothing else.
+    """
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # children that outlived their leader
+
+
 def airflow_bin() -> str:
     """The ``airflow`` command of the interpreter running the tests."""
     here = Path(sys.executable).parent / "airflow"
@@ -179,21 +200,8 @@ class AirflowServer:
 
     def _stop(self, name: str, timeout: float = 20.0) -> None:
         proc = self.procs.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        # The component leads a session of its own: signal its group, i.e. it and the
-        # children it forked (uvicorn workers, task supervisors), and nothing else.
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # children that outlived their leader
+        if proc is not None:
+            stop_group(proc, timeout)
 
     def stop(self) -> None:
         for name in list(self.procs):
