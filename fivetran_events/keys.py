@@ -91,3 +91,47 @@ def last_test_event_key(prefix: str) -> str:
 def changes_pattern(prefix: str) -> str:
     """The pub/sub pattern matching every connector's change channel."""
     return f"{prefix}changes:*"
+
+
+# --- Forwarding to Airflow (issue 3) ----------------------------------------------------
+#
+#     {p}fwd:d:{c}:{s}:{u}   HASH  one delivery of sync {s} to dataset URI hash {u}: state,
+#                                  attempts, reason, Airflow's event id, the extra posted, ...
+#     {p}fwd:lock:{id}       STRING  held by the attempt working on delivery {id} (a lease)
+#     {p}fwd:s:{c}:{s}       SET   the delivery ids of one sync (the syncs API joins on it)
+#     {p}fwd:all             ZSET  every delivery id, score: webhook receipt ms (listing)
+#     {p}fwd:undelivered     ZSET  deliveries given up (404, retries exhausted), for replay
+#     {p}fwd:due             ZSET  deliveries that need an attempt at score ms: retries and
+#                                  leases of in-flight attempts (a dead worker's work resumes)
+
+
+def delivery_id(connector_id: str, sync_id: str, uri: str) -> str:
+    """Name the delivery of one sync to one URI (exactly once per pair)."""
+    import hashlib
+
+    digest = hashlib.blake2b(uri.encode(), digest_size=10).hexdigest()
+    return f"{connector_id}:{sync_id}:{digest}"
+
+
+def delivery_key(prefix: str, delivery: str) -> str:
+    return f"{prefix}fwd:d:{delivery}"
+
+
+def delivery_lock_key(prefix: str, delivery: str) -> str:
+    return f"{prefix}fwd:lock:{delivery}"
+
+
+def sync_deliveries_key(prefix: str, connector_id: str, sync_id: str) -> str:
+    return f"{prefix}fwd:s:{connector_id}:{sync_id}"
+
+
+def deliveries_key(prefix: str) -> str:
+    return f"{prefix}fwd:all"
+
+
+def undelivered_key(prefix: str) -> str:
+    return f"{prefix}fwd:undelivered"
+
+
+def due_key(prefix: str) -> str:
+    return f"{prefix}fwd:due"

@@ -6,13 +6,14 @@ defaults live here, each with a line saying what it is.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .exceptions import ConfigurationError
 from .keys import DEFAULT_PREFIX
+from .uris import DEFAULT_URI_TEMPLATE, check_template
 
 DAY_S = 86_400
 
@@ -45,6 +46,52 @@ class Settings(BaseSettings):
     retry_after_seconds: int = Field(default=30, ge=1)
     #: Seconds a Redis command may take before the webhook answers 503.
     redis_timeout_seconds: float = Field(default=5.0, gt=0)
+
+    # --- Forwarding to Airflow (issue 3) ------------------------------------------------
+    #: Base URL of Airflow's API server (e.g. http://127.0.0.1:8080); unset: no forwarding.
+    airflow_url: str | None = None
+    #: Airflow user the worker posts as (Airflow 3: exchanged for a JWT; Airflow 2: basic auth).
+    airflow_username: str | None = None
+    #: That user's password.
+    airflow_password: SecretStr | None = None
+    #: A file holding ``username:password`` on its first line (or JSON with both), instead
+    #: of the two variables above, so the password stays out of the environment.
+    airflow_credentials_file: str | None = None
+    #: Which REST API to speak: 3 (/api/v2, JWT), 2 (/api/v1, basic auth) or auto (ask).
+    airflow_api_version: Literal["auto", "2", "3"] = "auto"
+    #: Seconds one HTTP request to Airflow may take (connect and read each).
+    airflow_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    #: Verify Airflow's TLS certificate; set a path to trust a private CA bundle instead.
+    airflow_verify_tls: bool = True
+    #: CA bundle for Airflow's certificate (implies verification).
+    airflow_ca_bundle: str | None = None
+    #: Dataset URI of a connector without a mapping entry (see fivetran_events.uris).
+    dataset_uri_template: str = DEFAULT_URI_TEMPLATE
+    #: TOML or YAML file mapping connector ids to one or more dataset URIs.
+    dataset_mapping_file: str | None = None
+    #: How long a delivery is retried before it is given up as undelivered, in hours;
+    #: longer than Fivetran's own 24 h of retries, so an outage it survives we survive.
+    forward_retry_hours: float = Field(default=48.0, gt=0)
+    #: First retry delay in seconds; doubles each attempt, with jitter, up to the maximum.
+    forward_backoff_seconds: float = Field(default=1.0, gt=0)
+    #: Largest delay between two attempts, in seconds (a Retry-After may ask for more).
+    forward_backoff_max_seconds: float = Field(default=300.0, gt=0)
+    #: Seconds an attempt may hold a delivery before another worker takes it over.
+    forward_lease_seconds: float = Field(default=60.0, ge=5)
+
+    @field_validator("dataset_uri_template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        return check_template(value)
+
+    @field_validator("airflow_url")
+    @classmethod
+    def _airflow_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8080")
+        return value.rstrip("/")
 
     @field_validator("webhook_secrets", "api_tokens", mode="before")
     @classmethod

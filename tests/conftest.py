@@ -50,3 +50,8 @@ def app(settings: Settings):  # type: ignore[no-untyped-def]
 def http(app) -> Iterator:  # type: ignore[no-untyped-def]
     with app.test_client() as c:
         yield c
+
+# The real-Airflow fixtures (session scope), for every test package: ``airflow`` (3.x,
+# tests/airflow_harness.py) and ``airflow2`` (2.11 in its own venv, tests/airflow2_harness.py).
+from .airflow2_harness import airflow2  # noqa: E402, F401
+from .airflow_harness import airflow  # noqa: E402, F401

@@ -48,7 +48,7 @@ def webhook_server(redis_url: str, tmp: Path, workers: int = 2,
                "PROMETHEUS_MULTIPROC_DIR": str(tmp), **env}
     log = (tmp / f"gunicorn-{port}.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook_app.cli", "serve", "--port", str(port),
+        [sys.executable, "-m", "webhook_app", "serve", "--port", str(port),
          "--workers", str(workers)], env=environ, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)
     base = f"http://127.0.0.1:{port}"

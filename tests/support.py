@@ -53,5 +53,13 @@ def signed(body: dict[str, Any] | bytes, secret: str = SECRET) -> tuple[bytes, d
     return raw, {SIGNATURE_HEADER: sign(raw, secret), "Content-Type": "application/json"}
 
 
+def job_sync_id(client: Any, job: Any, prefix: str = "test:") -> str:
+    """The sync id of a forwarding job (its kwargs name a delivery record)."""
+    from fivetran_events.keys import delivery_key
+
+    value = client.hget(delivery_key(prefix, job.kwargs["delivery"]), "sync_id")
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def days(n: float) -> timedelta:
     return timedelta(days=n)

@@ -155,5 +155,9 @@ def decide_cmd(connector_id: str, target: str, propagate_failures_forward: bool,
         click.echo(f"{result.outcome.value.upper()}: {result.reason}")
     sys.exit({"success": 0, "fail": 1, "wait": 3}[result.outcome.value])
 
-if __name__ == "__main__":
-    main()
+
+# Forwarding to Airflow (issue 3): commands live in cli_forward.py.
+from . import cli_forward  # noqa: E402
+
+for _command in cli_forward.COMMANDS:  # worker, deliveries, replay, datasets
+    main.add_command(_command)

@@ -1,21 +1,53 @@
-"""RQ jobs run by ``fivetran-events worker``; they must be importable by the workers."""
+"""RQ jobs run by ``fivetran-events worker``; they must be importable by the workers.
+
+The worker builds one Forwarder (Redis, queue, Airflow client with its cached JWT and
+asset ids) and hands it to ``configure``; jobs run in the worker's process (RQ's
+SimpleWorker), so that cache lives as long as the worker. A job run anywhere else builds
+its Forwarder from the ``FIVETRAN_EVENTS_*`` environment.
+"""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-log = logging.getLogger(__name__)
+import redis
+from rq import Queue
+
+from fivetran_events import Settings, load_settings
+from fivetran_events.uris import load_uri_map_from_settings
+
+from .airflow_client import AirflowClient
+from .forward import FORWARD_JOB, Forwarder
 
 #: The dotted path the webhook enqueues (a string, so the web process never runs it).
-FORWARD_SYNC = "webhook_app.jobs.forward_sync"
+FORWARD_SYNC = FORWARD_JOB
+
+_forwarder: Forwarder | None = None
 
 
-def forward_sync(**sync: Any) -> dict[str, Any]:
-    """Forward one successful sync to Airflow as a dataset event.
+def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
+    """Build a Forwarder from ``settings`` (the web process passes with_airflow=False)."""
+    client = redis.Redis.from_url(settings.redis_url,
+                                  socket_timeout=settings.redis_timeout_seconds,
+                                  socket_connect_timeout=settings.redis_timeout_seconds)
+    airflow = AirflowClient.from_settings(settings) if with_airflow else None
+    return Forwarder(settings, client, airflow, Queue(settings.queue_name, connection=client),
+                     load_uri_map_from_settings(settings))
 
-    The Airflow REST client arrives with the forwarding issue; until then the job only
-    records that it ran, so the enqueue-with-the-history-write contract can be tested.
-    """
-    log.info("sync %s of %s is ready to forward", sync.get("sync_id"), sync.get("connector_id"))
-    return {"forwarded": False, "reason": "forwarding to Airflow is not configured yet", **sync}
+
+def configure(forwarder: Forwarder | None) -> None:
+    """Make ``forwarder`` the one this process's jobs use (None: build from the environment)."""
+    global _forwarder
+    _forwarder = forwarder
+
+
+def current_forwarder() -> Forwarder:
+    global _forwarder
+    if _forwarder is None:
+        _forwarder = build_forwarder(load_settings())
+    return _forwarder
+
+
+def forward_sync(delivery: str) -> dict[str, Any]:
+    """Make one attempt at forwarding a successful sync to one Airflow dataset."""
+    return current_forwarder().attempt(delivery)

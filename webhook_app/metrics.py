@@ -17,6 +17,10 @@ from prometheus_client import (
     generate_latest,
 )
 
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # prometheus_client opens its files there as soon as a metric is created.
+    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+
 DELIVERIES = Counter(
     "fivetran_events_webhook_deliveries",
     "Webhook deliveries by outcome (recorded, duplicate, ignored, invalid, unauthorized, "
@@ -39,3 +43,24 @@ def render() -> tuple[bytes, str]:
         multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+# --- Forwarding to Airflow (issue 3) ----------------------------------------------------
+
+FORWARD_OUTCOMES = Counter(
+    "fivetran_events_forward_attempts",
+    "Attempts to forward a successful sync to an Airflow dataset, by outcome (delivered, "
+    "recovered: found already in Airflow after a crash, retrying, undelivered, failed, busy).",
+    ["outcome"],
+)
+FORWARD_LATENCY = Histogram(
+    "fivetran_events_forward_latency_seconds",
+    "Time from the webhook's receipt of a successful sync_end to Airflow creating its "
+    "dataset event (Airflow's own event timestamp).",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0, 86_400.0),
+)
+FORWARD_REQUEST_SECONDS = Histogram(
+    "fivetran_events_forward_attempt_seconds",
+    "Time one forwarding attempt spent talking to Airflow.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)

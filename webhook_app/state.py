@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 from flask import current_app
@@ -12,21 +10,11 @@ from redis.client import Pipeline
 from rq import Queue
 
 from fivetran_events import Event, HistoryReader, HistoryWriter, Settings
-from fivetran_events.timeutil import iso
+from fivetran_events.uris import load_uri_map_from_settings
 
-from .jobs import FORWARD_SYNC
+from .forward import Forwarder
 
 EXTENSION = "fivetran_events"
-
-
-def forward_job_id(event: Event) -> str:
-    """Name the forwarding job after the completion, so it is found (and never doubled).
-
-    RQ allows only letters, digits, '_' and '-' in job ids, and connector ids may hold
-    '.', so the id is a digest of (connector, sync, end time).
-    """
-    key = f"{event.connector_id}\x1f{event.sync_id}\x1f{event.created_ms}"
-    return "forward-" + hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
 
 
 @dataclass
@@ -36,6 +24,7 @@ class State:
     writer: HistoryWriter
     reader: HistoryReader
     queue: Queue
+    forwarder: Forwarder
 
     @classmethod
     def from_settings(cls, settings: Settings) -> State:
@@ -44,38 +33,24 @@ class State:
             socket_timeout=settings.redis_timeout_seconds,
             socket_connect_timeout=settings.redis_timeout_seconds,
         )
+        queue = Queue(settings.queue_name, connection=client)
         return cls(
             settings=settings,
             redis=client,
             writer=HistoryWriter(client, settings.key_prefix, settings.retention_ms),
             reader=HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms),
-            queue=Queue(settings.queue_name, connection=client),
+            queue=queue,
+            # The web process only creates deliveries; workers talk to Airflow.
+            forwarder=Forwarder(settings, client, None, queue,
+                                load_uri_map_from_settings(settings)),
         )
 
     def enqueue_forward(self, pipe: Pipeline, event: Event) -> None:
-        """Queue the forwarding job inside the history write's MULTI block."""
-        self.queue.enqueue(
-            FORWARD_SYNC,
-            kwargs=forward_payload(event),
-            job_id=forward_job_id(event),
-            pipeline=pipe,
-            result_ttl=7 * 86_400,
-            failure_ttl=30 * 86_400,
-            description=f"forward sync {event.sync_id} of {event.connector_id}",
-        )
+        """Create the sync's deliveries and queue their jobs inside the history write's MULTI.
 
-
-def forward_payload(event: Event) -> dict[str, Any]:
-    """What the forwarding job needs to know about the sync."""
-    return {
-        "connector_id": event.connector_id,
-        "connector_name": event.connector_name,
-        "connector_type": event.connector_type,
-        "group_id": event.group_id,
-        "sync_id": event.sync_id,
-        "status": event.status,
-        "ended_at": iso(event.created),
-    }
+        One delivery and one RQ job per dataset URI of the connector (webhook_app.forward).
+        """
+        self.forwarder.enqueue(pipe, event)
 
 
 def state() -> State:

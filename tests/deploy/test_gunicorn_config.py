@@ -41,7 +41,7 @@ def test_json_access_log(redis_url: str, tmp_path: Path) -> None:
            "GUNICORN_WORKERS": "1", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "m")}
     log = tmp_path / "out.log"
     with log.open("wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "webhook_app.cli", "serve", "--config",
+        proc = subprocess.Popen([sys.executable, "-m", "webhook_app", "serve", "--config",
                                  str(CONFIG)], env=env, stdout=fh, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:

@@ -63,9 +63,9 @@ class TestListings:
         load_scenario(http, SCENARIO_B)
         rows = http.get("/api/connectors/assimilate_seem/syncs", headers=AUTH).json["syncs"]
         assert [r["sync_id"] for r in rows] == ["b-ok", "b-fail"]
-        assert rows[0] == {"sync_id": "b-ok", "status": "SUCCESSFUL",
-                           "started_at": iso(at(10, 5)), "ended_at": iso(at(10, 6)),
-                           "reason": None}
+        assert {k: v for k, v in rows[0].items() if k != "forwarding"} == {
+            "sync_id": "b-ok", "status": "SUCCESSFUL", "started_at": iso(at(10, 5)),
+            "ended_at": iso(at(10, 6)), "reason": None}
         rows = http.get("/api/connectors/assimilate_seem/syncs?until=2026-01-05&limit=5",
                         headers=AUTH).json["syncs"]
         assert [r["sync_id"] for r in rows] == ["b-fail"]

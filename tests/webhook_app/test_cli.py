@@ -18,7 +18,7 @@ pytestmark = pytest.mark.redis
 def run(args: list[str], redis_url: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "FIVETRAN_EVENTS_REDIS_URL": redis_url,
                "FIVETRAN_EVENTS_KEY_PREFIX": "test:", **env}
-    return subprocess.run([sys.executable, "-m", "webhook_app.cli", *args], env=environ,
+    return subprocess.run([sys.executable, "-m", "webhook_app", *args], env=environ,
                           capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -18,7 +18,7 @@ from fivetran_events import parse_event
 from fivetran_events.keys import ConnectorKeys
 
 from ..servers import kill_group, webhook_server
-from ..support import payload, signed
+from ..support import job_sync_id, payload, signed
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -84,7 +84,7 @@ def test_sigkill_under_load_keeps_every_ack(redis_url: str, client: redis.Redis,
         keys = ConnectorKeys("test:", ev.connector_id)
         assert client.zscore(keys.seen, ev.dedup_id) is not None
     acked_ids = {json.loads(r)["sync_id"] for r in acked}
-    job_syncs = {j.kwargs["sync_id"] for j in q.get_jobs()}
+    job_syncs = {job_sync_id(client, j) for j in q.get_jobs()}
     assert acked_ids <= job_syncs
 
     # Fivetran redelivers whatever was not acknowledged (and we resend everything).
@@ -98,5 +98,5 @@ def test_sigkill_under_load_keeps_every_ack(redis_url: str, client: redis.Redis,
     final_jobs = Queue("fivetran-events", connection=client).job_ids
     assert len(final_jobs) == len(set(final_jobs))
     expected = {json.loads(r)["sync_id"] for r in everything} | acked_ids
-    assert {j.kwargs["sync_id"] for j in Queue("fivetran-events",
-                                                 connection=client).get_jobs()} == expected
+    assert {job_sync_id(client, j) for j in Queue("fivetran-events",
+                                                   connection=client).get_jobs()} == expected

@@ -14,9 +14,9 @@ from rq.job import Job
 from fivetran_events import Settings
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from webhook_app import create_app
-from webhook_app.jobs import FORWARD_SYNC
+from webhook_app.forward import FORWARD_JOB
 
-from ..support import OTHER_SECRET, SECRET, at, payload, signed
+from ..support import OTHER_SECRET, SECRET, at, job_sync_id, payload, signed
 
 pytestmark = pytest.mark.redis
 URL = "/webhooks/fivetran"
@@ -95,9 +95,8 @@ class TestForwardingJob:
         q = Queue("fivetran-events", connection=client)
         assert q.count == 1
         job = Job.fetch(q.job_ids[0], connection=client)
-        assert job.func_name == FORWARD_SYNC
-        assert job.kwargs["sync_id"] == "s1"
-        assert job.kwargs["ended_at"] == "2026-01-03T00:00:00.000Z"
+        assert job.func_name == FORWARD_JOB
+        assert job_sync_id(client, job) == "s1"
 
     @pytest.mark.parametrize("status", ["FAILED", "RESCHEDULED"])
     def test_failure_enqueues_nothing(self, http, client: redis.Redis, status: str) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,147 @@
+"""A real Airflow 2.11 webserver for the Airflow 2 (``/api/v1``) path, on 127.0.0.1.
+
+Airflow 2 cannot share a virtualenv with Airflow 3, so it lives in its own:
+``FTE_AIRFLOW2_VENV`` (default ``<repo>/.venv-af2``, ignored by git). The session
+fixture ``airflow2`` creates it when it is missing (``pip install apache-airflow==2.11.0``,
+about a minute from a warm index, bounded by ``FTE_AIRFLOW2_INSTALL_TIMEOUT``, default
+900 s), then: ``airflow db migrate``, ``airflow users create`` (an Admin with a random
+password), ``airflow dags reserialize`` over ``tests/airflow2_dags`` (which registers
+their datasets), and ``airflow webserver --hostname 127.0.0.1`` on a free port with basic
+auth for the REST API. SQLite. Only the webserver runs: posting and reading dataset
+events needs nothing else. Teardown signals exactly the process group it started.
+
+    def test_x(airflow2):        # airflow2.url, .username, .password, .reserialize()
+        ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+
+from .airflow_harness import _die_with_parent, free_port, stop_group
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("FTE_AIRFLOW2_VENV", REPO / ".venv-af2"))
+VERSION = "2.11.0"
+INSTALL_TIMEOUT = float(os.environ.get("FTE_AIRFLOW2_INSTALL_TIMEOUT", "900"))
+START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
+DAGS_SOURCE = Path(__file__).parent / "airflow2_dags"
+
+
+def ensure_airflow2() -> Path:
+    """Return Airflow 2's ``airflow`` command, installing it into its venv if needed."""
+    exe = VENV / "bin" / "airflow"
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(VENV) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two test sessions must not install at once
+        marker = VENV / f".installed-{VERSION}"
+        if not marker.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True,
+                           timeout=120)
+            subprocess.run([str(VENV / "bin" / "pip"), "install", "-q",
+                            f"apache-airflow=={VERSION}"], check=True, timeout=INSTALL_TIMEOUT)
+            marker.touch()
+    return exe
+
+
+@dataclass
+class Airflow2Server:
+    home: Path
+    exe: Path
+    port: int = field(default_factory=free_port)
+    username: str = "admin"
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHON"))}
+        env.update({
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.home / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+            "AIRFLOW__API__AUTH_BACKENDS": "airflow.api.auth.backend.basic_auth",
+            "AIRFLOW__WEBSERVER__SECRET_KEY": secrets.token_hex(32),
+            "AIRFLOW__WEBSERVER__WORKERS": "1",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            "PATH": f"{self.exe.parent}:{os.environ.get('PATH', '')}",
+        })
+        return env
+
+    def _run(self, *args: str, timeout: float = START_TIMEOUT) -> None:
+        with open(self.home / "setup.log", "ab") as log:
+            subprocess.run([str(self.exe), *args], env=self.env(), check=True, stdout=log,
+                           stderr=subprocess.STDOUT, timeout=timeout)
+
+    def prepare(self) -> None:
+        (self.home / "dags").mkdir(parents=True, exist_ok=True)
+        for src in DAGS_SOURCE.glob("*.py"):
+            shutil.copy(src, self.home / "dags" / src.name)
+        self._run("db", "migrate")
+        self._run("users", "create", "--username", self.username, "--password", self.password,
+                  "--role", "Admin", "--firstname", "Test", "--lastname", "Admin",
+                  "--email", "admin@example.invalid")
+        self.reserialize()
+
+    def reserialize(self) -> None:
+        """Parse the DAGs folder into the database now (registers the datasets it uses)."""
+        self._run("dags", "reserialize")
+
+    def start(self) -> None:
+        log = open(self.home / "webserver.log", "ab")  # noqa: SIM115 (the child keeps it)
+        self.proc = subprocess.Popen(
+            [str(self.exe), "webserver", "--hostname", "127.0.0.1", "--port", str(self.port),
+             "--workers", "1"], env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("Airflow 2 webserver exited:\n" + self.log())
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(f"{self.url}/api/v1/health", timeout=5).status_code == 200:
+                    return
+            time.sleep(0.5)
+        raise TimeoutError("Airflow 2 webserver not up\n" + self.log())
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_group(self.proc, timeout=30)
+
+    def log(self) -> str:
+        path = self.home / "webserver.log"
+        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+
+@pytest.fixture(scope="session")
+def airflow2() -> Iterator[Airflow2Server]:
+    """A real Airflow 2.11 webserver for the session (see the module docstring)."""
+    exe = ensure_airflow2()
+    home = Path(tempfile.mkdtemp(prefix="fte-airflow2-"))
+    server = Airflow2Server(home=home, exe=exe)
+    try:
+        server.prepare()
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(home, ignore_errors=True)

@@ -1,0 +1,346 @@
+"""A real Airflow 3 for tests: its components on 127.0.0.1, started and stopped by PID.
+
+Use it from any test module (it is registered in tests/conftest.py)::
+
+    import pytest
+
+    pytestmark = pytest.mark.airflow
+
+    def test_something(airflow):              # session scope: one Airflow for the run
+        token = airflow.token()               # a JWT for the REST API
+        airflow.get("/api/v2/dags")           # requests.Response, authenticated
+        airflow.wait_for_dag("fivetran_consumer")
+        airflow.add_dag("my_dag.py", source)  # a DAG file of the test's own, parsed live
+
+What it does is what DESIGN.md's "Running Airflow in tests" says: ``airflow db migrate``,
+then ``api-server --host 127.0.0.1`` on a free port, ``scheduler --skip-serve-logs``,
+``dag-processor`` and ``triggerer --skip-serve-logs``; SQLite and LocalExecutor with
+``AIRFLOW__CORE__PARALLELISM=2``; ``AIRFLOW_HOME`` in a temporary folder; the DAGs
+folder a copy of ``tests/airflow_dags`` (tests may add files to it); the simple auth
+manager with a pre-written password file (user ``admin``); one JWT secret for all
+components. Each component is started in a session of its own, and teardown signals
+exactly those process groups (their own children included), never anything by name.
+
+Tasks can report back through files: ``FTE_TEST_OUTPUT`` (``airflow.output_dir``) is
+set in every component's environment.
+
+Startup takes about 10-40 s on 2 busy cores; ``FTE_AIRFLOW_START_TIMEOUT`` (seconds,
+default 240) bounds it. Set ``FTE_AIRFLOW_KEEP_LOGS=1`` to print component logs when a
+start fails (they are always printed then).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+DAGS_SOURCE = Path(__file__).parent / "airflow_dags"
+USERNAME = "admin"
+START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
+COMPONENTS = {
+    "scheduler": ["scheduler", "--skip-serve-logs"],
+    "dag-processor": ["dag-processor"],
+    "triggerer": ["triggerer", "--skip-serve-logs"],
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if the test process dies without its teardown (Linux)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def stop_group(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """Stop a child started with ``start_new_session=True``: SIGTERM, then SIGKILL.
+
+    The child leads a session of its own, so its group is it and the children it forked
+    (uvicorn or gunicorn workers, task supervisors), and nothing else.
+    """
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # children that outlived their leader
+
+
+def airflow_bin() -> str:
+    """The ``airflow`` command of the interpreter running the tests."""
+    here = Path(sys.executable).parent / "airflow"
+    return str(here) if here.exists() else "airflow"
+
+
+@dataclass
+class AirflowServer:
+    """A running Airflow: its URL, credentials, folders and the processes it started."""
+
+    home: Path
+    port: int = field(default_factory=free_port)
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    jwt_secret: str = field(default_factory=lambda: secrets.token_urlsafe(64))
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _token: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def username(self) -> str:
+        return USERNAME
+
+    @property
+    def dags_folder(self) -> Path:
+        return self.home / "dags"
+
+    @property
+    def output_dir(self) -> Path:
+        return self.home / "output"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env.update({
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "2",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+            "AIRFLOW__CORE__AUTH_MANAGER": ("airflow.api_fastapi.auth.managers.simple."
+                                            "simple_auth_manager.SimpleAuthManager"),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
+            "AIRFLOW__API_AUTH__JWT_SECRET": self.jwt_secret,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
+            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            "FTE_TEST_OUTPUT": str(self.output_dir),
+            "PYTHONUNBUFFERED": "1",
+        })
+        return env
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        self.dags_folder.mkdir(parents=True, exist_ok=True)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        for src in DAGS_SOURCE.glob("*.py"):
+            shutil.copy(src, self.dags_folder / src.name)
+        (self.home / "passwords.json").write_text(json.dumps({USERNAME: self.password}))
+        subprocess.run([airflow_bin(), "db", "migrate"], env=self.env(), check=True,
+                       stdout=open(self.home / "migrate.log", "wb"),  # noqa: SIM115
+                       stderr=subprocess.STDOUT, timeout=START_TIMEOUT)
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
+        self.procs[name] = subprocess.Popen([airflow_bin(), *args], env=self.env(),
+                                            stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            preexec_fn=_die_with_parent)
+        log.close()
+
+    def start(self) -> None:
+        """Start every component and wait until the API and the scheduler are healthy."""
+        self.start_api(wait=False)
+        for name, args in COMPONENTS.items():
+            self._spawn(name, args)
+        self.wait_healthy()
+
+    def start_api(self, wait: bool = True) -> None:
+        self._spawn("api-server", ["api-server", "--host", "127.0.0.1", "--port",
+                                   str(self.port)])
+        if wait:
+            self.wait_healthy(components=("metadatabase",))
+
+    def stop_api(self) -> None:
+        """Stop the API server only (an outage as the webhook's worker sees it)."""
+        self._stop("api-server")
+
+    def _stop(self, name: str, timeout: float = 20.0) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is not None:
+            stop_group(proc, timeout)
+
+    def stop(self) -> None:
+        for name in list(self.procs):
+            self._stop(name)
+
+    def wait_healthy(self, timeout: float = START_TIMEOUT,
+                     components: tuple[str, ...] = ("metadatabase", "scheduler",
+                                                    "dag_processor", "triggerer")) -> None:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"Airflow {name} exited with {proc.returncode}:\n"
+                                       + self.logs(name))
+            try:
+                resp = requests.get(f"{self.url}/api/v2/monitor/health", timeout=5)
+                last = resp.json() if resp.status_code == 200 else resp.status_code
+                if resp.status_code == 200 and all(
+                        (last.get(c) or {}).get("status") == "healthy" for c in components):
+                    return
+            except (requests.RequestException, ValueError) as exc:
+                last = exc
+            time.sleep(0.5)
+        raise TimeoutError(f"Airflow not healthy after {timeout:.0f}s (last: {last})\n"
+                           + self.logs())
+
+    def logs(self, name: str | None = None, tail: int = 40) -> str:
+        names = [name] if name else ["migrate", *self.procs]
+        out = []
+        for n in names:
+            path = self.home / f"{n}.log"
+            if path.exists():
+                lines = path.read_text(errors="replace").splitlines()[-tail:]
+                out.append(f"--- {n}.log\n" + "\n".join(lines))
+        return "\n".join(out)
+
+    # --- REST helpers ------------------------------------------------------------------
+
+    def token(self, fresh: bool = False) -> str:
+        if self._token is None or fresh:
+            resp = requests.post(f"{self.url}/auth/token", timeout=10,
+                                 json={"username": USERNAME, "password": self.password})
+            resp.raise_for_status()
+            self._token = str(resp.json()["access_token"])
+        return self._token
+
+    def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        """Call the REST API as admin; renew the token on 401, retry a 5xx a few times.
+
+        (SQLite lets one writer in at a time: under load a read may get "database is
+        locked" as a 500.)
+        """
+        for attempt in range(5):
+            headers = {"Authorization": f"Bearer {self.token(fresh=attempt > 0)}"}
+            resp = requests.request(method, self.url + path, headers=headers, timeout=15,
+                                    **kwargs)
+            if resp.status_code != 401 and resp.status_code < 500:
+                return resp
+            time.sleep(0.5)
+        return resp
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("GET", path, **kwargs)
+
+    def expired_token(self) -> str:
+        """A token Airflow itself issued, re-signed with ``exp`` in the past."""
+        import jwt
+
+        real = self.token(fresh=True)
+        header = jwt.get_unverified_header(real)
+        claims = jwt.decode(real, options={"verify_signature": False})
+        claims["exp"] = int(time.time()) - 60
+        claims["iat"] = claims["nbf"] = int(time.time()) - 3600
+        return jwt.encode(claims, self.jwt_secret, algorithm=header["alg"],
+                          headers={k: v for k, v in header.items() if k not in ("alg", "typ")})
+
+    def add_dag(self, filename: str, source: str) -> Path:
+        """Write a DAG file into the DAGs folder; the dag-processor picks it up."""
+        path = self.dags_folder / filename
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(source)
+        tmp.rename(path)
+        return path
+
+    def wait_for(self, what: str, check: Any, timeout: float = 90.0,
+                 interval: float = 0.5) -> Any:
+        """Poll ``check()`` until it returns something truthy; fail after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(interval)
+        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}\n"
+                           + self.logs(tail=20))
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120.0) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            resp = self.get(f"/api/v2/dags/{dag_id}")
+            return resp.json() if resp.status_code == 200 else None
+
+        return self.wait_for(f"DAG {dag_id}", found, timeout)  # type: ignore[no-any-return]
+
+    def asset_id(self, uri: str) -> int | None:
+        resp = self.get("/api/v2/assets", params={"uri_pattern": uri, "limit": 100})
+        for a in resp.json().get("assets", []) if resp.status_code == 200 else []:
+            if a["uri"] == uri:
+                return int(a["id"])
+        return None
+
+    def wait_for_asset(self, uri: str, timeout: float = 120.0) -> int:
+        return self.wait_for(f"asset {uri}", lambda: self.asset_id(uri),  # type: ignore[no-any-return]
+                             timeout)
+
+    def asset_events(self, uri: str) -> list[dict[str, Any]]:
+        asset = self.asset_id(uri)
+        if asset is None:
+            return []
+        resp = self.get("/api/v2/assets/events",
+                        params={"asset_id": asset, "limit": 1000, "order_by": "timestamp"})
+        resp.raise_for_status()
+        return list(resp.json()["asset_events"])
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        resp = self.get(f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100})
+        return list(resp.json().get("dag_runs", [])) if resp.status_code == 200 else []
+
+
+@pytest.fixture(scope="session")
+def airflow() -> Iterator[AirflowServer]:
+    """A real Airflow 3 for the whole test session (see the module docstring)."""
+    home = Path(tempfile.mkdtemp(prefix="fte-airflow-"))
+    server = AirflowServer(home=home)
+    try:
+        server.prepare()
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        if not os.environ.get("FTE_AIRFLOW_KEEP_HOME"):
+            shutil.rmtree(home, ignore_errors=True)

@@ -1,0 +1,366 @@
+"""A small client of Airflow's REST API: post dataset (asset) events and find them again.
+
+Airflow 3 (``/api/v2``): ``POST /auth/token`` with ``{"username", "password"}`` answers
+201 ``{"access_token"}`` (a JWT, 24 h by default); the token is cached and fetched anew on
+a 401. Events are posted by asset id, so the exact URI is looked up first
+(``GET /api/v2/assets?uri_pattern=`` is a substring match: filter the exact ``uri``) and
+the id cached. Airflow 2.9-2.11 (``/api/v1``): basic auth, events posted by
+``dataset_uri``. Airflow has no idempotency key, so ``find_event`` lets the caller look
+an event up by its ``extra`` before posting a second time.
+
+Errors say what the caller should do: ``AirflowUnavailable`` (retry later, perhaps after
+``retry_after`` seconds), ``AssetNotFound`` (no DAG uses that URI: record, do not retry
+forever), ``AirflowRejected`` (a 4xx: retrying will not help; ``body`` says why).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from urllib3.exceptions import NewConnectionError
+
+from fivetran_events import ConfigurationError, Settings
+from fivetran_events.timeutil import iso, parse_iso
+
+#: Seconds an asset id found by URI is trusted before it is looked up again.
+ASSET_CACHE_SECONDS = 300.0
+#: Renew a cached JWT this long before Airflow would refuse it.
+TOKEN_MARGIN_SECONDS = 60.0
+#: Events examined per page when looking one up (newest first).
+LOOKUP_PAGE = 100
+#: Longest response body kept in an error message.
+BODY_LIMIT = 2000
+
+
+class AirflowError(Exception):
+    """Base class of the errors this client raises."""
+
+
+class AirflowUnavailable(AirflowError):
+    """Raised on connection errors, timeouts, 5xx and 429: retry, after ``retry_after`` if set.
+
+    ``maybe_sent`` is False only when the request certainly never reached Airflow (the
+    connection was refused or not made), so an event cannot have been created.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None,
+                 maybe_sent: bool = True, status: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.maybe_sent = maybe_sent
+        self.status = status
+
+
+class AssetNotFound(AirflowError):
+    """Raised when Airflow knows no dataset/asset with the URI (no DAG uses it yet)."""
+
+
+class AirflowRejected(AirflowError):
+    """Raised on a 4xx other than 404 and 429 (after one token refresh on 401)."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"Airflow answered {status}: {body}")
+        self.status = status
+        self.body = body
+
+
+@dataclass(frozen=True)
+class AirflowEvent:
+    """An asset/dataset event as Airflow reports it."""
+
+    id: int
+    uri: str | None
+    timestamp: datetime
+    extra: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> AirflowEvent:
+        return cls(id=int(body["id"]), uri=body.get("uri") or body.get("dataset_uri"),
+                   timestamp=parse_iso(str(body["timestamp"])),
+                   extra=dict(body.get("extra") or {}))
+
+
+def read_credentials(settings: Settings) -> tuple[str, str]:
+    """Return (username, password) from the settings or the credentials file."""
+    if settings.airflow_credentials_file:
+        path = Path(settings.airflow_credentials_file)
+        where = f"FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE ({path})"
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigurationError(f"{where}: cannot read it: {exc.strerror}") from None
+        if text.startswith("{"):
+            try:
+                data = json.loads(text)
+                return str(data["username"]), str(data["password"])
+            except (ValueError, KeyError, TypeError):
+                raise ConfigurationError(f"{where}: expected JSON with 'username' and "
+                                         "'password'") from None
+        user, sep, password = text.splitlines()[0].partition(":") if text else ("", "", "")
+        if not sep or not user:
+            raise ConfigurationError(f"{where}: expected 'username:password' on the first line")
+        return user, password
+    if not settings.airflow_username or settings.airflow_password is None:
+        raise ConfigurationError("set FIVETRAN_EVENTS_AIRFLOW_USERNAME and "
+                                 "FIVETRAN_EVENTS_AIRFLOW_PASSWORD, or "
+                                 "FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE")
+    return settings.airflow_username, settings.airflow_password.get_secret_value()
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _maybe_sent(exc: requests.RequestException) -> bool:
+    if isinstance(exc, requests.ConnectTimeout):
+        return False
+    if isinstance(exc, requests.ConnectionError):
+        reason = getattr(exc.args[0], "reason", None) if exc.args else None
+        return not isinstance(reason, NewConnectionError)
+    return True
+
+
+def _body(resp: requests.Response) -> str:
+    text = resp.text or resp.reason or ""
+    return text[:BODY_LIMIT]
+
+
+class AirflowClient:
+    """Talk to one Airflow; keeps the JWT and the asset ids it found (per process)."""
+
+    def __init__(self, base_url: str, username: str, password: str, *,
+                 api_version: str = "auto", timeout: float = 10.0,
+                 verify: bool | str = True, session: requests.Session | None = None,
+                 asset_cache_seconds: float = ASSET_CACHE_SECONDS) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.username = username
+        self.password = password
+        self._version = None if api_version == "auto" else api_version
+        self.timeout = timeout
+        self.session = session or requests.Session()
+        self.session.verify = verify
+        self.asset_cache_seconds = asset_cache_seconds
+        self._token: str | None = None
+        self._token_expires = 0.0
+        self._assets: dict[str, tuple[int, float]] = {}
+        #: How many tokens this client fetched (tests and metrics read it).
+        self.tokens_fetched = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AirflowClient:
+        if not settings.airflow_url:
+            raise ConfigurationError("FIVETRAN_EVENTS_AIRFLOW_URL is not set: set it to "
+                                     "Airflow's API server, e.g. http://127.0.0.1:8080")
+        user, password = read_credentials(settings)
+        verify: bool | str = settings.airflow_verify_tls
+        if settings.airflow_ca_bundle:
+            verify = settings.airflow_ca_bundle
+        return cls(settings.airflow_url, user, password,
+                   api_version=settings.airflow_api_version,
+                   timeout=settings.airflow_timeout_seconds, verify=verify)
+
+    # --- transport -----------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        url = self.base_url + path
+        try:
+            resp = self.session.request(method, url, timeout=(self.timeout, self.timeout),
+                                        **kwargs)
+        except requests.RequestException as exc:
+            raise AirflowUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}",
+                                     maybe_sent=_maybe_sent(exc)) from None
+        if resp.status_code == 429 or resp.status_code >= 500:
+            raise AirflowUnavailable(
+                f"{method} {path}: Airflow answered {resp.status_code}: {_body(resp)}",
+                retry_after=retry_after_seconds(resp.headers.get("Retry-After")),
+                status=resp.status_code)
+        return resp
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        """Send with the right authentication; on a 401 renew the JWT once and resend."""
+        if self.version() == "2":
+            return self._send(method, path, auth=(self.username, self.password), **kwargs)
+        resp = self._send(method, path, headers=self._auth_header(), **kwargs)
+        if resp.status_code == 401:
+            self._token = None
+            resp = self._send(method, path, headers=self._auth_header(), **kwargs)
+        return resp
+
+    def _auth_header(self) -> dict[str, str]:
+        if self._token is None or time.monotonic() >= self._token_expires:
+            self._token = self._fetch_token()
+        return {"Authorization": f"Bearer {self._token}"}
+
+    def _fetch_token(self) -> str:
+        resp = self._send("POST", "/auth/token",
+                          json={"username": self.username, "password": self.password})
+        if resp.status_code not in (200, 201):
+            raise AirflowRejected(resp.status_code, f"cannot get a token for user "
+                                  f"'{self.username}': {_body(resp)}")
+        token = str(resp.json()["access_token"])
+        self.tokens_fetched += 1
+        self._token_expires = time.monotonic() + _token_life(token) - TOKEN_MARGIN_SECONDS
+        return token
+
+    def set_token(self, token: str | None) -> None:
+        """Replace the cached token (tests use it to present an expired one)."""
+        self._token = token
+        self._token_expires = time.monotonic() + 3600
+
+    def version(self) -> str:
+        """Return "3" or "2": configured, or detected from which health endpoint answers."""
+        if self._version is None:
+            if self._send("GET", "/api/v2/monitor/health").status_code == 200:
+                self._version = "3"
+            elif self._send("GET", "/api/v1/health").status_code == 200:
+                self._version = "2"
+            else:
+                raise AirflowRejected(404, f"{self.base_url} answers neither /api/v2 nor "
+                                      "/api/v1: is FIVETRAN_EVENTS_AIRFLOW_URL Airflow's "
+                                      "API server?")
+        return self._version
+
+    # --- assets --------------------------------------------------------------------------
+
+    def asset_id(self, uri: str, refresh: bool = False) -> int:
+        """Return the id of the asset/dataset whose URI is exactly ``uri``."""
+        cached = self._assets.get(uri)
+        if cached and not refresh and time.monotonic() < cached[1]:
+            return cached[0]
+        found = self._lookup_asset(uri)
+        if found is None:
+            self._assets.pop(uri, None)
+            raise AssetNotFound(f"Airflow has no dataset with URI '{uri}': no DAG schedules "
+                                "on it or produces it yet")
+        self._assets[uri] = (found, time.monotonic() + self.asset_cache_seconds)
+        return found
+
+    def _lookup_asset(self, uri: str) -> int | None:
+        if self.version() == "2":
+            resp = self._request("GET", "/api/v1/datasets/" + quote(uri, safe=""))
+            if resp.status_code == 404:
+                return None
+            self._check(resp)
+            return int(resp.json()["id"])
+        offset = 0
+        while True:
+            resp = self._request("GET", "/api/v2/assets",
+                                 params={"uri_pattern": uri, "limit": 100, "offset": offset,
+                                         "order_by": "id"})
+            self._check(resp)
+            body = resp.json()
+            assets = body.get("assets", [])
+            for asset in assets:  # uri_pattern is a substring match
+                if asset.get("uri") == uri:
+                    return int(asset["id"])
+            offset += len(assets)
+            if not assets or offset >= int(body.get("total_entries", 0)):
+                return None
+
+    def known(self, uri: str) -> bool:
+        """Return whether Airflow knows the URI (for ``datasets check``)."""
+        try:
+            self.asset_id(uri, refresh=True)
+        except AssetNotFound:
+            return False
+        return True
+
+    # --- events --------------------------------------------------------------------------
+
+    def post_event(self, uri: str, extra: Mapping[str, Any]) -> AirflowEvent:
+        """Create one event on the dataset ``uri``; return it as Airflow recorded it."""
+        if self.version() == "2":
+            resp = self._request("POST", "/api/v1/datasets/events",
+                                 json={"dataset_uri": uri, "extra": dict(extra)})
+            if resp.status_code == 404:
+                raise AssetNotFound(f"Airflow 2 answered 404 for dataset '{uri}': "
+                                    f"{_body(resp)}")
+        else:
+            asset = self.asset_id(uri)
+            resp = self._request("POST", "/api/v2/assets/events",
+                                 json={"asset_id": asset, "extra": dict(extra)})
+            if resp.status_code == 404:
+                # The asset went away since we cached its id: look it up once more.
+                asset = self.asset_id(uri, refresh=True)
+                resp = self._request("POST", "/api/v2/assets/events",
+                                     json={"asset_id": asset, "extra": dict(extra)})
+                if resp.status_code == 404:
+                    raise AssetNotFound(f"Airflow answered 404 for asset '{uri}' "
+                                        f"(id {asset}): {_body(resp)}")
+        self._check(resp)
+        return AirflowEvent.from_json(resp.json())
+
+    def find_event(self, uri: str, since: datetime,
+                   match: Mapping[str, Any]) -> AirflowEvent | None:
+        """Return the event on ``uri`` at or after ``since`` whose extra contains ``match``."""
+        if self.version() == "2":
+            path = "/api/v1/datasets/events"
+            params: dict[str, Any] = {"dataset_id": self.asset_id(uri),
+                                      "order_by": "-timestamp"}
+            key = "dataset_events"
+        else:
+            path = "/api/v2/assets/events"
+            params = {"asset_id": self.asset_id(uri), "order_by": "-timestamp",
+                      "timestamp_gte": iso(since)}
+            key = "asset_events"
+        offset = 0
+        while True:
+            resp = self._request("GET", path, params={**params, "limit": LOOKUP_PAGE,
+                                                      "offset": offset})
+            self._check(resp)
+            body = resp.json()
+            events = [AirflowEvent.from_json(e) for e in body.get(key, [])]
+            for ev in events:
+                if all(ev.extra.get(k) == v for k, v in match.items()):
+                    return ev
+            offset += len(events)
+            # Newest first: once a page reaches before ``since`` nothing older can match.
+            if (not events or offset >= int(body.get("total_entries", 0))
+                    or events[-1].timestamp < since):
+                return None
+
+    @staticmethod
+    def _check(resp: requests.Response) -> None:
+        if resp.status_code >= 400:
+            raise AirflowRejected(resp.status_code, _body(resp))
+
+
+def _token_life(token: str) -> float:
+    """Seconds until the JWT's ``exp`` (without verifying it); 1 h when it has none."""
+    import base64
+
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        left = float(claims["exp"]) - time.time()
+    except (IndexError, ValueError, KeyError, TypeError):
+        return 3600.0
+    return max(left, TOKEN_MARGIN_SECONDS + 1)
+
+
+def lookup_window_start(mark_ms: int, slack: timedelta = timedelta(minutes=2)) -> datetime:
+    """Where to start looking for an event posted by an attempt that began at ``mark_ms``."""
+    return datetime.fromtimestamp(mark_ms / 1000, tz=timezone.utc) - slack

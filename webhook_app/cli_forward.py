@@ -1,0 +1,168 @@
+"""``fivetran-events worker | deliveries | replay | datasets check``: forwarding to Airflow.
+
+Registered on the main group in cli.py, one line each.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+
+import click
+
+from fivetran_events import HistoryReader, load_settings
+from fivetran_events.model import is_valid_id
+
+from .airflow_client import AirflowError
+from .cli import clean_errors
+from .forward import DeliveryState, Forwarder
+from .jobs import build_forwarder, configure
+
+log = logging.getLogger(__name__)
+
+
+def _forwarder(with_airflow: bool) -> Forwarder:
+    return build_forwarder(load_settings(), with_airflow=with_airflow)
+
+
+def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) -> None:
+    """Queue due deliveries (retries, dead workers' leases) until ``stop`` is set."""
+    while not stop.wait(interval):
+        try:
+            forwarder.sweep()
+        except Exception:  # keep sweeping through a Redis blip; the worker reports it too
+            log.exception("sweeping due deliveries failed")
+
+
+@click.command()
+@click.option("--burst", is_flag=True, help="Work until the queue is empty, then exit.")
+@click.option("--sweep-interval", default=1.0, show_default=True, type=click.FloatRange(0.05),
+              help="Seconds between checks for due retries and expired leases.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535),
+              help="Serve Prometheus metrics on 127.0.0.1:PORT.")
+@click.option("--name", help="Worker name (default: RQ's host.pid).")
+@clean_errors
+def worker(burst: bool, sweep_interval: float, metrics_port: int | None,
+           name: str | None) -> None:
+    """Run an RQ worker that forwards successful syncs to Airflow."""
+    from rq import SimpleWorker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    forwarder = _forwarder(with_airflow=True)
+    configure(forwarder)
+    if metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(metrics_port, addr="127.0.0.1")
+    stop = threading.Event()
+    forwarder.sweep()  # what came due while no worker ran
+    sweeper = threading.Thread(target=sweep_forever, args=(forwarder, sweep_interval, stop),
+                               name="sweeper", daemon=True)
+    sweeper.start()
+    # SimpleWorker runs jobs in this process: the JWT and asset ids stay cached, and a
+    # kill of this process is a kill mid-delivery (the lease and sweeper recover it).
+    w = SimpleWorker([forwarder.queue], connection=forwarder.redis, name=name)
+    try:
+        w.work(burst=burst, with_scheduler=False)
+    finally:
+        stop.set()
+
+
+@click.command()
+@click.option("--state", "state_", type=click.Choice([s.value for s in DeliveryState]),
+              help="Only deliveries in this state.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@clean_errors
+def deliveries(state_: str | None, limit: int, as_json: bool) -> None:
+    """List recent deliveries of syncs to Airflow datasets, newest first."""
+    fw = _forwarder(with_airflow=False)
+    rows = [d.to_dict() for d in fw.store.recent(limit, DeliveryState(state_) if state_
+                                                 else None)]
+    if as_json:
+        click.echo(json.dumps({"deliveries": rows}, indent=2))
+        return
+    click.echo(f"{'CONNECTOR':20} {'SYNC ID':38} {'STATE':12} {'TRIES':>5} {'EVENT':>7} "
+               "URI / REASON")
+    for r in rows:
+        event = str(r["airflow_event_id"] or "-")
+        click.echo(f"{r['connector_id']:20} {r['sync_id']:38} {r['state']:12} "
+                   f"{r['attempts']:>5} {event:>7} {r['uri']}")
+        if r["reason"] and r["state"] != "delivered":
+            click.echo(f"{'':20} {'':38} {'':12} {'':>5} {'':>7}   {r['reason']}")
+
+
+@click.command()
+@click.argument("sync_id", required=False)
+@click.option("--all-undelivered", is_flag=True,
+              help="Replay every delivery given up (undelivered or failed).")
+@click.option("--connector", "connector_id", help="Only this connector's deliveries.")
+@clean_errors
+def replay(sync_id: str | None, all_undelivered: bool, connector_id: str | None) -> None:
+    """Forward a sync (or every given-up delivery) again, with a new retry window.
+
+    Delivered deliveries are left alone: replay never makes a second event.
+    """
+    if bool(sync_id) == all_undelivered:
+        raise click.UsageError("give either SYNC_ID or --all-undelivered")
+    if sync_id is not None and not is_valid_id(sync_id):
+        raise click.BadParameter("not a valid sync id", param_hint="SYNC_ID")
+    fw = _forwarder(with_airflow=False)
+    if all_undelivered:
+        ids = [i for i in fw.store.given_up()
+               if connector_id is None or i.split(":")[0] == connector_id]
+    else:
+        assert sync_id is not None
+        ids = fw.deliveries_of_sync(sync_id, connector_id)
+        if not ids:
+            raise click.ClickException(f"no deliveries recorded for sync '{sync_id}'")
+    done = fw.replay(ids)
+    click.echo(f"replayed {len(done)} deliver{'y' if len(done) == 1 else 'ies'}"
+               + (f" ({len(ids) - len(done)} already delivered)" if len(ids) > len(done) else ""))
+
+
+@click.group()
+def datasets() -> None:
+    """Dataset URIs of the connectors, as Airflow sees them."""
+
+
+@datasets.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@clean_errors
+def check(as_json: bool) -> None:
+    """List the URIs the mapping and the recorded connectors produce, and whether Airflow
+    knows each (exit 1 if one is missing: its events would be undelivered)."""
+    settings = load_settings()
+    fw = build_forwarder(settings, with_airflow=True)
+    reader = HistoryReader(fw.redis, settings.key_prefix, settings.max_sync_duration_ms)
+    recorded = {c["connector_id"]: c for c in reader.connectors()}
+    rows = []
+    for cid in sorted(set(recorded) | set(fw.uri_map.mapped_connectors())):
+        meta = recorded.get(cid, {})
+        for uri in fw.uri_map.uris(cid, meta.get("connector_name"), meta.get("connector_type"),
+                                   meta.get("group_id")):
+            assert fw.airflow is not None
+            try:
+                known: bool | None = fw.airflow.known(uri)
+                error = None
+            except AirflowError as exc:
+                known, error = None, str(exc)
+            rows.append({"connector_id": cid, "uri": uri, "recorded": cid in recorded,
+                         "known_to_airflow": known, "error": error})
+    if as_json:
+        click.echo(json.dumps({"datasets": rows}, indent=2))
+    else:
+        click.echo(f"{'CONNECTOR':24} {'AIRFLOW':8} URI")
+        for r in rows:
+            state_ = r["known_to_airflow"]
+            mark = "ERROR" if state_ is None else "ok" if state_ else "MISSING"
+            click.echo(f"{r['connector_id']:24} {mark:8} {r['uri']}"
+                       + (f"  ({r['error']})" if r["error"] else ""))
+    if any(r["known_to_airflow"] is not True for r in rows):
+        sys.exit(1)
+
+
+#: What cli.py registers on the main group.
+COMMANDS: list[click.Command] = [worker, deliveries, replay, datasets]
