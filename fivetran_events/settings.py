@@ -6,6 +6,7 @@ defaults live here, each with a line saying what it is.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -24,6 +25,7 @@ class Settings(BaseSettings):
     """Configuration from ``FIVETRAN_EVENTS_*`` environment variables."""
 
     model_config = SettingsConfigDict(env_prefix="FIVETRAN_EVENTS_", extra="ignore",
+                                      str_strip_whitespace=True,
                                       validate_default=True)
 
     #: Where the history and the job queue live.
@@ -93,6 +95,12 @@ class Settings(BaseSettings):
             raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8080")
         return value.rstrip("/")
 
+    @field_validator("airflow_password", mode="before")
+    @classmethod
+    def _strip_secret(cls, value: object) -> object:
+        # A secret file ends with a newline (echo, openssl rand > file): never part of it.
+        return value.strip() if isinstance(value, str) else value
+
     @field_validator("webhook_secrets", "api_tokens", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
@@ -123,10 +131,19 @@ class Settings(BaseSettings):
         return int(self.max_sync_duration_hours * 3600 * 1000)
 
 
+#: A folder of secret files (Docker/Compose secrets, systemd credentials): a file named
+#: like a variable, e.g. ``fivetran_events_webhook_secrets``, gives that setting's value.
+#: The environment wins over a file.
+SECRETS_DIR_VARIABLE = "FIVETRAN_EVENTS_SECRETS_DIR"
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read settings from the environment; raise ConfigurationError naming the bad variable."""
+    secrets_dir = os.environ.get(SECRETS_DIR_VARIABLE) or None
+    if secrets_dir is not None and not os.path.isdir(secrets_dir):
+        raise ConfigurationError(f"{SECRETS_DIR_VARIABLE}: {secrets_dir} is not a folder")
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(_secrets_dir=secrets_dir, **overrides)  # type: ignore[arg-type,call-arg]
     except ValidationError as exc:
         err = exc.errors()[0]
         name = "FIVETRAN_EVENTS_" + str(err["loc"][0]).upper() if err["loc"] else "settings"
