@@ -131,6 +131,11 @@ class AirflowServer:
     def output_dir(self) -> Path:
         return self.home / "output"
 
+    @property
+    def warehouse_dir(self) -> Path:
+        """Where the SQLite 'warehouse' of connection ``warehouse`` lives (DAG factory)."""
+        return self.home / "warehouse"
+
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         env.update({
@@ -157,6 +162,8 @@ class AirflowServer:
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
             "FTE_TEST_OUTPUT": str(self.output_dir),
+            "AIRFLOW_CONN_WAREHOUSE": json.dumps(
+                {"conn_type": "sqlite", "host": str(self.warehouse_dir / "warehouse.db")}),
             "PYTHONUNBUFFERED": "1",
         })
         return env
@@ -166,6 +173,7 @@ class AirflowServer:
     def prepare(self) -> None:
         self.dags_folder.mkdir(parents=True, exist_ok=True)
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.warehouse_dir.mkdir(parents=True, exist_ok=True)
         for src in DAGS_SOURCE.glob("*.py"):
             shutil.copy(src, self.dags_folder / src.name)
         (self.home / "passwords.json").write_text(json.dumps({USERNAME: self.password}))

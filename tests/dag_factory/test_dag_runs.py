@@ -51,3 +51,4 @@ def test_example_folder_runs_on_sqlite(airflow_db: Path, tmp_path: Path,
             == [("2026-01-01", 15.5, 2), ("2026-01-02", 7.0, 1)]
         assert c.execute("SELECT days, total, full_refresh FROM revenue_runs").fetchall() \
             == [(2, 22.5, 0)]
+        assert c.execute("SELECT full_refresh FROM orders_clean_loads").fetchall() == [(0,)]
