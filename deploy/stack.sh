@@ -1,34 +1,53 @@
 #!/usr/bin/env bash
-# The local stack: Redis (private, AOF) and the webhook app on 127.0.0.1, in the background.
 #   deploy/stack.sh up | down | status
+# The local stack: Redis (private, AOF), the webhook app, a forwarding worker and a real
+# Airflow (api-server, scheduler, dag-processor, triggerer) with the plugin and the
+# example DAGs, all on 127.0.0.1, in the background.
 # Configuration: FIVETRAN_EVENTS_REDIS_URL (use that Redis instead of a private one),
-# FTE_WEBHOOK_PORT (8000), FTE_REDIS_PORT (6390), FTE_STATE_DIR (.local).
+# FTE_WEBHOOK_PORT (8000), FTE_AIRFLOW_PORT (8080), FTE_REDIS_PORT (6390),
+# FTE_STATE_DIR (.local).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
 state="${FTE_STATE_DIR:-$root/.local}"
 webhook_port="${FTE_WEBHOOK_PORT:-8000}"
 redis_port="${FTE_REDIS_PORT:-6390}"
+airflow_port="${FTE_AIRFLOW_PORT:-8080}"
 mkdir -p "$state"
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# A PID file names a process of ours only while that process still runs our command.
+starttime() { # pid -> the kernel's start time of that process (field 22 of /proc/PID/stat)
+  [ -r "/proc/$1/stat" ] && sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20
+}
+
+# A PID file names a process of ours only while that very process runs: files we write
+# hold "PID STARTTIME" (a reused PID has another start time; Airflow and RQ rename their
+# processes, so the command line cannot tell). Redis writes its own file: match its name.
 ours() { # pidfile pattern
-  local pid
+  local pid start
   [ -f "$1" ] || return 1
-  pid="$(cat "$1")"
-  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2"
+  read -r pid start <"$1" || true
+  [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
+  if [ -n "$start" ]; then
+    [ "$(starttime "$pid")" = "$start" ]
+  else
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2"
+  fi
 }
 
 stop_one() { # name pidfile pattern
   if ours "$2" "$3"; then
-    local pid; pid="$(cat "$2")"
+    local pid start; read -r pid start <"$2" || true
     say "stopping $1 (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    # Processes we started with setsid lead their own group: stop the group (Airflow's
+    # components and gunicorn have children). Redis daemonizes itself: stop the PID.
+    local target="$pid"
+    [ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ] && target="-$pid"
+    kill -TERM -- "$target" 2>/dev/null || true
+    for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL -- "$target" 2>/dev/null || true
   fi
   rm -f "$2"
 }
@@ -52,9 +71,62 @@ wait_http() { # url seconds
   return 1
 }
 
+start_bg() { # name pidfile logfile command...  (own session, so the group can be stopped)
+  local name="$1" pidfile="$2" log="$3"; shift 3
+  say "starting $name"
+  setsid nohup "$@" >"$log" 2>&1 < /dev/null &
+  local pid=$!
+  echo "$pid $(starttime "$pid")" >"$pidfile"
+}
+
+airflow_env() {
+  local home="$state/airflow"
+  mkdir -p "$home" "$state/warehouse"
+  if [ ! -f "$home/secrets.env" ]; then
+    umask 077
+    printf 'FTE_AIRFLOW_PASSWORD=%s\nAIRFLOW__API_AUTH__JWT_SECRET=%s\n' \
+      "$(.venv/bin/python -c 'import secrets; print(secrets.token_hex(12))')" \
+      "$(.venv/bin/python -c 'import secrets; print(secrets.token_hex(32))')" >"$home/secrets.env"
+  fi
+  set -a; . "$home/secrets.env"; set +a
+  printf '{"admin": "%s"}' "$FTE_AIRFLOW_PASSWORD" >"$home/passwords.json"
+  export AIRFLOW_HOME="$home"
+  export AIRFLOW__CORE__DAGS_FOLDER="$root/examples/dags"
+  export AIRFLOW__CORE__LOAD_EXAMPLES=False
+  export AIRFLOW__CORE__EXECUTOR=LocalExecutor
+  export AIRFLOW__CORE__PARALLELISM=4
+  export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$home/airflow.db"
+  export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
+  export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin
+  export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$home/passwords.json"
+  export AIRFLOW__API__HOST=127.0.0.1
+  export AIRFLOW__API__PORT="$airflow_port"
+  export AIRFLOW__API__BASE_URL="http://127.0.0.1:$airflow_port"
+  export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$airflow_port/execution/"
+  export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=5
+  export AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC=2
+  # The example SQL pipeline's warehouse (SQLite) and the sensor's history (Redis).
+  export AIRFLOW_CONN_WAREHOUSE="{\"conn_type\": \"sqlite\", \"host\": \"$state/warehouse/warehouse.db\"}"
+  export AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS="$FIVETRAN_EVENTS_REDIS_URL"
+  export FIVETRAN_EVENTS_AIRFLOW_URL="http://127.0.0.1:$airflow_port"
+  export FIVETRAN_EVENTS_AIRFLOW_USERNAME=admin
+  export FIVETRAN_EVENTS_AIRFLOW_PASSWORD="$FTE_AIRFLOW_PASSWORD"
+}
+
+seed_warehouse() {
+  .venv/bin/python - "$state/warehouse/fivetran_demo.db" <<'PY'
+import sqlite3, sys
+with sqlite3.connect(sys.argv[1]) as c:
+    c.execute("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, day TEXT, amount REAL)")
+    c.executemany("INSERT OR IGNORE INTO orders VALUES (?, ?, ?)",
+                  [(1, "2026-01-01", 10.0), (2, "2026-01-01", 5.5), (3, "2026-01-02", 7.0)])
+PY
+}
+
 up() {
   command -v curl >/dev/null || die "curl is needed to check the stack's health"
-  bash deploy/venv.sh server
+  bash deploy/venv.sh server,airflow
   secrets
   if [ -n "${FIVETRAN_EVENTS_REDIS_URL:-}" ]; then
     say "using Redis at $FIVETRAN_EVENTS_REDIS_URL"
@@ -72,21 +144,43 @@ up() {
       for _ in $(seq 1 50); do [ -s "$state/redis.pid" ] && break; sleep 0.1; done
     fi
   fi
-  printf 'FIVETRAN_EVENTS_REDIS_URL=%s\n' "$FIVETRAN_EVENTS_REDIS_URL" >"$state/redis.env"
+  airflow_env
+  export PROMETHEUS_MULTIPROC_DIR="$state/metrics"
   if ours "$state/webhook.pid" gunicorn; then
     say "webhook app already running on 127.0.0.1:$webhook_port"
   else
-    say "starting the webhook app on 127.0.0.1:$webhook_port"
-    export PROMETHEUS_MULTIPROC_DIR="$state/metrics"
     rm -rf "$PROMETHEUS_MULTIPROC_DIR"; mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
-    nohup .venv/bin/fivetran-events serve --host 127.0.0.1 --port "$webhook_port" \
-      >"$state/webhook.log" 2>&1 &
-    echo $! >"$state/webhook.pid"
+    start_bg "the webhook app on 127.0.0.1:$webhook_port" "$state/webhook.pid" "$state/webhook.log" \
+      .venv/bin/fivetran-events serve --host 127.0.0.1 --port "$webhook_port"
   fi
   say "waiting for http://127.0.0.1:$webhook_port/readyz"
   wait_http "http://127.0.0.1:$webhook_port/readyz" 30 ||
     die "the webhook app did not become ready; see $state/webhook.log"
-  body='{"event":"sync_end","created":"'"$(date -u +%Y-%m-%dT%H:%M:%S.000Z)"'","connector_type":"postgres","connector_id":"demo_connector","connector_name":"demo","sync_id":"demo-'"$(date +%s)"'","destination_group_id":"demo_group","data":{"status":"SUCCESSFUL"}}'
+  if ! ours "$state/worker.pid" "fivetran-events worker"; then
+    start_bg "a forwarding worker" "$state/worker.pid" "$state/worker.log" \
+      .venv/bin/fivetran-events worker
+  fi
+  if [ ! -f "$AIRFLOW_HOME/airflow.db" ] || [ pyproject.toml -nt "$AIRFLOW_HOME/airflow.db" ]; then
+    say "migrating Airflow's database (SQLite in $AIRFLOW_HOME)"
+    .venv/bin/airflow db migrate >"$state/airflow-migrate.log" 2>&1 ||
+      die "airflow db migrate failed; see $state/airflow-migrate.log"
+  fi
+  seed_warehouse
+  for c in api-server scheduler dag-processor triggerer; do
+    if ours "$state/airflow-$c.pid" "airflow $c"; then continue; fi
+    case "$c" in
+      api-server) args=(api-server --host 127.0.0.1 --port "$airflow_port") ;;
+      scheduler|triggerer) args=("$c" --skip-serve-logs) ;;
+      *) args=("$c") ;;
+    esac
+    start_bg "Airflow $c" "$state/airflow-$c.pid" "$state/airflow-$c.log" .venv/bin/airflow "${args[@]}"
+  done
+  say "waiting for Airflow on http://127.0.0.1:$airflow_port"
+  wait_http "http://127.0.0.1:$airflow_port/api/v2/monitor/health" 180 ||
+    die "Airflow's API server did not start; see $state/airflow-api-server.log"
+  FTE_WEBHOOK_URL="http://127.0.0.1:$webhook_port" .venv/bin/python deploy/stack_demo.py ||
+    die "the demo sync did not reach Airflow; see $state/*.log"
+  body='{"event":"sync_end","created":"'"$(date -u +%Y-%m-%dT%H:%M:%S.000Z)"'","connector_type":"postgres","connector_id":"demo_connector","connector_name":"fivetran_demo","sync_id":"demo-'"$(date +%s)"'","destination_group_id":"demo_group","data":{"status":"SUCCESSFUL"}}'
   sig="$(printf '%s' "$body" | .venv/bin/python -c 'import sys,hmac,hashlib,os; print(hmac.new(os.environ["FIVETRAN_EVENTS_WEBHOOK_SECRETS"].split(",")[0].encode(), sys.stdin.buffer.read(), hashlib.sha256).hexdigest().upper())')"
   cat <<MSG
 
@@ -94,8 +188,9 @@ The stack is up.
   webhook:   http://127.0.0.1:$webhook_port/webhooks/fivetran
   read API:  http://127.0.0.1:$webhook_port/api/connectors   (Authorization: Bearer \$FIVETRAN_EVENTS_API_TOKENS)
   health:    http://127.0.0.1:$webhook_port/readyz    metrics: http://127.0.0.1:$webhook_port/metrics
+  Airflow:   http://127.0.0.1:$airflow_port   user admin, password $FTE_AIRFLOW_PASSWORD
   Redis:     $FIVETRAN_EVENTS_REDIS_URL
-  secrets:   $state/secrets.env   logs: $state/*.log
+  secrets:   $state/secrets.env, $state/airflow/secrets.env   logs: $state/*.log
 
 Send a signed sync_end, as Fivetran would:
   curl -sS -X POST http://127.0.0.1:$webhook_port/webhooks/fivetran \\
@@ -104,19 +199,35 @@ Send a signed sync_end, as Fivetran would:
     -d '$body'
 Then look at it:
   curl -sS -H "Authorization: Bearer $FIVETRAN_EVENTS_API_TOKENS" http://127.0.0.1:$webhook_port/api/connectors/demo_connector/syncs
+and at the DAG runs it started: http://127.0.0.1:$airflow_port/dags/fivetran_asset_consumer
 Stop everything with: make down
 MSG
 }
 
 down() {
+  for c in api-server scheduler dag-processor triggerer; do
+    stop_one "Airflow $c" "$state/airflow-$c.pid" "airflow $c"
+  done
+  stop_one "the forwarding worker" "$state/worker.pid" "fivetran-events worker"
   stop_one "the webhook app" "$state/webhook.pid" gunicorn
   stop_one "Redis" "$state/redis.pid" redis-server
-  say "stopped (data kept in $state/redis)"
+  say "stopped (data kept in $state)"
 }
 
 status() {
-  ours "$state/webhook.pid" gunicorn && echo "webhook app: running (pid $(cat "$state/webhook.pid"))" || echo "webhook app: stopped"
-  ours "$state/redis.pid" redis-server && echo "Redis: running (pid $(cat "$state/redis.pid"))" || echo "Redis: not ours or stopped"
+  local name file pattern
+  while read -r name file pattern; do
+    if ours "$state/$file" "$pattern"; then echo "$name: running (pid $(cut -d' ' -f1 "$state/$file"))"
+    else echo "$name: stopped"; fi
+  done <<LIST
+webhook webhook.pid gunicorn
+worker worker.pid fivetran-events
+redis redis.pid redis-server
+airflow-api-server airflow-api-server.pid airflow
+airflow-scheduler airflow-scheduler.pid airflow
+airflow-dag-processor airflow-dag-processor.pid airflow
+airflow-triggerer airflow-triggerer.pid airflow
+LIST
 }
 
 case "${1:-}" in

@@ -1,4 +1,5 @@
-"""The README's first command: `make up` starts a healthy stack; `make down` stops it."""
+"""The README's first command: `make up` starts the whole stack (Redis, webhook app,
+worker, a real Airflow with the example DAGs) and shows a DAG run; `make down` stops it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from ..servers import free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,14 +32,20 @@ def pid_alive(pid: int) -> bool:
 
 def test_up_curl_down(tmp_path: Path) -> None:
     """make up returns healthy and prints a curl that works; make down stops exactly it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FIVETRAN_EVENTS_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("FIVETRAN_EVENTS_", "AIRFLOW"))}
     env.update(FTE_STATE_DIR=str(tmp_path), FTE_WEBHOOK_PORT=str(free_port()),
-               FTE_REDIS_PORT=str(free_port()))
+               FTE_REDIS_PORT=str(free_port()), FTE_AIRFLOW_PORT=str(free_port()))
     up = make("up", env)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         assert "The stack is up." in up.stdout
-        pids = [int((tmp_path / f).read_text()) for f in ("webhook.pid", "redis.pid")]
+        # The asset-scheduled example DAG ran because of the demo sync it sent.
+        assert re.search(r"fivetran_asset_consumer run \S+ started [0-9.]+ s after the "
+                         r"webhook", up.stdout), up.stdout
+        pids = [int((tmp_path / f).read_text().split()[0]) for f in (
+            "webhook.pid", "redis.pid", "worker.pid", "airflow-api-server.pid",
+            "airflow-scheduler.pid", "airflow-dag-processor.pid", "airflow-triggerer.pid")]
         assert all(pid_alive(p) for p in pids)
         # Run the printed curl exactly as a user would paste it.
         block = up.stdout.split("Send a signed sync_end, as Fivetran would:\n", 1)[1]
