@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -54,20 +51,3 @@ def sync(http: Any, connector_id: str, ended: datetime, status: str = "SUCCESSFU
     if started is not None:
         post(http, payload("sync_start", connector_id, started, sync_id=sync_id))
     post(http, payload("sync_end", connector_id, ended, sync_id=sync_id, status=status, **data))
-
-
-def later(delay_or_condition: float | Callable[[], bool], action: Callable[[], None],
-          timeout: float = 60.0) -> threading.Thread:
-    """Run ``action`` in a thread after a delay or once ``condition()`` holds."""
-    def body() -> None:
-        deadline = time.monotonic() + timeout
-        if callable(delay_or_condition):
-            while not delay_or_condition() and time.monotonic() < deadline:
-                time.sleep(0.05)
-        else:
-            time.sleep(delay_or_condition)
-        action()
-
-    t = threading.Thread(target=body, daemon=True)
-    t.start()
-    return t
