@@ -86,7 +86,7 @@ class Hub:
         if connector_id is None:
             groups = list(self._waiters.values())
         else:
-            groups = [self._waiters.get(connector_id, ())]  # type: ignore[list-item]
+            groups = [self._waiters.get(connector_id, set())]
         for waiters in groups:
             for event in waiters:
                 event.set()

@@ -29,15 +29,15 @@ if AIRFLOW_V_3:
     from airflow.sdk import Context as Context
 else:  # Airflow 2.10 / 2.11
     from airflow.datasets import Dataset as Asset  # type: ignore[no-redef]
-    from airflow.hooks.base import BaseHook  # type: ignore[no-redef]
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
     from airflow.models import BaseOperator  # type: ignore[no-redef]
-    from airflow.models.connection import Connection  # type: ignore[no-redef]
+    from airflow.models.connection import Connection  # type: ignore[no-redef,assignment]
     from airflow.operators.python import ShortCircuitOperator  # type: ignore[no-redef]
     from airflow.sensors.base import (  # type: ignore[no-redef]
         BaseSensorOperator,
         PokeReturnValue,
     )
-    from airflow.utils.context import Context  # type: ignore[no-redef]
+    from airflow.utils.context import Context  # type: ignore[no-redef,attr-defined]
 
 
 async def aget_connection(conn_id: str) -> Connection:

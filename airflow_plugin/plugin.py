@@ -9,7 +9,7 @@ Operators and sensors are not registered here: import them from their modules.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from fivetran_events.timeutil import now_ms, to_ms
 from fivetran_events.uris import DEFAULT_URI_TEMPLATE, dataset_uri
@@ -34,4 +34,4 @@ def asset_uri(connector_id: str, template: str = DEFAULT_URI_TEMPLATE) -> str:
 
 class FivetranEventsPlugin(AirflowPlugin):
     name = "fivetran_events"
-    macros: ClassVar[list[Any]] = [last_successful_sync, asset_uri]
+    macros = [last_successful_sync, asset_uri]  # noqa: RUF012 (AirflowPlugin's own shape)

@@ -49,7 +49,7 @@ def resolve_target(target_time: Any, context: Context) -> tuple[datetime, str]:
 
 
 def _newest_triggering_event(context: Context) -> datetime | None:
-    events = context.get("triggering_asset_events")
+    events: Any = context.get("triggering_asset_events")
     if events is None:
         events = context.get("triggering_dataset_events")
     if not events:

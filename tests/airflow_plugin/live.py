@@ -93,7 +93,8 @@ def live_airflow(home: Path, base_env: dict[str, str], extra_env: dict[str, str]
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
-           "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1"}
+           "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+           "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "1"}
     af = LiveAirflow(home, env)
     try:
         af.start("api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1")

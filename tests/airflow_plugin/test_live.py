@@ -37,6 +37,11 @@ for name, recheck in (("live_wake", 300), ("live_lost", 4)):
                                recheck_interval=recheck, timeout=600)
     globals()[name] = dag
 
+with DAG("live_timeout", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+         catchup=False) as timeout_dag:
+    FivetranDateTimeSensor(task_id="wait", connector_id="live_timeout", deferrable=True,
+                           recheck_interval=300, timeout=3)
+
 # The seed's January backfill, run by the scheduler: 15 @daily runs (targets Jan 1..15).
 with DAG("live_backfill", schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
          start_date=datetime(2025, 12, 31, tzinfo=timezone.utc),
@@ -65,7 +70,7 @@ def live(airflow_db: Path, redis_proc) -> Iterator[LiveAirflow]:  # type: ignore
                                                      sync_id=sid, status=status))))
     uri = conn_uri(f"redis://{redis_proc.host}:{redis_proc.port}/0", "test:")
     with live_airflow(airflow_db, AIRFLOW_ENV, {"AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": uri},
-                      ["live_wake", "live_lost", "live_backfill"]) as af:
+                      ["live_wake", "live_lost", "live_timeout", "live_backfill"]) as af:
         yield af
 
 
@@ -144,3 +149,12 @@ class TestDeferredOnRealTriggerer:
         took = release_time(live, "live_lost", "lost1", timeout=30)
         print(f"released {took:.2f} s after the (unpublished) sync was recorded")
         assert took < RECHECK_LOST + SUPERVISOR_LOOP
+
+    def test_deferred_wait_times_out_with_the_sensor_timeout(self, live) -> None:
+        """The deferral carries the sensor's timeout (the provider's uses execution_timeout,
+        None by default, so its deferred wait never ends): nothing synced -> failed."""
+        live.trigger("live_timeout", "timeout1")
+        live.wait_for("the sensor to defer", lambda: live.ti_state(
+            "live_timeout", "timeout1", "wait") == "deferred", timeout=120)
+        live.wait_for("the deferral to time out", lambda: live.ti_state(
+            "live_timeout", "timeout1", "wait") == "failed", timeout=60)
