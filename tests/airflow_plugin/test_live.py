@@ -42,17 +42,23 @@ with DAG("live_timeout", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=t
     FivetranDateTimeSensor(task_id="wait", connector_id="live_timeout", deferrable=True,
                            recheck_interval=300, timeout=3)
 
-# The seed's January backfill, run by the scheduler: 15 @daily runs (targets Jan 1..15).
+# The seed's January backfill, run by the scheduler: 15 @daily runs (targets Jan 1..15),
+# each with the four scenario/flag sensors in every mode. A poke/reschedule WAIT times out
+# (soft_fail: skipped); a deferrable WAIT stays deferred.
 with DAG("live_backfill", schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
          start_date=datetime(2025, 12, 31, tzinfo=timezone.utc),
          end_date=datetime(2026, 1, 14, tzinfo=timezone.utc), catchup=True,
          max_active_runs=15) as backfill:
-    for scenario in ("a", "b"):
-        for propagate in (True, False):
-            FivetranDateTimeSensor(task_id=f"{scenario}_{str(propagate).lower()}",
-                                   connector_id=f"live_{scenario}",
-                                   propagate_failures_forward=propagate, deferrable=True,
-                                   recheck_interval=300, timeout=3600)
+    for mode in ("poke", "reschedule", "deferrable"):
+        for scenario in ("a", "b"):
+            for propagate in (True, False):
+                FivetranDateTimeSensor(
+                    task_id=f"{mode}_{scenario}_{str(propagate).lower()}",
+                    connector_id=f"live_{scenario}", propagate_failures_forward=propagate,
+                    mode="reschedule" if mode == "reschedule" else "poke",
+                    deferrable=mode == "deferrable", recheck_interval=300,
+                    poke_interval=1, timeout=3600 if mode == "deferrable" else 2,
+                    soft_fail=mode != "deferrable")
 '''
 RECHECK_LOST = 4
 #: The triggerer supervisor's own loop: it writes fired events once per iteration (<= 1 s).
@@ -98,12 +104,15 @@ def release_time(live: LiveAirflow, dag_id: str, run_id: str, timeout: float) ->
 
 class TestBackfillOnRealScheduler:
     def test_seed_calendar_deferrable(self, live) -> None:
-        """catchup=True over the seed's January: success, failed, or still deferred (WAIT).
+        """catchup=True over the seed's January ends with the seed's calendars in all modes.
+
+        WAIT is a poke/reschedule sensor timing out (soft_fail: skipped) or a deferrable
+        one still deferred.
 
         The history is recorded before the components start (the fixture), and this test
         runs first in the module, so no later sync changes a day's answer.
         """
-        names = {"success": "success", "failed": "fail", "deferred": "wait"}
+        names = {"success": "success", "failed": "fail", "deferred": "wait", "skipped": "wait"}
 
         def states() -> dict[tuple[str, str], str]:
             rows = live.query("select ti.task_id, dr.data_interval_end, ti.state from "
@@ -111,15 +120,20 @@ class TestBackfillOnRealScheduler:
                               "dr.dag_id = ti.dag_id where ti.dag_id = 'live_backfill'")
             return {(str(t), str(end)): str(state) for t, end, state in rows}
 
-        live.wait_for("all 60 sensors to decide or defer", lambda: (
-            len(s := states()) == 60 and all(v in names for v in s.values())),
-            timeout=600, every=1.0)
-        got: dict[tuple[str, bool], dict[int, str]] = {k: {} for k in CALENDARS}
+        live.wait_for("all 180 sensors to decide or defer", lambda: (
+            len(s := states()) == 180 and all(v in names for v in s.values())),
+            timeout=900, every=1.0)
+        got: dict[str, dict[tuple[str, bool], dict[int, str]]] = {}
         for (task_id, end), state in states().items():
-            scenario, propagate = task_id.split("_")
+            mode, scenario, propagate = task_id.split("_")
             day = int(end[8:10])
-            got[(scenario.upper(), propagate == "true")][day] = names[state]
-        assert got == CALENDARS
+            calendar = got.setdefault(mode, {k: {} for k in CALENDARS})
+            calendar[(scenario.upper(), propagate == "true")][day] = names[state]
+            if mode == "deferrable":
+                assert state != "skipped", task_id
+            elif state == "deferred":
+                raise AssertionError(f"{task_id} deferred in {mode} mode")
+        assert got == {"poke": CALENDARS, "reschedule": CALENDARS, "deferrable": CALENDARS}
 
 
 class TestDeferredOnRealTriggerer:
