@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
+from airflow_plugin.assets import connector_asset
 from airflow_plugin.sensors import FivetranDateTimeSensor
 
 for name, recheck in (("live_wake", 300), ("live_lost", 4)):
@@ -41,6 +42,12 @@ with DAG("live_timeout", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=t
          catchup=False) as timeout_dag:
     FivetranDateTimeSensor(task_id="wait", connector_id="live_timeout", deferrable=True,
                            recheck_interval=300, timeout=3)
+
+# An asset-triggered run (no data interval): the target falls back to the event's ended_at.
+with DAG("live_on_asset", schedule=[connector_asset("live_asset")],
+         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False) as on_asset:
+    FivetranDateTimeSensor(task_id="wait", connector_id="live_asset", deferrable=True,
+                           recheck_interval=300, timeout=600)
 
 # The seed's January backfill, run by the scheduler: 15 @daily runs (targets Jan 1..15),
 # each with the four scenario/flag sensors in every mode. A poke/reschedule WAIT times out
@@ -76,7 +83,8 @@ def live(airflow_db: Path, redis_proc) -> Iterator[LiveAirflow]:  # type: ignore
                                                      sync_id=sid, status=status))))
     uri = conn_uri(f"redis://{redis_proc.host}:{redis_proc.port}/0", "test:")
     with live_airflow(airflow_db, AIRFLOW_ENV, {"AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": uri},
-                      ["live_wake", "live_lost", "live_timeout", "live_backfill"]) as af:
+                      ["live_wake", "live_lost", "live_timeout", "live_on_asset",
+                       "live_backfill"]) as af:
         yield af
 
 
@@ -172,3 +180,26 @@ class TestDeferredOnRealTriggerer:
             "live_timeout", "timeout1", "wait") == "deferred", timeout=120)
         live.wait_for("the deferral to time out", lambda: live.ti_state(
             "live_timeout", "timeout1", "wait") == "failed", timeout=60)
+
+
+class TestAssetTriggeredRun:
+    def test_target_is_the_triggering_event_sync_end(self, live, http) -> None:
+        """A run started by the connector's asset event has no data interval; the sensor's
+        target is the event's extra.ended_at, so the sync that triggered it counts."""
+        import json
+        from datetime import datetime, timedelta, timezone
+
+        from fivetran_events.timeutil import iso
+
+        ended = datetime.now(timezone.utc) - timedelta(minutes=1)
+        post(http, payload("sync_end", "live_asset", ended, sync_id="s-asset"))
+        live.post_asset_event("fivetran://connector/live_asset",
+                              {"sync_id": "s-asset", "ended_at": iso(ended)})
+        live.wait_for("the asset-triggered run to succeed", lambda: live.query(
+            "select 1 from task_instance where dag_id='live_on_asset' and state='success'"),
+            timeout=120, every=0.5)
+        ((raw,),) = live.query("select value from xcom where dag_id='live_on_asset' and "
+                               "task_id='wait' and key='return_value'")
+        value = json.loads(raw)
+        value = json.loads(value) if isinstance(value, str) else value
+        assert (value["target"], value["sync_id"]) == (iso(ended), "s-asset")
