@@ -11,7 +11,6 @@ sensors cost one socket for wake-ups and a handful for reads.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -70,6 +69,7 @@ class FivetranSyncTrigger(BaseTrigger):
             await hub.subscribed(timeout=min(5.0, self.recheck_interval))
             reader = async_reader(cfg, hub.client)
             started_after = self.criterion == Criterion.STARTED_AFTER.value
+            woken_by = "the first check"
             while True:
                 # Clear before reading: a change landing during the read sets it again,
                 # so the wait below returns at once instead of missing it.
@@ -86,9 +86,14 @@ class FivetranSyncTrigger(BaseTrigger):
                         always_wait_when_syncing=self.always_wait_when_syncing,
                         criterion=self.criterion)
                     if decision.outcome is not Outcome.WAIT:
+                        self.log.info("connector %s decided %s on %s: %s", self.connector_id,
+                                      decision.outcome.value, woken_by, decision.reason)
                         return decision
                     self.log.debug("connector %s: %s", self.connector_id, decision.reason)
-                with contextlib.suppress(asyncio.TimeoutError):
+                try:
                     await asyncio.wait_for(changed.wait(), self.recheck_interval)
+                    woken_by = "a change message"
+                except asyncio.TimeoutError:
+                    woken_by = "the periodic re-check"
         finally:
             await hub.unregister(self.connector_id, changed)

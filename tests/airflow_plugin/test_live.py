@@ -70,6 +70,8 @@ with DAG("live_backfill", schedule=CronDataIntervalTimetable("@daily", timezone=
 RECHECK_LOST = 4
 #: The triggerer supervisor's own loop: it writes fired events once per iteration (<= 1 s).
 SUPERVISOR_LOOP = 1.0
+#: Slack for a 2-core machine shared with other test runs (Airflow's part, not ours).
+LOAD_MARGIN = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +84,9 @@ def live(airflow_db: Path, redis_proc) -> Iterator[LiveAirflow]:  # type: ignore
             writer.record(parse_event(encode(payload("sync_end", f"live_{scenario}", ended,
                                                      sync_id=sid, status=status))))
     uri = conn_uri(f"redis://{redis_proc.host}:{redis_proc.port}/0", "test:")
-    with live_airflow(airflow_db, AIRFLOW_ENV, {"AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": uri},
+    # INFO: the trigger's decision line (when, and what woke it) is what the tests read.
+    with live_airflow(airflow_db, AIRFLOW_ENV, {"AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": uri,
+                                                "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"},
                       ["live_wake", "live_lost", "live_timeout", "live_on_asset",
                        "live_backfill"]) as af:
         yield af
@@ -93,9 +97,29 @@ def deferred_and_listening(live: LiveAirflow, client: redis.Redis, dag_id: str,
     live.trigger(dag_id, run_id)
     live.wait_for("the sensor to defer",
                   lambda: live.ti_state(dag_id, run_id, "wait") == "deferred", timeout=120)
+    live.wait_for("a triggerer to take the trigger", lambda: live.query(
+        "select 1 from task_instance ti join \"trigger\" t on t.id = ti.trigger_id where "
+        "ti.dag_id=? and ti.run_id=? and t.triggerer_id is not null", dag_id, run_id),
+        timeout=60)
     live.wait_for("the triggerer to subscribe",
                   lambda: client.execute_command("PUBSUB", "NUMPAT") >= 1, timeout=60)
-    time.sleep(0.5)  # it did its first read and waits
+    time.sleep(2.0)  # the runner starts it within a loop (<= 1 s); it reads once, then waits
+
+
+def trigger_decided_at(live: LiveAirflow, dag_id: str, run_id: str) -> tuple[float, str]:
+    """Return when (epoch s) and why the trigger decided, from its log in the triggerer."""
+    import json
+    from datetime import datetime
+
+    folder = live.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=wait"
+    for path in sorted(folder.glob("*trigger*")):
+        for line in path.read_text().splitlines():
+            if " decided " in line:
+                record = json.loads(line)
+                when = datetime.fromisoformat(record["timestamp"].replace("Z", "+00:00"))
+                how = record["event"].split(" on ", 1)[1].split(":", 1)[0]
+                return when.timestamp(), how
+    raise AssertionError(f"no decision in the trigger's log under {folder}")
 
 
 def release_time(live: LiveAirflow, dag_id: str, run_id: str, timeout: float) -> float:
@@ -149,18 +173,22 @@ class TestDeferredOnRealTriggerer:
                                                                    http) -> None:
         """The webhook write publishes; the triggerer's shared listener wakes the trigger.
 
-        The trigger itself fires within milliseconds of the publish (test_trigger.py holds
-        it under a second on its own loop). Measured here is the whole path to the task
-        leaving DEFERRED, which adds the triggerer supervisor's own loop (it services its
-        runner for up to 1 s per iteration before it writes events to the database):
-        0.3-0.9 s on an idle 2-core machine, up to ~1.7 s while the backfill's other
-        triggers and tasks load it.
+        Inside the real triggerer the trigger decides within a second of the webhook
+        write (its log line says when, and that a change message woke it). The task then
+        leaves DEFERRED when the triggerer supervisor next writes events to the database,
+        once per loop of up to 1 s: 0.3-0.9 s more on an idle 2-core machine, more under
+        load, which is Airflow's and bounded loosely here.
         """
         deferred_and_listening(live, client, "live_wake", "wake1")
+        posted = time.time()
         post(http, payload("sync_end", "live_wake", sync_id="s-wake"))
         took = release_time(live, "live_wake", "wake1", timeout=30)
-        print(f"released {took:.2f} s after the sync was recorded")
-        assert took < 1.0 + SUPERVISOR_LOOP
+        fired, how = trigger_decided_at(live, "live_wake", "wake1")
+        print(f"trigger decided {fired - posted:.3f} s and the task left DEFERRED "
+              f"{took:.2f} s after the sync was recorded")
+        assert how == "a change message"
+        assert fired - posted < 1.0
+        assert took < 1.0 + SUPERVISOR_LOOP + LOAD_MARGIN
 
     def test_lost_publish_releases_within_one_recheck_interval(self, live, client, http,
                                                                monkeypatch) -> None:
@@ -168,9 +196,14 @@ class TestDeferredOnRealTriggerer:
         monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
         deferred_and_listening(live, client, "live_lost", "lost1")
         post(http, payload("sync_end", "live_lost", sync_id="s-lost"))
+        posted = time.time()
         took = release_time(live, "live_lost", "lost1", timeout=30)
-        print(f"released {took:.2f} s after the (unpublished) sync was recorded")
-        assert took < RECHECK_LOST + SUPERVISOR_LOOP
+        fired, how = trigger_decided_at(live, "live_lost", "lost1")
+        print(f"trigger decided {fired - posted:.3f} s and the task left DEFERRED "
+              f"{took:.2f} s after the (unpublished) sync was recorded")
+        assert how == "the periodic re-check"
+        assert fired - posted < RECHECK_LOST + 0.5
+        assert took < RECHECK_LOST + SUPERVISOR_LOOP + LOAD_MARGIN
 
     def test_deferred_wait_times_out_with_the_sensor_timeout(self, live) -> None:
         """The deferral carries the sensor's timeout (the provider's uses execution_timeout,
