@@ -9,6 +9,7 @@ import redis
 
 from fivetran_events import HistoryReader, HistoryWriter, Settings
 
+from .airflow_env import airflow_db  # noqa: F401  (sets Airflow's environment at import)
 from .support import OTHER_SECRET, SECRET, TOKEN
 
 

@@ -1,0 +1,84 @@
+"""The one place for imports that differ between Airflow 2.10+ and Airflow 3.x.
+
+Airflow 3 moved the authoring API to the Task SDK (``airflow.sdk``) and renamed
+datasets to assets; Airflow 2.10/2.11 keep the old paths. Everything else in
+``airflow_plugin`` imports these names from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow import __version__ as AIRFLOW_VERSION
+from airflow.exceptions import AirflowException
+from airflow.plugins_manager import AirflowPlugin
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+AIRFLOW_V_3 = int(AIRFLOW_VERSION.split(".", 1)[0]) >= 3
+
+if AIRFLOW_V_3:
+    from airflow.providers.standard.operators.python import ShortCircuitOperator
+    from airflow.sdk import (
+        Asset,
+        BaseHook,
+        BaseOperator,
+        BaseSensorOperator,
+        Connection,
+        PokeReturnValue,
+    )
+    from airflow.sdk import Context as Context
+else:  # Airflow 2.10 / 2.11
+    from airflow.datasets import Dataset as Asset  # type: ignore[no-redef]
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
+    from airflow.models import BaseOperator  # type: ignore[no-redef]
+    from airflow.models.connection import Connection  # type: ignore[no-redef,assignment]
+    from airflow.operators.python import ShortCircuitOperator  # type: ignore[no-redef]
+    from airflow.sensors.base import (  # type: ignore[no-redef]
+        BaseSensorOperator,
+        PokeReturnValue,
+    )
+    from airflow.utils.context import Context  # type: ignore[no-redef,attr-defined]
+
+
+async def aget_connection(conn_id: str) -> Connection:
+    """Fetch an Airflow connection without blocking the event loop (triggers need this)."""
+    getter = getattr(BaseHook, "aget_connection", None)
+    if getter is not None:  # Airflow 3
+        return await getter(conn_id)
+    import asyncio
+
+    return await asyncio.to_thread(BaseHook.get_connection, conn_id)
+
+
+def default_deferrable() -> bool:
+    """Return ``[operators] default_deferrable`` (False when unset), as providers do."""
+    from airflow.configuration import conf
+
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def run_after(context: Context) -> Any:
+    """Return the run's ``run_after`` (Airflow 3) or its logical date (Airflow 2)."""
+    dag_run = context.get("dag_run")
+    value = getattr(dag_run, "run_after", None) if dag_run is not None else None
+    return value if value is not None else context.get("logical_date")
+
+
+__all__ = [
+    "AIRFLOW_V_3",
+    "AirflowException",
+    "AirflowPlugin",
+    "Asset",
+    "BaseHook",
+    "BaseOperator",
+    "BaseSensorOperator",
+    "BaseTrigger",
+    "Connection",
+    "Context",
+    "PokeReturnValue",
+    "ShortCircuitOperator",
+    "TriggerEvent",
+    "aget_connection",
+    "default_deferrable",
+    "run_after",
+]

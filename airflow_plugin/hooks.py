@@ -1,0 +1,143 @@
+"""The Redis that holds the sync history, as an Airflow connection.
+
+Default connection id: ``fivetran_events_redis``. Any form Airflow accepts works, e.g.
+an environment variable holding a URI::
+
+    AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='redis://:secret@redis.internal:6379/0?key_prefix=fte%3A'
+
+Fields: host, port (6379), login (Redis ACL user), password, schema or extra ``db``
+(the database number, 0). Extras: ``key_prefix`` (default ``FIVETRAN_EVENTS_KEY_PREFIX``
+or ``fte:``, must match the webhook server's), ``max_sync_duration_hours`` (default
+``FIVETRAN_EVENTS_MAX_SYNC_DURATION_HOURS`` or 24), ``ssl`` (true for TLS; a
+``rediss://`` URI says the same).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+from urllib.parse import quote
+
+import redis
+
+from fivetran_events import HistoryReader, load_settings
+from fivetran_events.decision import Completion
+from fivetran_events.history import decode_completion
+from fivetran_events.history_async import AsyncHistoryReader
+from fivetran_events.keys import ConnectorKeys
+
+from .compat import BaseHook, Connection, aget_connection
+
+DEFAULT_CONN_ID = "fivetran_events_redis"
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class HistoryConfig:
+    """Where the history lives and how to read it, resolved from a connection."""
+
+    url: str
+    key_prefix: str
+    max_sync_duration_ms: int
+
+    def to_redis_kwargs(self) -> dict[str, Any]:
+        return {"decode_responses": False, "socket_connect_timeout": 10,
+                "health_check_interval": 30}
+
+
+def config_from_connection(conn: Connection) -> HistoryConfig:
+    """Build the history config from an Airflow connection's fields and extras."""
+    extra = _extras(conn)
+    tls = (str(extra.get("ssl", "")).lower() in _TRUE
+           or (conn.conn_type or "").lower() == "rediss")
+    db = extra.get("db", conn.schema if conn.schema not in (None, "") else 0)
+    try:
+        db = int(db)
+    except (TypeError, ValueError):
+        raise ValueError(f"connection {conn.conn_id}: db/schema must be a database number, "
+                         f"not {db!r}") from None
+    auth = ""
+    if conn.login or conn.password:
+        auth = f"{quote(conn.login or '', safe='')}:{quote(conn.password or '', safe='')}@"
+    host = conn.host or "127.0.0.1"
+    port = conn.port or 6379
+    url = f"{'rediss' if tls else 'redis'}://{auth}{host}:{port}/{db}"
+    defaults = load_settings()
+    prefix = str(extra.get("key_prefix") or defaults.key_prefix)
+    hours = float(extra.get("max_sync_duration_hours") or defaults.max_sync_duration_hours)
+    return HistoryConfig(url=url, key_prefix=prefix,
+                         max_sync_duration_ms=int(hours * 3600 * 1000))
+
+
+def _extras(conn: Connection) -> dict[str, Any]:
+    extra = getattr(conn, "extra_dejson", None)
+    if extra is not None:
+        return dict(extra)
+    raw = getattr(conn, "extra", None)
+    return json.loads(raw) if raw else {}
+
+
+class FivetranEventsRedisHook(BaseHook):
+    """Read the Fivetran sync history that the webhook server records in Redis."""
+
+    conn_name_attr = "redis_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = "redis"
+    hook_name = "Fivetran events history (Redis)"
+
+    def __init__(self, redis_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.redis_conn_id = redis_conn_id
+
+    @cached_property
+    def config(self) -> HistoryConfig:
+        return config_from_connection(self.get_connection(self.redis_conn_id))
+
+    def get_conn(self) -> redis.Redis:
+        """Return the (cached) synchronous Redis client."""
+        return self._client
+
+    @cached_property
+    def _client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.config.url, **self.config.to_redis_kwargs())
+
+    def reader(self) -> HistoryReader:
+        """Return a synchronous history reader (sensors in poke and reschedule mode)."""
+        cfg = self.config
+        return HistoryReader(self.get_conn(), cfg.key_prefix, cfg.max_sync_duration_ms)
+
+    async def aconfig(self) -> HistoryConfig:
+        """Resolve the connection without blocking the event loop (triggers)."""
+        return config_from_connection(await aget_connection(self.redis_conn_id))
+
+    def last_success(self, connector_id: str, as_of_ms: int) -> Completion | None:
+        """Return the newest successful sync that ended at or before ``as_of_ms``."""
+        keys = ConnectorKeys(self.config.key_prefix, connector_id)
+        rows = self.get_conn().zrevrangebyscore(keys.ok, as_of_ms, "-inf", start=0, num=1,
+                                                withscores=True)
+        return decode_completion(*rows[0]) if rows else None
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Ping Redis (the UI's Test button)."""
+        try:
+            self.get_conn().ping()
+        except redis.RedisError as exc:
+            return False, f"cannot reach Redis: {exc}"
+        return True, "Redis answered PING"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return {
+            "hidden_fields": [],
+            "relabeling": {"schema": "Database number", "login": "Username (ACL)"},
+            "placeholders": {"host": "127.0.0.1", "port": "6379", "schema": "0",
+                             "extra": json.dumps({"key_prefix": "fte:",
+                                                  "max_sync_duration_hours": 24})},
+        }
+
+
+def async_reader(cfg: HistoryConfig, client: Any) -> AsyncHistoryReader:
+    """Return an async history reader over ``client`` (a ``redis.asyncio.Redis``)."""
+    return AsyncHistoryReader(client, cfg.key_prefix, cfg.max_sync_duration_ms)

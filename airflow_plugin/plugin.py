@@ -1,0 +1,41 @@
+"""The ``AirflowPlugin``: template macros over the sync history.
+
+Registered through the ``airflow.plugins`` entry point, so installing the package is
+enough. In templates: ``{{ macros.fivetran_events.last_successful_sync('my_connector',
+data_interval_end) }}`` and ``{{ macros.fivetran_events.asset_uri('my_connector') }}``.
+Operators and sensors are not registered here: import them from their modules.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fivetran_events.timeutil import now_ms, to_ms
+from fivetran_events.uris import dataset_uri
+
+from .compat import AirflowPlugin
+from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
+from .targets import as_datetime
+
+
+def last_successful_sync(connector_id: str, as_of: datetime | str | None = None,
+                         redis_conn_id: str = DEFAULT_CONN_ID) -> dict[str, Any] | None:
+    """Return the newest successful sync that ended at or before ``as_of`` (default: now)."""
+    at_ms = now_ms() if as_of is None else to_ms(as_datetime(as_of))
+    found = FivetranEventsRedisHook(redis_conn_id).last_success(connector_id, at_ms)
+    return found.to_dict() if found is not None else None
+
+
+def asset_uri(connector_id: str, template: str | None = None) -> str:
+    """Return the connector's asset URI (the one the forwarder posts events for).
+
+    Without ``template`` it is the configured one (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE``
+    and mapping file), exactly as the worker builds it.
+    """
+    return dataset_uri(connector_id, template=template) if template else dataset_uri(connector_id)
+
+
+class FivetranEventsPlugin(AirflowPlugin):
+    name = "fivetran_events"
+    macros = [last_successful_sync, asset_uri]  # noqa: RUF012 (AirflowPlugin's own shape)

@@ -1,0 +1,118 @@
+"""``FivetranDateTimeSensor``: wait until a connector is synced as of the run's target.
+
+It answers from the history the webhook server records (no Fivetran API calls) with
+the project's one decision function, in ``poke``, ``reschedule`` and deferrable modes
+alike, every flag honoured in each.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from fivetran_events import Decision, Outcome, decide, parse_criterion
+from fivetran_events.timeutil import iso, to_ms
+
+from .compat import BaseSensorOperator, Context, PokeReturnValue, default_deferrable
+from .exceptions import FivetranSyncFailed
+from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
+from .targets import resolve_target
+from .triggers import DEFAULT_RECHECK_INTERVAL, FivetranSyncTrigger
+
+
+class FivetranDateTimeSensor(BaseSensorOperator):
+    """Succeed once ``connector_id`` has synced as of the run's target time.
+
+    :param connector_id: the Fivetran connector id (templated).
+    :param target_time: datetime or ISO 8601 text (templated; naive is UTC). Default:
+        the run's ``data_interval_end``; for runs without one, see ``airflow_plugin.targets``.
+    :param propagate_failures_forward: FAIL when nothing completed at or after the target
+        and the latest completion before it failed.
+    :param always_wait_when_syncing: WAIT while a sync is running, whatever else holds.
+    :param criterion: ``ended_after`` (default) or ``started_after`` (the success must
+        also have started at or after the target).
+    :param redis_conn_id: the Airflow connection of the history's Redis.
+    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+    :param recheck_interval: seconds between the trigger's re-checks when no change
+        message arrives (deferrable only).
+
+    On success the task's return value (XCom) is the deciding sync with the target; a
+    FAIL raises ``FivetranSyncFailed`` naming the sync, its time, its reason and the target.
+    """
+
+    template_fields = ("connector_id", "target_time")
+    ui_color = "#e3f4fc"
+
+    def __init__(self, *, connector_id: str, target_time: datetime | str | None = None,
+                 propagate_failures_forward: bool = True,
+                 always_wait_when_syncing: bool = False, criterion: str = "ended_after",
+                 redis_conn_id: str = DEFAULT_CONN_ID, deferrable: bool | None = None,
+                 recheck_interval: float = DEFAULT_RECHECK_INTERVAL, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.connector_id = connector_id
+        self.target_time = target_time
+        self.propagate_failures_forward = propagate_failures_forward
+        self.always_wait_when_syncing = always_wait_when_syncing
+        self.criterion = parse_criterion(criterion).value
+        self.redis_conn_id = redis_conn_id
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.recheck_interval = recheck_interval
+
+    @cached_property
+    def hook(self) -> FivetranEventsRedisHook:
+        return FivetranEventsRedisHook(self.redis_conn_id)
+
+    def _target_ms(self, context: Context) -> int:
+        target, source = resolve_target(self.target_time, context)
+        self.log.info("connector %s: target %s (from %s)", self.connector_id, iso(target),
+                      source)
+        return to_ms(target)
+
+    def _decide(self, target_ms: int) -> Decision:
+        facts = self.hook.reader().facts(self.connector_id, target_ms,
+                                         started_after=self.criterion == "started_after")
+        return decide(facts, propagate_failures_forward=self.propagate_failures_forward,
+                      always_wait_when_syncing=self.always_wait_when_syncing,
+                      criterion=self.criterion)
+
+    def _outcome(self, decision: dict[str, Any]) -> dict[str, Any] | None:
+        """Return the XCom value on SUCCESS, raise on FAIL, log and return None on WAIT."""
+        if decision["decision"] == Outcome.SUCCESS.value:
+            self.log.info("connector %s: %s", self.connector_id, decision["reason"])
+            return {**(decision["sync"] or {}), "connector_id": self.connector_id,
+                    "target": decision["target"]}
+        if decision["decision"] == Outcome.FAIL.value:
+            raise FivetranSyncFailed(f"Fivetran connector {self.connector_id} is not synced "
+                                     f"as of {decision['target']}: {decision['reason']}")
+        self.log.info("connector %s: waiting: %s", self.connector_id, decision["reason"])
+        return None
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        result = self._outcome(self._decide(self._target_ms(context)).to_dict())
+        return PokeReturnValue(is_done=result is not None, xcom_value=result)
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        target_ms = self._target_ms(context)
+        result = self._outcome(self._decide(target_ms).to_dict())
+        if result is not None:
+            return result
+        self.defer(
+            trigger=FivetranSyncTrigger(
+                connector_id=self.connector_id, target_ms=target_ms,
+                propagate_failures_forward=self.propagate_failures_forward,
+                always_wait_when_syncing=self.always_wait_when_syncing,
+                criterion=self.criterion, redis_conn_id=self.redis_conn_id,
+                recheck_interval=self.recheck_interval),
+            method_name="execute_complete",
+            # The sensor's own timeout (not execution_timeout) bounds the deferred wait.
+            timeout=timedelta(seconds=self.timeout),
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Finish on the trigger's event; a FAIL raises here, so it shows on the task."""
+        if not event or "decision" not in event:
+            raise FivetranSyncFailed(f"trigger ended without a decision: {event!r}")
+        return self._outcome(event["decision"])

@@ -1,0 +1,279 @@
+"""Benchmark the history sensor; print figures and ratios.
+
+1. Decision latency (history read + decide) with 10^2 and 10^6 syncs in a connector's
+   history, and their ratio (the goal is near 1: every query is O(log n)).
+2. The time to decide a 10-year @daily backfill (3,650 targets).
+3. Side by side on the seed scenarios with ``airflow-provider-fivetran-async``'s
+   ``FivetranSensor`` against a stand-in of Fivetran's connector endpoint serving the
+   same history: Fivetran API calls per backfill, and sync-to-success latency of a
+   deferred wait (our trigger vs the provider's trigger).
+
+Everything runs on 127.0.0.1: its own redis-server (stopped by PID at the end) and the
+stand-in API. Run: ``python -m bench.sensor`` (``--quick`` loads 10^5 instead of 10^6).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import redis
+
+UTC = timezone.utc
+PREFIX = "bench:"
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port", str(port),
+                             "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(workdir)], stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    return proc, f"redis://127.0.0.1:{port}/0"
+
+
+def bulk_history(client: redis.Redis, connector_id: str, n: int, start: datetime,
+                 step: timedelta) -> None:
+    """Load ``n`` completions (1 in 10 failed) in the writer's own encoding, pipelined."""
+    from fivetran_events.history import encode_completion
+    from fivetran_events.keys import ConnectorKeys
+
+    keys = ConnectorKeys(PREFIX, connector_id)
+    pipe = client.pipeline(transaction=False)
+    t0 = int(start.timestamp() * 1000)
+    dt = int(step.total_seconds() * 1000)
+    for i in range(n):
+        ok = i % 10 != 3
+        t = t0 + i * dt
+        member = encode_completion(SimpleNamespace(  # type: ignore[arg-type]
+            sync_id=f"s{i}", status="SUCCESSFUL" if ok else "FAILURE", created_ms=t,
+            reason=None, task_type=None))
+        pipe.zadd(keys.ok if ok else keys.fail, {member: t})
+        pipe.zadd(keys.starts, {f"s{i}": t - 60_000})
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.execute()
+
+
+def pct(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
+
+
+def bench_latency(client: redis.Redis, big: int, samples: int = 3000) -> None:
+    from fivetran_events import HistoryReader, decide
+
+    reader = HistoryReader(client, PREFIX, 24 * 3600 * 1000)
+    start = datetime(2020, 1, 1, tzinfo=UTC)
+    step = timedelta(minutes=5)
+    rows = []
+    for n in (100, big):
+        t = time.perf_counter()
+        bulk_history(client, f"n{n}", n, start, step)
+        load = time.perf_counter() - t
+        lo, hi = int(start.timestamp() * 1000), int((start + step * n).timestamp() * 1000)
+        rng = random.Random(7)
+        lat = []
+        for _ in range(samples):
+            target = rng.randint(lo, hi)
+            t = time.perf_counter()
+            decide(reader.facts(f"n{n}", target))
+            lat.append((time.perf_counter() - t) * 1e6)
+        rows.append((n, statistics.median(lat), pct(lat, 0.99), load))
+    print("1. decision latency (HistoryReader.facts + decide, one connector, "
+          f"{samples} random targets, real redis-server on 127.0.0.1)")
+    for n, med, p99, load in rows:
+        print(f"   {n:>9,} syncs: median {med:7.1f} us   p99 {p99:7.1f} us"
+              f"   (history loaded in {load:.1f} s)")
+    print(f"   ratio {rows[1][0]:,} / 100 syncs: median x{rows[1][1] / rows[0][1]:.2f}, "
+          f"p99 x{rows[1][2] / rows[0][2]:.2f}")
+
+
+def bench_backfill(client: redis.Redis) -> None:
+    from fivetran_events import HistoryReader, decide
+
+    reader = HistoryReader(client, PREFIX, 24 * 3600 * 1000)
+    bulk_history(client, "decade", 3650, datetime(2016, 1, 1, 6, tzinfo=UTC), timedelta(days=1))
+    targets = [int((datetime(2016, 1, 1, tzinfo=UTC) + timedelta(days=d)).timestamp() * 1000)
+               for d in range(1, 3651)]
+    t = time.perf_counter()
+    outcomes: dict[str, int] = {}
+    for target in targets:
+        d = decide(reader.facts("decade", target), propagate_failures_forward=True)
+        outcomes[d.outcome.value] = outcomes.get(d.outcome.value, 0) + 1
+    took = time.perf_counter() - t
+    print("2. 10-year @daily backfill: 3,650 targets decided in "
+          f"{took:.2f} s ({took / 3650 * 1e3:.3f} ms per target); outcomes {outcomes}")
+
+
+def _outcome(poke: Any) -> str:
+    try:
+        return "success" if poke() else "wait"
+    except Exception:
+        return "fail"
+
+
+def seed_calendar_calls(redis_url: str) -> None:
+    """Poke each seed target once with each sensor; compare calendars and API calls."""
+    from fivetran_provider_async.hooks import FivetranHook
+    from fivetran_provider_async.sensors import FivetranSensor
+
+    from airflow_plugin.sensors import FivetranDateTimeSensor
+    from fivetran_events import HistoryWriter, parse_event
+    from tests.fivetran_api import FivetranStandIn, serving
+    from tests.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B
+    from tests.support import at, encode, payload
+
+    writer = HistoryWriter(redis.Redis.from_url(redis_url), PREFIX, 10 * 365 * 86_400_000)
+    api = FivetranStandIn()
+    print("3a. seed January backfill, 15 targets, one poke each (poke mode):")
+    print("    scenario/propagate  | ours: seed calendar?  API calls "
+          "| provider FivetranSensor: seed calendar?  API calls")
+    with serving(api):
+        FivetranHook.api_protocol, FivetranHook.api_host = api.base
+        for (scenario, propagate), expected in CALENDARS.items():
+            cid = f"seed_{scenario}_{propagate}".lower()
+            rows = SCENARIO_A if scenario == "A" else SCENARIO_B
+            for sid, ended, status in rows:
+                writer.record(parse_event(encode(payload("sync_end", cid, ended, sync_id=sid,
+                                                         status=status))))
+            api.connector(cid,
+                          succeeded_at=max(e for _, e, s in rows if s == "SUCCESSFUL"),
+                          failed_at=max(e for _, e, s in rows if s != "SUCCESSFUL"))
+            ours, theirs = {}, {}
+            before = api.total_calls
+            for day in expected:
+                sensor = FivetranDateTimeSensor(task_id=f"o{day}", connector_id=cid,
+                                                propagate_failures_forward=propagate)
+                ours[day] = _outcome(
+                    lambda s=sensor, d=day: s.poke({"data_interval_end": at(d)}))
+            our_calls = api.total_calls - before
+            before = api.total_calls
+            for day in expected:
+                sensor = FivetranSensor(task_id=f"p{day}", connector_id=cid,
+                                        completed_after_time=at(day).isoformat(),
+                                        propagate_failures_forward=propagate, deferrable=False)
+                theirs[day] = _outcome(lambda s=sensor: s.poke({}))
+            their_calls = api.total_calls - before
+            print(f"    {scenario} / {propagate!s:<5}           | {ours == expected!s:<21} "
+                  f"{our_calls:>9} | {theirs == expected!s:<39} {their_calls:>9}")
+    print("    every further poke of a waiting target: ours reads Redis (0 API calls), the "
+          "provider calls GET /v1/connectors/{id}")
+
+
+_CLOCK = (time.time(), time.perf_counter())
+
+
+def _perf_at(when: datetime) -> float:
+    return _CLOCK[1] + (when.timestamp() - _CLOCK[0])
+
+
+async def deferred_latency(redis_url: str, trials: int, provider_poke: float) -> None:
+    """Time from a sync's end to each trigger's success event."""
+    from fivetran_provider_async.hooks import FivetranHook
+    from fivetran_provider_async.triggers import FivetranTrigger
+
+    from airflow_plugin.triggers import FivetranSyncTrigger
+    from fivetran_events import HistoryWriter, parse_event
+    from fivetran_events.timeutil import to_ms
+    from tests.fivetran_api import FivetranStandIn, serving
+    from tests.support import encode, payload
+
+    writer = HistoryWriter(redis.Redis.from_url(redis_url), PREFIX, 10 * 365 * 86_400_000)
+    api = FivetranStandIn()
+    ours: list[float] = []
+    theirs: list[float] = []
+    rng = random.Random(11)
+    with serving(api):
+        FivetranHook.api_protocol, FivetranHook.api_host = api.base
+        for i in range(trials):
+            for who, samples in (("ours", ours), ("provider", theirs)):
+                cid = f"lat_{who}_{i}"
+                now = datetime.now(UTC)
+                api.connector(cid, succeeded_at=now - timedelta(hours=1))
+                if who == "ours":
+                    trig: Any = FivetranSyncTrigger(cid, to_ms(now), recheck_interval=60)
+                else:
+                    trig = FivetranTrigger(task_id="t", connector_id=cid,
+                                           fivetran_conn_id="fivetran_default",
+                                           previous_completed_at=None, xcom=now.isoformat(),
+                                           poke_interval=provider_poke)
+                gen = trig.run()
+                task = asyncio.ensure_future(gen.__anext__())
+                # the sync ends at a random phase of the provider's polling
+                await asyncio.sleep(1.0 + rng.random() * provider_poke)
+                ended = datetime.now(UTC)
+                api.finish_sync(cid, ended)  # what Fivetran's API reports from now on
+                writer.record(parse_event(encode(payload(  # the webhook Fivetran sends
+                    "sync_end", cid, ended, sync_id=f"sync-{who}-{i}"))))
+                event = await task
+                samples.append(time.perf_counter() - _perf_at(ended))
+                assert event.payload["status"] == "success", event.payload
+                await gen.aclose()
+    calls = api.calls["GET /v1/connectors/{id}"]
+    print(f"3b. sync-to-success latency of a deferred wait ({trials} syncs each; "
+          f"the provider's trigger polls every {provider_poke:g} s):")
+    print(f"    ours (pub/sub wake-up):   median {statistics.median(ours) * 1e3:8.1f} ms   "
+          f"max {max(ours) * 1e3:8.1f} ms   Fivetran API calls 0")
+    print(f"    provider FivetranTrigger: median {statistics.median(theirs) * 1e3:8.1f} ms   "
+          f"max {max(theirs) * 1e3:8.1f} ms   Fivetran API calls {calls}")
+    print("    ratio provider/ours (median): "
+          f"x{statistics.median(theirs) / statistics.median(ours):.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10^5 syncs instead of 10^6")
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--provider-poke", type=float, default=4.0,
+                        help="the provider trigger's poll interval in s (its default: 4)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="fte-bench-"))
+    os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow"))
+    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+    os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
+    proc, url = start_redis(work)
+    try:
+        from urllib.parse import quote
+
+        os.environ["AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS"] = f"{url}?key_prefix={quote(PREFIX)}"
+        os.environ["AIRFLOW_CONN_FIVETRAN_DEFAULT"] = "fivetran://key:secret@"
+        client = redis.Redis.from_url(url)
+        bench_latency(client, 10**5 if args.quick else 10**6)
+        bench_backfill(client)
+        seed_calendar_calls(url)
+        asyncio.run(deferred_latency(url, args.trials, args.provider_poke))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
