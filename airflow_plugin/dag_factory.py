@@ -22,6 +22,8 @@ starting with ``__`` are left out. An optional ``dag.toml`` in the folder config
 
     [connectors]                      # destination schema -> Fivetran connector id
     salesforce = "assimilate_seem"
+    connectors_from_history = true    # also: each recorded connector's name is its schema
+    redis_conn_id = "fivetran_events_redis"   # where that history is
 
     [reset_allowed]                   # refuse a Fivetran re-sync's full refresh per table
     "analytics.revenue" = false
@@ -77,6 +79,8 @@ class FolderConfig:
     output_uri: str = DEFAULT_OUTPUT_URI
     session_sql: list[str] = field(default_factory=list)
     connectors: dict[str, str] = field(default_factory=dict)
+    connectors_from_history: bool = False
+    redis_conn_id: str = "fivetran_events_redis"
     reset_allowed: dict[str, bool] = field(default_factory=dict)
     sensor: dict[str, Any] = field(default_factory=dict)
     tags: list[str] = field(default_factory=lambda: ["fivetran-events", "sql"])
@@ -121,6 +125,19 @@ class FolderConfig:
         return all(self.reset_allowed.get(t, default) for t in tables)
 
 
+def recorded_schemas(redis_conn_id: str = "fivetran_events_redis") -> dict[str, str]:
+    """Map each recorded connector's name to its id.
+
+    Fivetran names a connector's destination schema after the connector, so the names
+    the webhook recorded tell which schema belongs to which connector.
+    """
+    from .hooks import FivetranEventsRedisHook
+
+    rows = FivetranEventsRedisHook(redis_conn_id).reader().connectors()
+    return {str(r["connector_name"]).lower(): r["connector_id"]
+            for r in rows if r.get("connector_name")}
+
+
 def _caller_dir(depth: int = 2) -> Path:
     frame = inspect.stack()[depth]
     return Path(frame.filename).resolve().parent
@@ -161,7 +178,15 @@ def build_dag(folder: str | Path, *, schema_to_connector: Mapping[str, str] | No
     if not root.is_absolute():
         root = _caller_dir() / root
     cfg = FolderConfig.load(root, overrides)
-    mapping = {**(schema_to_connector or {}), **cfg.connectors}
+    recorded: dict[str, str] = {}
+    if cfg.connectors_from_history:
+        try:
+            recorded = recorded_schemas(cfg.redis_conn_id)
+        except Exception as exc:  # a DAG file must fail with a sentence, not a traceback
+            raise SqlFolderError(root / CONFIG_FILE, "connectors_from_history: cannot read "
+                                 f"the recorded connectors through connection "
+                                 f"'{cfg.redis_conn_id}': {exc}") from None
+    mapping = {**recorded, **(schema_to_connector or {}), **cfg.connectors}
     sql: SqlFolder = scan_folder(root, cfg.dialect)
     res = resolve(sql, mapping, cfg.external)
     if res.unknown:

@@ -83,3 +83,53 @@ class TestRefusals:
 
         with pytest.raises(SqlFolderError, match=words):
             build_dag(folder(tmp_path, files))
+
+
+class TestTimeScheduled:
+    def test_a_sensor_per_connector_in_front_of_its_readers(self, tmp_path: Path) -> None:
+        """A cron schedule puts FivetranDateTimeSensor(s) before the groups that read them."""
+        from airflow_plugin.dag_factory import build_dag
+
+        toml = SALES["dag.toml"].replace("[connectors]", 'schedule = "@daily"\n'
+                                         '[sensor]\nmode = "reschedule"\n'
+                                         'propagate_failures_forward = false\n[connectors]')
+        dag = build_dag(folder(tmp_path, {**SALES, "dag.toml": toml}))
+        assert shape(dag) == {
+            "wait_for_sf_conn": [], "wait_for_stripe_conn": [],
+            "accounts": ["wait_for_sf_conn"],
+            "revenue.01_stage": ["accounts", "wait_for_stripe_conn"],
+            "revenue.02_merge": ["revenue.01_stage"]}
+        sensor = dag.get_task("wait_for_sf_conn")
+        assert type(sensor).__name__ == "FivetranDateTimeSensor"
+        assert sensor.connector_id == "sf_conn" and sensor.mode == "reschedule"
+        assert sensor.propagate_failures_forward is False
+
+
+@pytest.mark.redis
+class TestConnectorsFromHistory:
+    def test_recorded_connector_names_are_schemas(self, tmp_path: Path, http,  # type: ignore[no-untyped-def]
+                                                  redis_url: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+        """A connector the webhook recorded as 'ftar_pg' owns the schema ftar_pg."""
+        from airflow_plugin.dag_factory import build_dag
+
+        from ..support import payload, signed
+
+        raw, headers = signed(payload(connector_id="pg_conn"))  # connector_name ftar_pg
+        assert http.post("/webhooks/fivetran", data=raw, headers=headers).status_code == 200
+        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS", f"{redis_url}?key_prefix=test%3A")
+        files = {"a.sql": "CREATE TABLE t AS SELECT * FROM ftar_pg.orders",
+                 "dag.toml": "connectors_from_history = true\n"}
+        dag = build_dag(folder(tmp_path, files))
+        assert {a.uri for a in dag.timetable.asset_condition.objects} == {
+            "fivetran://connector/pg_conn"}
+
+    def test_unreachable_history_is_an_import_error(self, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+        from airflow_plugin.dag_factory import build_dag
+
+        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS", "redis://127.0.0.1:1/0")
+        files = {"a.sql": "SELECT * FROM ftar_pg.orders",
+                 "dag.toml": "connectors_from_history = true\n"}
+        with pytest.raises(SqlFolderError, match="connectors_from_history"):
+            build_dag(folder(tmp_path, files))
