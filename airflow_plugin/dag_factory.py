@@ -17,6 +17,7 @@ starting with ``__`` are left out. An optional ``dag.toml`` in the folder config
     catchup = false
     dialect = "snowflake"             # sqlglot dialect used to read table references
     external = ["ref.*"]              # tables read but produced elsewhere
+    upstream = ["daily_revenue"]      # tables another factory DAG writes: wait for them too
     output_uri = "sql://{conn_id}/{table}"   # dataset URI of each table a group writes
     session_sql = ["SET search_path TO analytics"]   # run first, in each task's session
 
@@ -76,6 +77,7 @@ class FolderConfig:
     catchup: bool = False
     dialect: str | None = None
     external: list[str] = field(default_factory=list)
+    upstream: list[str] = field(default_factory=list)
     output_uri: str = DEFAULT_OUTPUT_URI
     session_sql: list[str] = field(default_factory=list)
     connectors: dict[str, str] = field(default_factory=dict)
@@ -188,7 +190,7 @@ def build_dag(folder: str | Path, *, schema_to_connector: Mapping[str, str] | No
                                  f"'{cfg.redis_conn_id}': {exc}") from None
     mapping = {**recorded, **(schema_to_connector or {}), **cfg.connectors}
     sql: SqlFolder = scan_folder(root, cfg.dialect)
-    res = resolve(sql, mapping, cfg.external)
+    res = resolve(sql, mapping, [*cfg.external, *cfg.upstream])
     if res.unknown:
         path, _ = res.unknown[0]
         tables = ", ".join(sorted({t for _, t in res.unknown}))
@@ -198,21 +200,23 @@ def build_dag(folder: str | Path, *, schema_to_connector: Mapping[str, str] | No
     _topological(sql.groups, res.upstream_groups, root)
     connectors = sorted(set().union(*res.connectors.values()))
     time_scheduled = cfg.schedule != ASSETS
-    if not time_scheduled and not connectors:
+    if not time_scheduled and not connectors and not cfg.upstream:
         raise SqlFolderError(root, "schedule = 'assets' but no file reads a Fivetran "
                              "connector's schema: set a time schedule or map [connectors]")
 
     def connector_asset(cid: str) -> Any:
         return Asset(uri=dataset_uri(cid))  # name = URI, as everywhere else
 
+    def out_asset(table: str) -> Any:
+        return Asset(uri=cfg.output_uri.format(conn_id=cfg.conn_id, table=table))
+
     if time_scheduled:
         schedule: Any = cfg.schedule
     else:
+        # Another factory DAG's outlet has the same URI: this is how folders chain.
         assets = [connector_asset(c) for c in connectors]
+        assets += [out_asset(t.lower()) for t in cfg.upstream]
         schedule = AssetAll(*assets) if cfg.assets == "all" else AssetAny(*assets)
-
-    def out_asset(table: str) -> Any:
-        return Asset(uri=cfg.output_uri.format(conn_id=cfg.conn_id, table=table))
 
     def operator(task: SqlTask, group: SqlGroup, last: bool) -> Any:
         # A list runs in one session, so session_sql (USE, SET, ATTACH) applies to the task.

@@ -133,3 +133,17 @@ class TestConnectorsFromHistory:
                  "dag.toml": "connectors_from_history = true\n"}
         with pytest.raises(SqlFolderError, match="connectors_from_history"):
             build_dag(folder(tmp_path, files))
+
+
+class TestChaining:
+    def test_a_folder_waits_for_another_folders_output(self, tmp_path: Path) -> None:
+        """Folder B reads what folder A writes: B is scheduled on A's outlet dataset."""
+        from airflow_plugin.dag_factory import build_dag
+
+        a = build_dag(folder(tmp_path, SALES, "a"))
+        b = build_dag(folder(tmp_path, {
+            "report.sql": "CREATE TABLE report AS SELECT * FROM revenue",
+            "dag.toml": 'upstream = ["revenue"]\n'}, "b"))
+        written = {o.uri for t in a.tasks for o in t.outlets}
+        waited = {x.uri for x in b.timetable.asset_condition.objects}
+        assert waited == {"sql://warehouse/revenue"} and waited <= written
