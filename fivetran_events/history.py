@@ -188,8 +188,18 @@ def attach_starts(completions: Sequence[Completion],
             for c, s in zip(completions, starts, strict=True)]
 
 
-def _page_qualifies(page: Sequence[Completion], target_ms: int) -> bool:
-    return any(c.started_ms is not None and c.started_ms >= target_ms for c in page)
+def more_successes_needed(successes: Sequence[Completion], started_after: bool,
+                          target_ms: int) -> bool:
+    """Whether a reader must fetch another page of successes for ``started_after``.
+
+    Only when every page so far came back full and none of its successes started at or
+    after the target (at most one sync straddles the target when syncs do not overlap,
+    so this is rare).
+    """
+    n = len(successes)
+    return (started_after and n > 0 and n % SUCCESS_PAGE == 0
+            and not any(c.started_ms is not None and c.started_ms >= target_ms
+                        for c in successes))
 
 
 class HistoryReader:
@@ -212,17 +222,15 @@ class HistoryReader:
         facts_commands(pipe, keys, target_ms, now - self.max_sync_duration_ms)
         results = pipe.execute()
         successes = self._with_starts(keys, [decode_completion(m, s) for m, s in results[0]])
-        offset = len(successes)
         # started_after: the first successes may have started before the target (at most
         # one does when syncs do not overlap); page on until one qualifies.
-        while (started_after and len(successes) == offset and offset % SUCCESS_PAGE == 0
-               and offset and not _page_qualifies(successes, target_ms)):
-            rows: Any = self.client.zrangebyscore(keys.ok, target_ms, "+inf", start=offset,
-                                                  num=SUCCESS_PAGE, withscores=True)
-            successes += self._with_starts(keys, [decode_completion(m, s) for m, s in rows])
-            if len(successes) == offset:
+        while more_successes_needed(successes, started_after, target_ms):
+            rows: Any = self.client.zrangebyscore(keys.ok, target_ms, "+inf",
+                                                  start=len(successes), num=SUCCESS_PAGE,
+                                                  withscores=True)
+            if not rows:
                 break
-            offset = len(successes)
+            successes += self._with_starts(keys, [decode_completion(m, s) for m, s in rows])
         return facts_from_results(results, target_ms, successes)
 
     def _with_starts(self, keys: ConnectorKeys, page: list[Completion]) -> list[Completion]:

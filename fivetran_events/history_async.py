@@ -13,11 +13,11 @@ from typing import Any
 from .decision import Completion, Facts
 from .history import (
     SUCCESS_PAGE,
-    _page_qualifies,
     attach_starts,
     decode_completion,
     facts_commands,
     facts_from_results,
+    more_successes_needed,
 )
 from .keys import ConnectorKeys
 from .timeutil import now_ms
@@ -44,17 +44,15 @@ class AsyncHistoryReader:
         results = await pipe.execute()
         successes = await self._with_starts(keys, [decode_completion(m, s)
                                                    for m, s in results[0]])
-        offset = len(successes)
         # Same paging as HistoryReader.facts: only started_after needs more than one page.
-        while (started_after and len(successes) == offset and offset % SUCCESS_PAGE == 0
-               and offset and not _page_qualifies(successes, target_ms)):
-            rows = await self.client.zrangebyscore(keys.ok, target_ms, "+inf", start=offset,
-                                                   num=SUCCESS_PAGE, withscores=True)
+        while more_successes_needed(successes, started_after, target_ms):
+            rows = await self.client.zrangebyscore(keys.ok, target_ms, "+inf",
+                                                   start=len(successes), num=SUCCESS_PAGE,
+                                                   withscores=True)
+            if not rows:
+                break
             successes += await self._with_starts(keys, [decode_completion(m, s)
                                                         for m, s in rows])
-            if len(successes) == offset:
-                break
-            offset = len(successes)
         return facts_from_results(results, target_ms, successes)
 
     async def _with_starts(self, keys: ConnectorKeys,
