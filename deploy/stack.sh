@@ -178,6 +178,15 @@ up() {
   say "waiting for Airflow on http://127.0.0.1:$airflow_port"
   wait_http "http://127.0.0.1:$airflow_port/api/v2/monitor/health" 180 ||
     die "Airflow's API server did not start; see $state/airflow-api-server.log"
+  # Everything a shell needs to talk to the stack (the README's examples source it).
+  ( umask 077; {
+    printf 'FIVETRAN_EVENTS_REDIS_URL=%s\n' "$FIVETRAN_EVENTS_REDIS_URL"
+    printf 'FIVETRAN_EVENTS_WEBHOOK_SECRETS=%s\n' "$FIVETRAN_EVENTS_WEBHOOK_SECRETS"
+    printf 'FIVETRAN_EVENTS_API_TOKENS=%s\n' "$FIVETRAN_EVENTS_API_TOKENS"
+    printf 'FIVETRAN_EVENTS_AIRFLOW_URL=%s\n' "$FIVETRAN_EVENTS_AIRFLOW_URL"
+    printf 'FIVETRAN_EVENTS_AIRFLOW_USERNAME=%s\n' "$FIVETRAN_EVENTS_AIRFLOW_USERNAME"
+    printf 'FIVETRAN_EVENTS_AIRFLOW_PASSWORD=%s\n' "$FIVETRAN_EVENTS_AIRFLOW_PASSWORD"
+  } >"$state/env" )
   FTE_WEBHOOK_URL="http://127.0.0.1:$webhook_port" .venv/bin/python deploy/stack_demo.py ||
     die "the demo sync did not reach Airflow; see $state/*.log"
   body='{"event":"sync_end","created":"'"$(date -u +%Y-%m-%dT%H:%M:%S.000Z)"'","connector_type":"postgres","connector_id":"demo_connector","connector_name":"fivetran_demo","sync_id":"demo-'"$(date +%s)"'","destination_group_id":"demo_group","data":{"status":"SUCCESSFUL"}}'
@@ -190,7 +199,7 @@ The stack is up.
   health:    http://127.0.0.1:$webhook_port/readyz    metrics: http://127.0.0.1:$webhook_port/metrics
   Airflow:   http://127.0.0.1:$airflow_port   user admin, password $FTE_AIRFLOW_PASSWORD
   Redis:     $FIVETRAN_EVENTS_REDIS_URL
-  secrets:   $state/secrets.env, $state/airflow/secrets.env   logs: $state/*.log
+  settings:  $state/env (for a shell: set -a; . $state/env; set +a)   logs: $state/*.log
 
 Send a signed sync_end, as Fivetran would:
   curl -sS -X POST http://127.0.0.1:$webhook_port/webhooks/fivetran \\

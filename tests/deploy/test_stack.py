@@ -30,6 +30,32 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+MARK = "<!-- runs against the local stack -->"
+
+
+def readme_blocks() -> list[str]:
+    """The README's shell blocks marked as runnable against the local stack."""
+    text = (ROOT / "README.md").read_text()
+    blocks = []
+    for part in text.split(MARK)[1:]:
+        body = part.split("```sh\n", 1)[1].split("\n```", 1)[0]
+        blocks.append(body)
+    return blocks
+
+
+def run_readme_blocks(env: dict[str, str], webhook_port: str) -> list[str]:
+    """Run each marked block as a new user would paste it (only the port differs)."""
+    outputs = []
+    for block in readme_blocks():
+        script = block.replace("127.0.0.1:8000", f"127.0.0.1:{webhook_port}")
+        out = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=120, check=False)
+        for bad in ("Traceback", "command not found", "No such file", "Usage:"):
+            assert bad not in out.stderr, f"{block}\n---\n{out.stderr}"
+        outputs.append(out.stdout + out.stderr)
+    return outputs
+
+
 def test_up_curl_down(tmp_path: Path) -> None:
     """make up returns healthy and prints a curl that works; make down stops exactly it."""
     env = {k: v for k, v in os.environ.items()
@@ -58,6 +84,12 @@ def test_up_curl_down(tmp_path: Path) -> None:
         seen = subprocess.run(look.group(1), shell=True, capture_output=True, text=True,
                               timeout=30, check=True)
         assert '"status":"SUCCESSFUL"' in seen.stdout
+        # The README's examples, run as written against this stack.
+        hand, api, cli, forwarding = run_readme_blocks(env, env["FTE_WEBHOOK_PORT"])
+        assert '"status":"recorded"' in hand
+        assert '"connector_id":"my_connector"' in api and '"decision":"success"' in api
+        assert "SUCCESS:" in cli and '"decision": "wait"' in cli
+        assert "demo_connector" in forwarding and "my_connector" in forwarding
         again = make("up", env)  # idempotent: a second `up` reuses what runs
         assert again.returncode == 0 and "already running" in again.stdout
     finally:
