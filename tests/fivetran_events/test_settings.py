@@ -36,3 +36,14 @@ class TestSecretsDir:
         monkeypatch.setenv("FIVETRAN_EVENTS_MAX_BODY_BYTES", "12")
         with pytest.raises(ConfigurationError, match="FIVETRAN_EVENTS_MAX_BODY_BYTES"):
             load_settings()
+
+
+class TestDocumented:
+    def test_every_setting_is_in_the_readme(self) -> None:
+        """The README's configuration reference names every FIVETRAN_EVENTS_ variable."""
+        from fivetran_events.settings import SECRETS_DIR_VARIABLE, Settings
+
+        readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+        names = [f"FIVETRAN_EVENTS_{f.upper()}" for f in Settings.model_fields]
+        missing = [n for n in [*names, SECRETS_DIR_VARIABLE] if f"`{n}`" not in readme]
+        assert missing == []
