@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -97,7 +98,7 @@ class Event:
     task_type: str | None = None
     tables: tuple[str, ...] = field(default_factory=tuple)
 
-    @property
+    @cached_property
     def created_ms(self) -> int:
         return to_ms(self.created)
 
@@ -109,7 +110,7 @@ class Event:
     def is_failure(self) -> bool:
         return self.kind is EventKind.SYNC_END and self.status in FAILURE_STATUSES
 
-    @property
+    @cached_property
     def dedup_id(self) -> str:
         """Identify the delivery by its content, so a redelivery maps to the same id.
 
