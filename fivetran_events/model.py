@@ -11,9 +11,9 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from datetime import datetime
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
