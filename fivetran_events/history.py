@@ -35,7 +35,7 @@ TRIM_EVERY = 16
 # commands otherwise: each costs the webhook a pack, a parse and a dispatch). EVAL, not
 # EVALSHA: inside MULTI a NOSCRIPT error would fail this command alone while the rest
 # commits. KEYS: seen starts running ends ok fail ended resyncs connectors.
-# ARGV: kind t dedup sync_id member outcome already_ended connector meta cutoff channel event
+# ARGV: kind t dedup sync_id member outcome already_ended connector meta cutoff
 _WRITE = """
 local t = ARGV[2]
 redis.call('ZADD', KEYS[1], t, ARGV[3])
@@ -55,7 +55,6 @@ redis.call('HSET', KEYS[9], ARGV[8], ARGV[9])
 if ARGV[10] ~= '' then
   for i = 1, 8 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[10]) end
 end
-redis.call('PUBLISH', ARGV[11], ARGV[12])
 return 1
 """
 
@@ -144,7 +143,7 @@ class HistoryWriter:
 
     def _write(self, pipe: Pipeline, keys: ConnectorKeys, event: Event, already_ended: bool,
                cutoff: int) -> None:
-        """Queue the event's history write, its change notification and maybe a trim."""
+        """Queue the event's history write (one EVAL, trimming now and then) and its publish."""
         t = event.created_ms
         member, outcome, kind = "", "", "other"
         if event.kind is EventKind.SYNC_START:
@@ -166,7 +165,8 @@ class HistoryWriter:
                   keys.fail, keys.ended, keys.resyncs, connectors_key(self.prefix),
                   kind, t, event.dedup_id, event.sync_id or "", member, outcome,
                   "1" if already_ended else "0", event.connector_id, meta,
-                  str(cutoff) if trim else "", keys.channel, event.event)
+                  str(cutoff) if trim else "")
+        pipe.publish(keys.channel, event.event)  # wakes deferred sensors of the connector
 
 
 def facts_commands(pipe: Any, keys: ConnectorKeys, target_ms: int, stale_before_ms: int,
