@@ -21,15 +21,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_redis(workdir: Path) -> tuple[subprocess.Popen, str]:
+def start_redis(workdir: Path, appendonly: bool = True) -> tuple[subprocess.Popen, str]:
+    """Start a redis-server of the benchmark's own on a free loopback port."""
     exe = shutil.which("redis-server")
     if exe is None:
         sys.exit("redis-server is not installed (apt-get install redis-server)")
     port = free_port()
-    # AOF everysec, as deploy/ runs it in production.
+    # AOF everysec by default, as deploy/ runs it in production; bulk loads may skip it.
+    aof = ["--appendonly", "yes", "--appendfsync", "everysec"] if appendonly else [
+        "--appendonly", "no"]
     proc = subprocess.Popen([exe, "--bind", "127.0.0.1", "--port", str(port), "--dir",
-                             str(workdir), "--appendonly", "yes", "--appendfsync", "everysec",
-                             "--save", ""], stdout=subprocess.DEVNULL,
+                             str(workdir), *aof, "--save", ""], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)

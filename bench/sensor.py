@@ -19,9 +19,7 @@ import asyncio
 import os
 import random
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,26 +35,7 @@ PREFIX = "bench:"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port", str(port),
-                             "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(workdir)], stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    return proc, f"redis://127.0.0.1:{port}/0"
+from bench._servers import start_redis  # noqa: E402 (after the path insertion)
 
 
 def bulk_history(client: redis.Redis, connector_id: str, n: int, start: datetime,
@@ -258,7 +237,7 @@ def main() -> None:
     os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow"))
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
-    proc, url = start_redis(work)
+    proc, url = start_redis(work, appendonly=False)  # 10^6 syncs load faster
     try:
         from urllib.parse import quote
 

@@ -37,7 +37,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,8 @@ from typing import Any
 import pytest
 import requests
 
+from .servers import free_port
+
 DAGS_SOURCE = Path(__file__).parent / "airflow_dags"
 USERNAME = "admin"
 START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
@@ -58,12 +59,6 @@ COMPONENTS = {
     "dag-processor": ["dag-processor"],
     "triggerer": ["triggerer", "--skip-serve-logs"],
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _die_with_parent() -> None:
