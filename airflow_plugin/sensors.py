@@ -7,6 +7,7 @@ alike, every flag honoured in each.
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -19,6 +20,10 @@ from .exceptions import FivetranSyncFailed
 from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 from .targets import resolve_target
 from .triggers import DEFAULT_RECHECK_INTERVAL, FivetranSyncTrigger
+
+#: Below this, reschedule mode meets an Airflow 3.2-3.3 scheduler race that fails the
+#: sensor whatever it decided (apache/airflow#71172); the sensor warns at parse time.
+MIN_RESCHEDULE_POKE_INTERVAL = 15.0
 
 
 class FivetranDateTimeSensor(BaseSensorOperator):
@@ -58,6 +63,14 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.redis_conn_id = redis_conn_id
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.recheck_interval = recheck_interval
+        if (self.mode == "reschedule" and not self.deferrable
+                and self.poke_interval < MIN_RESCHEDULE_POKE_INTERVAL):
+            warnings.warn(
+                f"{self.task_id}: reschedule mode with poke_interval={self.poke_interval:g}s "
+                f"can be failed by Airflow's scheduler when it reads a poke's result after "
+                f"queueing the next (apache/airflow#71172); use poke_interval >= "
+                f"{MIN_RESCHEDULE_POKE_INTERVAL:g}, poke mode or deferrable=True",
+                UserWarning, stacklevel=2)
 
     @cached_property
     def hook(self) -> FivetranEventsRedisHook:

@@ -22,7 +22,10 @@ components. Each component is started in a session of its own, and teardown sign
 exactly those process groups (their own children included), never anything by name.
 
 Tasks can report back through files: ``FTE_TEST_OUTPUT`` (``airflow.output_dir``) is
-set in every component's environment.
+set in every component's environment. The session fixture also points the plugin's
+default connection ``fivetran_events_redis`` at the suite's redis-server (key prefix
+``test:``), so sensors in DAG files read the history the tests write, and logs at INFO
+(the deferred sensor's trigger says in its log when and why it decided).
 
 Startup takes about 10-40 s on 2 busy cores; ``FTE_AIRFLOW_START_TIMEOUT`` (seconds,
 default 240) bounds it. Set ``FTE_AIRFLOW_KEEP_LOGS=1`` to print component logs when a
@@ -37,6 +40,7 @@ import os
 import secrets
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -50,6 +54,7 @@ import pytest
 import requests
 
 from .servers import free_port
+from .support import conn_uri
 
 DAGS_SOURCE = Path(__file__).parent / "airflow_dags"
 USERNAME = "admin"
@@ -108,6 +113,8 @@ class AirflowServer:
     password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     jwt_secret: str = field(default_factory=lambda: secrets.token_urlsafe(64))
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    #: More environment for every component (connections, log level).
+    extra_env: dict[str, str] = field(default_factory=dict)
     _token: str | None = None
 
     @property
@@ -154,13 +161,18 @@ class AirflowServer:
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3",
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
             "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
-            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            # Heartbeats of 1 s: a deferred sensor's release is timed in the tests, and
+            # the scheduler and triggerer loops are most of it.
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+            "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "1",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
             "FTE_TEST_OUTPUT": str(self.output_dir),
             "AIRFLOW_CONN_WAREHOUSE": json.dumps(
                 {"conn_type": "sqlite", "host": str(self.warehouse_dir / "warehouse.db")}),
             "PYTHONUNBUFFERED": "1",
         })
+        env.update(self.extra_env)
         return env
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -295,6 +307,10 @@ class AirflowServer:
         """Poll ``check()`` until it returns something truthy; fail after ``timeout``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"Airflow {name} exited with {proc.returncode} while "
+                                       f"waiting for {what}:\n" + self.logs(name))
             value = check()
             if value:
                 return value
@@ -329,16 +345,49 @@ class AirflowServer:
         resp.raise_for_status()
         return list(resp.json()["asset_events"])
 
+    def post_asset_event(self, uri: str, extra: dict[str, Any]) -> None:
+        """Post an asset event through the REST API, as the forwarder does."""
+        asset = self.wait_for_asset(uri)
+        resp = self.request("POST", "/api/v2/assets/events",
+                            json={"asset_id": asset, "extra": extra})
+        assert resp.status_code == 200, (resp.status_code, resp.text)
+
+    def trigger(self, dag_id: str, run_id: str) -> None:
+        """Start a manual run (no logical date: Airflow 3 gives it no data interval)."""
+        resp = self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                            json={"dag_run_id": run_id, "logical_date": None})
+        assert resp.status_code == 200, (resp.status_code, resp.text)
+
+    # --- the metadata database, read directly (faster than the API in a polling loop) --
+
+    def query(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
+        with contextlib.closing(sqlite3.connect(self.home / "airflow.db", timeout=10)) as c:
+            return c.execute(sql, params).fetchall()
+
+    def ti_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
+        rows = self.query("select state from task_instance where dag_id=? and run_id=? "
+                          "and task_id=?", dag_id, run_id, task_id)
+        return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def wait_for_parsed(self, *dag_ids: str, timeout: float = 120.0) -> None:
+        """Wait until the dag-processor has serialized each DAG (so the scheduler runs it)."""
+        for dag_id in dag_ids:
+            self.wait_for(f"DAG {dag_id} parsed", lambda d=dag_id: self.query(
+                "select 1 from serialized_dag where dag_id=?", d), timeout)
+
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
         resp = self.get(f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100})
         return list(resp.json().get("dag_runs", [])) if resp.status_code == 200 else []
 
 
 @pytest.fixture(scope="session")
-def airflow() -> Iterator[AirflowServer]:
+def airflow(redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-def]
     """A real Airflow 3 for the whole test session (see the module docstring)."""
     home = Path(tempfile.mkdtemp(prefix="fte-airflow-"))
-    server = AirflowServer(home=home)
+    redis_url = f"redis://{redis_proc.host}:{redis_proc.port}/0"
+    server = AirflowServer(home=home, extra_env={
+        "AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": conn_uri(redis_url, "test:"),
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"})
     try:
         server.prepare()
         server.start()

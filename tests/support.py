@@ -6,6 +6,7 @@ import json
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import quote
 
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso
@@ -41,6 +42,22 @@ def payload(event: str = "sync_end", connector_id: str = "assimilate_seem",
     elif data:
         body["data"] = data
     return body
+
+
+def conn_uri(redis_url: str, prefix: str, **extra: str) -> str:
+    """The ``AIRFLOW_CONN_...`` URI of the history's Redis with its key prefix."""
+    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in
+                     {"key_prefix": prefix, **extra}.items())
+    return f"{redis_url}?{query}"
+
+
+def pattern_listeners(client: Any) -> int:
+    """How many Redis connections hold a PSUBSCRIBE (a triggerer's shared listener is one).
+
+    Connections, not ``PUBSUB NUMPAT``: that counts distinct patterns, and two triggerers
+    listening on the same prefix are one pattern.
+    """
+    return sum(1 for c in client.client_list() if int(c.get("psub", 0)) > 0)
 
 
 def encode(body: dict[str, Any] | bytes) -> bytes:

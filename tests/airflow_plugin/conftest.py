@@ -8,20 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
-# The session's Airflow environment is set in tests/airflow_env.py (imported first by
-# tests/conftest.py, before anything can import Airflow).
-from ..airflow_env import AIRFLOW_ENV  # noqa: F401  (test_live.py imports it from here)
-
-
-def conn_uri(redis_url: str, prefix: str, **extra: str) -> str:
-    """The ``AIRFLOW_CONN_...`` URI of the history's Redis with its key prefix."""
-    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in
-                     {"key_prefix": prefix, **extra}.items())
-    return f"{redis_url}?{query}"
+from tests.support import conn_uri
 
 
 @pytest.fixture

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import at
+from tests.support import at, conn_uri
 
-from .conftest import conn_uri
 from .dagtest import sync
 
 pytestmark = pytest.mark.airflow

@@ -11,7 +11,12 @@ from tests.support import at
 
 from .dagtest import run, sync
 
-pytestmark = pytest.mark.airflow
+pytestmark = [
+    pytest.mark.airflow,
+    # Short reschedule intervals keep dag.test() fast; the scheduler race they warn of
+    # does not exist in dag.test(), which runs every poke in this process.
+    pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning"),
+]
 
 FAST = {"poke_interval": 0.2, "timeout": 1, "soft_fail": True}
 
@@ -171,6 +176,24 @@ class TestFlags:
                               at(10)))[0] == "skipped"
         assert result(run(one_sensor_dag(f"fm_ok_{mode}", "@daily", **kw), at(10)))[2] == \
             "straddles"
+
+
+class TestRescheduleInterval:
+    def test_short_reschedule_interval_warns_at_parse_time(self) -> None:
+        """Reschedule mode below 15 s warns (the DAG processor shows it as a DAG warning)."""
+        import warnings
+
+        from airflow_plugin.sensors import FivetranDateTimeSensor
+
+        with pytest.warns(UserWarning, match="apache/airflow#71172"):
+            FivetranDateTimeSensor(task_id="fast", connector_id="c", mode="reschedule",
+                                   poke_interval=5)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for kw in ({"mode": "reschedule", "poke_interval": 15},
+                       {"mode": "poke", "poke_interval": 1},
+                       {"mode": "reschedule", "poke_interval": 1, "deferrable": True}):
+                FivetranDateTimeSensor(task_id="ok", connector_id="c", **kw)
 
 
 class TestFailMessage:
