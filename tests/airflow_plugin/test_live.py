@@ -17,11 +17,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import redis
 
-from fivetran_events import HistoryWriter, parse_event
+from fivetran_events import Settings
 from fivetran_events.timeutil import iso
 from tests.airflow_harness import AirflowServer
 from tests.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B
-from tests.support import at, encode, pattern_listeners, payload
+from tests.support import SECRET, TOKEN, at, pattern_listeners, payload
 
 from .dagtest import post, sync
 
@@ -93,16 +93,22 @@ def live(airflow: AirflowServer, redis_proc) -> Iterator[AirflowServer]:  # type
 
     The session's Airflow reads the history at prefix ``test:`` of the suite's Redis
     (tests/airflow_harness.py). The history is written before the DAG file exists, so
-    the backfill's first poke already sees all of it. Afterwards every run still going
+    the backfill's first poke already sees all of it; it goes through the webhook's view
+    (signed as Fivetran signs), as in production. Afterwards every run still going
     is failed, so no deferred sensor keeps the triggerer listening on the suite's Redis
     for the tests that follow.
     """
-    client = redis.Redis(host=redis_proc.host, port=redis_proc.port)
-    writer = HistoryWriter(client, "test:", 10 * 365 * 86_400_000)
-    for scenario, rows in (("a", SCENARIO_A), ("b", SCENARIO_B)):
-        for sid, ended, status in rows:
-            writer.record(parse_event(encode(payload("sync_end", f"live_{scenario}", ended,
-                                                     sync_id=sid, status=status))))
+    from webhook_app import create_app
+
+    url = f"redis://{redis_proc.host}:{redis_proc.port}/0"
+    client = redis.Redis.from_url(url)
+    app = create_app(Settings(redis_url=url, webhook_secrets=[SECRET], api_tokens=[TOKEN],
+                              key_prefix="test:"))
+    with app.test_client() as http:  # signed POSTs through the webhook's view
+        for scenario, rows in (("a", SCENARIO_A), ("b", SCENARIO_B)):
+            for sid, ended, status in rows:
+                post(http, payload("sync_end", f"live_{scenario}", ended, sync_id=sid,
+                                   status=status))
     airflow.add_dag("live_dags.py", DAG_FILE)
     airflow.wait_for_parsed(*LIVE_DAGS[:-1])
     yield airflow
