@@ -52,15 +52,22 @@ stop_one() { # name pidfile pattern
   rm -f "$2"
 }
 
-secrets() {
-  local f="$state/secrets.env"
+load_secrets() { # file NAME=BYTES...  (made once, owner-only; then exported)
+  local f="$1" spec; shift
   if [ ! -f "$f" ]; then
-    umask 077
-    printf 'FIVETRAN_EVENTS_WEBHOOK_SECRETS=%s\nFIVETRAN_EVENTS_API_TOKENS=%s\n' \
-      "$(.venv/bin/python -c 'import secrets; print(secrets.token_hex(24))')" \
-      "$(.venv/bin/python -c 'import secrets; print(secrets.token_hex(24))')" >"$f"
+    (
+      umask 077
+      for spec in "$@"; do
+        printf '%s=%s\n' "${spec%%=*}" \
+          "$(.venv/bin/python -c "import secrets; print(secrets.token_hex(${spec#*=}))")"
+      done >"$f"
+    )
   fi
   set -a; . "$f"; set +a
+}
+
+secrets() {
+  load_secrets "$state/secrets.env" FIVETRAN_EVENTS_WEBHOOK_SECRETS=24 FIVETRAN_EVENTS_API_TOKENS=24
 }
 
 wait_http() { # url seconds
@@ -82,13 +89,7 @@ start_bg() { # name pidfile logfile command...  (own session, so the group can b
 airflow_env() {
   local home="$state/airflow"
   mkdir -p "$home" "$state/warehouse"
-  if [ ! -f "$home/secrets.env" ]; then
-    umask 077
-    printf 'FTE_AIRFLOW_PASSWORD=%s\nAIRFLOW__API_AUTH__JWT_SECRET=%s\n' \
-      "$(.venv/bin/python -c 'import secrets; print(secrets.token_hex(12))')" \
-      "$(.venv/bin/python -c 'import secrets; print(secrets.token_hex(32))')" >"$home/secrets.env"
-  fi
-  set -a; . "$home/secrets.env"; set +a
+  load_secrets "$home/secrets.env" FTE_AIRFLOW_PASSWORD=12 AIRFLOW__API_AUTH__JWT_SECRET=32
   printf '{"admin": "%s"}' "$FTE_AIRFLOW_PASSWORD" >"$home/passwords.json"
   export AIRFLOW_HOME="$home"
   export AIRFLOW__CORE__DAGS_FOLDER="$root/examples/dags"

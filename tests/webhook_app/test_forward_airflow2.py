@@ -9,7 +9,6 @@ runs against the real thing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -21,7 +20,7 @@ from fivetran_events.keys import delivery_id, due_key
 from webhook_app.airflow_client import AirflowClient, AirflowRejected
 from webhook_app.forward import DeliveryState, Forwarder
 
-from ..airflow2_standin import Airflow2, running_airflow2
+from ..airflow2_standin import Airflow2
 from ..support import at
 from .forward_support import forwarder, post_event, run_worker, syncs
 
@@ -32,10 +31,10 @@ URI = f"fivetran://connector/{CID}"
 
 
 @pytest.fixture
-def af2() -> Iterator[Airflow2]:
-    with running_airflow2() as fake:
-        fake.add_dataset(URI)
-        yield fake
+def af2(af2: Airflow2) -> Airflow2:
+    """The stand-in (tests/webhook_app/conftest.py) knowing the connector's dataset."""
+    af2.add_dataset(URI)
+    return af2
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from fivetran_events import Settings
 from webhook_app.cli import main
 from webhook_app.forward import Forwarder
 
-from ..airflow2_standin import Airflow2, running_airflow2
+from ..airflow2_standin import Airflow2
 from .forward_support import forwarder, post_event, run_worker
 from .worker_process import worker_env
 
@@ -21,12 +20,6 @@ pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
 CID = "assimilate_seem"
 URI = f"fivetran://connector/{CID}"
-
-
-@pytest.fixture
-def af2() -> Iterator[Airflow2]:
-    with running_airflow2() as fake:
-        yield fake
 
 
 @pytest.fixture
