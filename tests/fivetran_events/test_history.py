@@ -201,6 +201,23 @@ class TestOneRoundTrip:
         assert not client.exists("test:side")
         assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 0
 
+    def test_refused_command_aborts_the_whole_write(self, writer: HistoryWriter,
+                                                    client: redis.Redis) -> None:
+        """A command Redis refuses to queue raises, and nothing of the write commits."""
+        with pytest.raises(redis.ResponseError):
+            writer.record(ev(sync_id="s1", created=at(3)),
+                          on_success=lambda pipe, e: pipe.execute_command("SET", "test:x"))
+        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 0
+        assert writer.record(ev(sync_id="s1", created=at(3))).status is WriteStatus.RECORDED
+
+    def test_error_inside_the_transaction_is_raised(self, writer: HistoryWriter,
+                                                    client: redis.Redis) -> None:
+        """A command that fails when EXEC runs it raises, as Pipeline.execute does."""
+        client.hset("test:h", "f", "v")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            writer.record(ev(sync_id="s1", created=at(3)),
+                          on_success=lambda pipe, e: pipe.incr("test:h"))
+
 
 class TestStartedAfterPaging:
     def test_finds_a_qualifying_success_beyond_the_first_page(self, writer: HistoryWriter,
