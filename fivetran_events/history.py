@@ -1,8 +1,9 @@
 """The durable per-connector sync history in Redis: writer and reader.
 
-Key names come from keys.py. Writes are optimistic transactions (WATCH, read, MULTI,
-EXEC): the dedup mark, the history write, the change notification and whatever the
-caller adds (the webhook app adds its RQ job) commit together or not at all.
+Key names come from keys.py. Writes are optimistic transactions (WATCH, a duplicate
+check, MULTI, EXEC, sent as one round trip): the dedup mark, the history write, the
+change notification and whatever the caller adds (the webhook app adds its RQ job)
+commit together or not at all.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from enum import Enum
 from typing import Any
 
 import redis
-from redis.client import Pipeline
+from redis.client import EMPTY_RESPONSE, Pipeline
 
 from .decision import Completion, Facts, RunningSync
 from .exceptions import HistoryBusy
@@ -34,14 +35,16 @@ TRIM_EVERY = 16
 # The history write of one event as a single command inside the MULTI (seven to fifteen
 # commands otherwise: each costs the webhook a pack, a parse and a dispatch). EVAL, not
 # EVALSHA: inside MULTI a NOSCRIPT error would fail this command alone while the rest
-# commits. KEYS: seen starts running ends ok fail ended resyncs connectors.
-# ARGV: kind t dedup sync_id member outcome already_ended connector meta cutoff
+# commits. A sync_start whose sync_end came first is not marked running; that is read
+# here, when the transaction runs, so it needs no WATCH.
+# KEYS: seen starts running ends ok fail ended resyncs connectors.
+# ARGV: kind t dedup sync_id member outcome connector meta cutoff
 _WRITE = """
 local t = ARGV[2]
 redis.call('ZADD', KEYS[1], t, ARGV[3])
 if ARGV[1] == 'start' then
   redis.call('ZADD', KEYS[2], 'LT', t, ARGV[4])
-  if ARGV[7] == '0' then redis.call('ZADD', KEYS[3], t, ARGV[4]) end
+  if not redis.call('ZSCORE', KEYS[7], ARGV[4]) then redis.call('ZADD', KEYS[3], t, ARGV[4]) end
 elseif ARGV[1] == 'end' then
   redis.call('ZADD', KEYS[4], t, ARGV[5])
   if ARGV[6] == 'ok' then redis.call('ZADD', KEYS[5], t, ARGV[5])
@@ -51,10 +54,25 @@ elseif ARGV[1] == 'end' then
 elseif ARGV[1] == 'resync' then
   redis.call('ZADD', KEYS[8], t, ARGV[5])
 end
-redis.call('HSET', KEYS[9], ARGV[8], ARGV[9])
-if ARGV[10] ~= '' then
-  for i = 1, 8 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[10]) end
+redis.call('HSET', KEYS[9], ARGV[7], ARGV[8])
+if ARGV[9] ~= '' then
+  for i = 1, 8 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[9]) end
 end
+return 1
+"""
+
+
+# The duplicate check, sent between WATCH and MULTI in the same round trip as the whole
+# transaction. A duplicate writes and deletes the guard key, which the transaction
+# watches: Redis aborts an EXEC after any change to a watched key, the client's own
+# included, so nothing of a duplicate commits. An error (say, a key of the wrong type)
+# aborts it the same way and is returned. KEYS: seen guard. ARGV: dedup id.
+_CHECK = """
+local seen = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
+if not seen then return 0 end
+redis.call('SET', KEYS[2], '1')
+redis.call('DEL', KEYS[2])
+if type(seen) == 'table' and seen.err then return seen end
 return 1
 """
 
@@ -121,28 +139,22 @@ class HistoryWriter:
             return WriteResult(WriteStatus.IGNORED,
                                "event is older than the history retention")
         keys = ConnectorKeys(self.prefix, event.connector_id)
+        check = ("EVAL", _CHECK, 2, keys.seen, keys.guard, event.dedup_id)
         with self.client.pipeline(transaction=True) as pipe:
             for _ in range(MAX_WATCH_RETRIES):
-                try:
-                    pipe.watch(keys.seen, keys.ended)
-                    if pipe.zscore(keys.seen, event.dedup_id) is not None:
-                        pipe.reset()
-                        return WriteResult(WriteStatus.DUPLICATE)
-                    already_ended = (event.kind is EventKind.SYNC_START
-                                     and pipe.zscore(keys.ended, event.sync_id or "")
-                                     is not None)
-                    pipe.multi()
-                    self._write(pipe, keys, event, already_ended, cutoff)
-                    if on_success is not None and event.is_success:
-                        on_success(pipe, event)
-                    pipe.execute()
+                pipe.multi()
+                self._write(pipe, keys, event, cutoff)
+                if on_success is not None and event.is_success:
+                    on_success(pipe, event)
+                outcome = execute_checked(pipe, (keys.seen, keys.guard), check)
+                if outcome is Outcome.DUPLICATE:
+                    return WriteResult(WriteStatus.DUPLICATE)
+                if outcome is Outcome.COMMITTED:
                     return WriteResult(WriteStatus.RECORDED)
-                except redis.WatchError:
-                    continue
+                pipe.reset()  # a concurrent write to the connector: build it again
         raise HistoryBusy(f"connector {event.connector_id}: too many concurrent writes")
 
-    def _write(self, pipe: Pipeline, keys: ConnectorKeys, event: Event, already_ended: bool,
-               cutoff: int) -> None:
+    def _write(self, pipe: Pipeline, keys: ConnectorKeys, event: Event, cutoff: int) -> None:
         """Queue the event's history write (one EVAL, trimming now and then) and its publish."""
         t = event.created_ms
         member, outcome, kind = "", "", "other"
@@ -164,9 +176,74 @@ class HistoryWriter:
         pipe.eval(_WRITE, 9, keys.seen, keys.starts, keys.running, keys.ends, keys.ok,
                   keys.fail, keys.ended, keys.resyncs, connectors_key(self.prefix),
                   kind, t, event.dedup_id, event.sync_id or "", member, outcome,
-                  "1" if already_ended else "0", event.connector_id, meta,
-                  str(cutoff) if trim else "")
+                  event.connector_id, meta, str(cutoff) if trim else "")
         pipe.publish(keys.channel, event.event)  # wakes deferred sensors of the connector
+
+
+class Outcome(Enum):
+    COMMITTED = "committed"
+    DUPLICATE = "duplicate"  # the check said so; nothing was written
+    CONFLICT = "conflict"    # a watched key changed under us; nothing was written
+
+
+def _connection(pool: Any) -> Any:
+    try:
+        return pool.get_connection()
+    except TypeError:  # redis-py before 5.3 wants a command name
+        return pool.get_connection("MULTI")
+
+
+def execute_checked(pipe: Pipeline, watch: Sequence[str], check: tuple[Any, ...]) -> Outcome:
+    """Run ``pipe``'s MULTI block unless ``check`` finds a duplicate, in one round trip.
+
+    Sends WATCH ``watch``, ``check`` (a command that returns 1 for a duplicate after
+    changing a watched key, 0 otherwise), MULTI, the queued commands and EXEC together.
+    redis-py would send WATCH and each read after it as a round trip of its own, three
+    per delivery; since Redis runs one connection's commands in order, sending them in
+    one write is the same transaction. Raises the first error of the check or the
+    block, like ``Pipeline.execute``. Leaves ``pipe`` holding its connection; reset it
+    (or leave its ``with`` block) to return it.
+    """
+    if pipe.scripts:
+        pipe.load_scripts()
+    queued = [args for args, options in pipe.command_stack if EMPTY_RESPONSE not in options]
+    commands = [("WATCH", *watch), check, ("MULTI",), *queued, ("EXEC",)]
+    if pipe.connection is None:
+        pipe.connection = _connection(pipe.connection_pool)
+    conn = pipe.connection
+    packed = conn.pack_commands(commands)
+
+    def attempt() -> tuple[Any, Any]:
+        conn.send_packed_command(packed)
+        # Read every reply before raising, so the connection never falls out of step.
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(conn.read_response())
+            except redis.ResponseError as exc:
+                replies.append(exc)
+        return replies[1], replies[-1]
+
+    def failed(_: Exception) -> None:
+        # Disconnecting drops the WATCH too, so the next attempt starts from scratch. If
+        # the lost EXEC did commit, that attempt's check finds the duplicate.
+        conn.disconnect()
+
+    try:
+        found, result = conn.retry.call_with_retry(attempt, failed)
+    except BaseException:
+        conn.disconnect()
+        raise
+    if isinstance(found, Exception):
+        raise found
+    if isinstance(result, Exception):  # EXECABORT: a command was refused when queued
+        raise result
+    if result is None:
+        return Outcome.DUPLICATE if found == 1 else Outcome.CONFLICT
+    for reply in result:
+        if isinstance(reply, redis.ResponseError):
+            raise reply
+    return Outcome.COMMITTED
 
 
 def facts_commands(pipe: Any, keys: ConnectorKeys, target_ms: int, stale_before_ms: int,

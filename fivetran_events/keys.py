@@ -10,6 +10,8 @@ Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id)::
     {p}c:{c}:running   ZSET  sync_id -> start ms      (started, not ended)
     {p}c:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
     {p}c:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
+    {p}c:{c}:guard     never stored: written and deleted by a duplicate's check, so that
+                       the write's transaction, which watches it, aborts (history.py)
     {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}
     {p}changes:{c}     pub/sub channel, published on every recorded event of the connector
 
@@ -68,6 +70,10 @@ class ConnectorKeys:
     @property
     def seen(self) -> str:
         return self._k("seen")
+
+    @property
+    def guard(self) -> str:
+        return self._k("guard")
 
     @property
     def channel(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
@@ -128,6 +129,94 @@ class TestAtomicity:
         msg = sub.get_message(timeout=2)
         assert msg is not None and msg["data"] == b"sync_end"
         sub.close()
+
+
+class TestOneRoundTrip:
+    """A write is WATCH, the duplicate check, MULTI and EXEC sent in one round trip."""
+
+    def test_one_round_trip_per_write(self, writer: HistoryWriter,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+        """Each write, recorded or duplicate, start or end, costs one round trip."""
+        writer.client.ping()  # connect first: a new connection sends its own setup
+        sends = []
+        real = redis.connection.AbstractConnection.send_packed_command
+
+        def counting(self, command, check_health=True):  # type: ignore[no-untyped-def]
+            sends.append(command)
+            return real(self, command, check_health)
+
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command",
+                            counting)
+        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        for e in (ev("sync_start", sync_id="s1", created=at(3)),
+                  ev(sync_id="s1", created=at(3, 1))):
+            sends.clear()
+            assert writer.record(e, on_success=hook).status is WriteStatus.RECORDED
+            assert len(sends) == 1
+            sends.clear()
+            assert writer.record(e, on_success=hook).status is WriteStatus.DUPLICATE
+            assert len(sends) == 1
+
+    def test_duplicate_commits_nothing_of_the_hook(self, writer: HistoryWriter,
+                                                   client: redis.Redis) -> None:
+        """The check aborts a duplicate's whole transaction, what on_success queued too."""
+        e = ev(sync_id="s1", created=at(3))
+        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        assert writer.record(e, on_success=hook).status is WriteStatus.RECORDED
+        assert writer.record(e, on_success=hook).status is WriteStatus.DUPLICATE
+        assert client.lrange("test:jobs", 0, -1) == [b"s1"]
+        assert not client.exists(ConnectorKeys("test:", "assimilate_seem").guard)
+
+    def test_concurrent_redeliveries_record_once(self, writer: HistoryWriter,
+                                                 client: redis.Redis) -> None:
+        """The same delivery from many threads at once: one recorded, one job."""
+        e = ev(sync_id="s1", created=at(3))
+        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: writer.record(e, on_success=hook).status,
+                                    range(64)))
+        assert results.count(WriteStatus.RECORDED) == 1
+        assert results.count(WriteStatus.DUPLICATE) == 63
+        assert client.llen("test:jobs") == 1
+
+    def test_concurrent_writes_to_one_connector_all_commit(self, writer: HistoryWriter,
+                                                           client: redis.Redis) -> None:
+        """Writes that change the watched set under each other retry until all commit."""
+        events = [ev(sync_id=f"s{i}", created=at(3, i % 24)) for i in range(160)]
+        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda e: writer.record(e, on_success=hook).status,
+                                    events))
+        assert results == [WriteStatus.RECORDED] * 160
+        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 160
+        assert client.llen("test:jobs") == 160
+
+    def test_error_in_the_check_commits_nothing(self, writer: HistoryWriter,
+                                                client: redis.Redis) -> None:
+        """A dedup set of the wrong type raises, and the transaction is not run."""
+        client.set(ConnectorKeys("test:", "assimilate_seem").seen, "not a sorted set")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            writer.record(ev(sync_id="s1", created=at(3)),
+                          on_success=lambda pipe, e: pipe.set("test:side", "1"))
+        assert not client.exists("test:side")
+        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 0
+
+    def test_refused_command_aborts_the_whole_write(self, writer: HistoryWriter,
+                                                    client: redis.Redis) -> None:
+        """A command Redis refuses to queue raises, and nothing of the write commits."""
+        with pytest.raises(redis.ResponseError):
+            writer.record(ev(sync_id="s1", created=at(3)),
+                          on_success=lambda pipe, e: pipe.execute_command("SET", "test:x"))
+        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 0
+        assert writer.record(ev(sync_id="s1", created=at(3))).status is WriteStatus.RECORDED
+
+    def test_error_inside_the_transaction_is_raised(self, writer: HistoryWriter,
+                                                    client: redis.Redis) -> None:
+        """A command that fails when EXEC runs it raises, as Pipeline.execute does."""
+        client.hset("test:h", "f", "v")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            writer.record(ev(sync_id="s1", created=at(3)),
+                          on_success=lambda pipe, e: pipe.incr("test:h"))
 
 
 class TestStartedAfterPaging:
