@@ -4,11 +4,16 @@ Airflow 2 cannot share a virtualenv with Airflow 3, so it lives in its own:
 ``FTE_AIRFLOW2_VENV`` (default ``<repo>/.venv-af2``, ignored by git). The session
 fixture ``airflow2`` creates it when it is missing (``pip install apache-airflow==2.11.0``,
 about a minute from a warm index, bounded by ``FTE_AIRFLOW2_INSTALL_TIMEOUT``, default
-900 s), then: ``airflow db migrate``, ``airflow users create`` (an Admin with a random
-password), ``airflow dags reserialize`` over ``tests/airflow2_dags`` (which registers
-their datasets), and ``airflow webserver --hostname 127.0.0.1`` on a free port with basic
-auth for the REST API. SQLite. Only the webserver runs: posting and reading dataset
-events needs nothing else. Teardown signals exactly the process group it started.
+900 s). It also installs this project there (``pip install --no-deps -e <repo>`` plus the
+core's runtime dependencies from ``pyproject.toml``, never the ``airflow`` extra, which
+pins Airflow 3-era packages), so ``airflow_plugin`` and its ``airflow.plugins`` entry
+point run on Airflow 2 (tests/airflow_plugin/test_airflow2.py). A venv made before that
+step gets it once, without reinstalling Airflow. The fixture then runs: ``airflow db
+migrate``, ``airflow users create`` (an Admin with a random password), ``airflow dags
+reserialize`` over ``tests/airflow2_dags`` (which registers their datasets), and
+``airflow webserver --hostname 127.0.0.1`` on a free port with basic auth for the REST
+API. SQLite. Only the webserver runs: posting and reading dataset events needs nothing
+else. Teardown signals exactly the process group it started.
 
     def test_x(airflow2):        # airflow2.url, .username, .password, .reserialize()
         ...
@@ -34,6 +39,11 @@ import requests
 
 from .airflow_harness import _die_with_parent, free_port, stop_group
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the airflow extra installs tomli on 3.10
+    import tomli as tomllib
+
 REPO = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("FTE_AIRFLOW2_VENV", REPO / ".venv-af2"))
 VERSION = "2.11.0"
@@ -42,10 +52,16 @@ START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
 DAGS_SOURCE = Path(__file__).parent / "airflow2_dags"
 
 
+#: Bump when what ``_install_project`` puts into the venv changes: existing venvs then
+#: get the new step once (Airflow itself stays installed).
+PROJECT_STEP = "project-1"
+
+
 def ensure_airflow2() -> Path:
-    """Return Airflow 2's ``airflow`` command, installing it into its venv if needed."""
+    """Return Airflow 2's ``airflow`` command, installing it (and this project) if needed."""
     exe = VENV / "bin" / "airflow"
     VENV.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + INSTALL_TIMEOUT
     with open(str(VENV) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test sessions must not install at once
         marker = VENV / f".installed-{VERSION}"
@@ -53,9 +69,27 @@ def ensure_airflow2() -> Path:
             subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True,
                            timeout=120)
             subprocess.run([str(VENV / "bin" / "pip"), "install", "-q",
-                            f"apache-airflow=={VERSION}"], check=True, timeout=INSTALL_TIMEOUT)
+                            f"apache-airflow=={VERSION}"], check=True,
+                           timeout=max(1.0, deadline - time.monotonic()))
             marker.touch()
+        # The editable install points at this checkout: another clone needs its own step.
+        project_marker = VENV / f".installed-{PROJECT_STEP}"
+        if not project_marker.exists() or project_marker.read_text() != str(REPO):
+            _install_project(deadline)
+            project_marker.write_text(str(REPO))
     return exe
+
+
+def _install_project(deadline: float) -> None:
+    """Make this checkout importable in the Airflow 2 venv, entry point included."""
+    pip = [str(VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
+    with open(REPO / "pyproject.toml", "rb") as f:
+        core = tomllib.load(f)["project"]["dependencies"]
+    # Airflow named again: pip then keeps every requirement of the installed Airflow.
+    subprocess.run([*pip, f"apache-airflow=={VERSION}", *core], check=True,
+                   timeout=max(1.0, deadline - time.monotonic()))
+    subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True,
+                   timeout=max(1.0, deadline - time.monotonic()))
 
 
 @dataclass
