@@ -72,19 +72,21 @@ def ensure_airflow2() -> Path:
                             f"apache-airflow=={VERSION}"], check=True,
                            timeout=max(1.0, deadline - time.monotonic()))
             marker.touch()
-        # The editable install points at this checkout: another clone needs its own step.
+        # The editable install points at this checkout, and the core's dependencies may
+        # change: a venv made for another clone or other dependencies redoes the step.
+        with open(REPO / "pyproject.toml", "rb") as f:
+            core = tomllib.load(f)["project"]["dependencies"]
         project_marker = VENV / f".installed-{PROJECT_STEP}"
-        if not project_marker.exists() or project_marker.read_text() != str(REPO):
-            _install_project(deadline)
-            project_marker.write_text(str(REPO))
+        wanted = "\n".join([str(REPO), *core])
+        if not project_marker.exists() or project_marker.read_text() != wanted:
+            _install_project(core, deadline)
+            project_marker.write_text(wanted)
     return exe
 
 
-def _install_project(deadline: float) -> None:
+def _install_project(core: list[str], deadline: float) -> None:
     """Make this checkout importable in the Airflow 2 venv, entry point included."""
     pip = [str(VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
-    with open(REPO / "pyproject.toml", "rb") as f:
-        core = tomllib.load(f)["project"]["dependencies"]
     # Airflow named again: pip then keeps every requirement of the installed Airflow.
     subprocess.run([*pip, f"apache-airflow=={VERSION}", *core], check=True,
                    timeout=max(1.0, deadline - time.monotonic()))
