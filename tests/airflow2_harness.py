@@ -94,6 +94,25 @@ def _install_project(core: list[str], deadline: float) -> None:
                    timeout=max(1.0, deadline - time.monotonic()))
 
 
+def airflow2_env(home: Path, exe: Path, extra: dict[str, str]) -> dict[str, str]:
+    """The environment of an Airflow 2 command with its own home (SQLite, no examples).
+
+    Nothing of the test process's Airflow 3 setup (``AIRFLOW*``), venv or Python
+    settings may leak into Airflow 2.
+    """
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHON"))}
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "PATH": f"{exe.parent}:{os.environ.get('PATH', '')}",
+        **extra,
+    })
+    return env
+
+
 @dataclass
 class Airflow2Server:
     home: Path
@@ -108,20 +127,12 @@ class Airflow2Server:
         return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHON"))}
-        env.update({
-            "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(self.home / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+        return airflow2_env(self.home, self.exe, {
             "AIRFLOW__API__AUTH_BACKENDS": "airflow.api.auth.backend.basic_auth",
             "AIRFLOW__WEBSERVER__SECRET_KEY": secrets.token_hex(32),
             "AIRFLOW__WEBSERVER__WORKERS": "1",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-            "PATH": f"{self.exe.parent}:{os.environ.get('PATH', '')}",
         })
-        return env
 
     def _run(self, *args: str, timeout: float = START_TIMEOUT) -> None:
         with open(self.home / "setup.log", "ab") as log:

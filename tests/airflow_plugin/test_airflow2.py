@@ -13,7 +13,6 @@ and failure messages as JSON.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.airflow2_harness import REPO, ensure_airflow2
+from tests.airflow2_harness import REPO, airflow2_env, ensure_airflow2
 from tests.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B, F, S, W
 from tests.support import at, conn_uri, pattern_listeners
 
@@ -48,20 +47,10 @@ class Airflow2Home:
         (root / "dags").mkdir(parents=True, exist_ok=True)
 
     def env(self, redis_conn: str | None = None) -> dict[str, str]:
-        # Nothing of the test process's Airflow 3 setup may leak into Airflow 2.
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHON"))}
-        env.update({
-            "AIRFLOW_HOME": str(self.root),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(self.root / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.root / 'airflow.db'}",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "PATH": f"{self.exe.parent}:{os.environ.get('PATH', '')}",
-        })
+        extra = {"AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"}
         if redis_conn is not None:
-            env["AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS"] = redis_conn
-        return env
+            extra["AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS"] = redis_conn
+        return airflow2_env(self.root, self.exe, extra)
 
     def log_tail(self, name: str) -> str:
         path = self.root / name
