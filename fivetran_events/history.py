@@ -186,13 +186,6 @@ class Outcome(Enum):
     CONFLICT = "conflict"    # a watched key changed under us; nothing was written
 
 
-def _connection(pool: Any) -> Any:
-    try:
-        return pool.get_connection()
-    except TypeError:  # redis-py before 5.3 wants a command name
-        return pool.get_connection("MULTI")
-
-
 def execute_checked(pipe: Pipeline, watch: Sequence[str], check: tuple[Any, ...]) -> Outcome:
     """Run ``pipe``'s MULTI block unless ``check`` finds a duplicate, in one round trip.
 
@@ -209,7 +202,7 @@ def execute_checked(pipe: Pipeline, watch: Sequence[str], check: tuple[Any, ...]
     queued = [args for args, options in pipe.command_stack if EMPTY_RESPONSE not in options]
     commands = [("WATCH", *watch), check, ("MULTI",), *queued, ("EXEC",)]
     if pipe.connection is None:
-        pipe.connection = _connection(pipe.connection_pool)
+        pipe.connection = pipe.connection_pool.get_connection()
     conn = pipe.connection
     packed = conn.pack_commands(commands)
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from .airflow_harness import _die_with_parent, free_port, stop_group
+from .airflow_harness import _die_with_parent, free_port, running, stop_group
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -185,10 +185,5 @@ def airflow2() -> Iterator[Airflow2Server]:
     exe = ensure_airflow2()
     home = Path(tempfile.mkdtemp(prefix="fte-airflow2-"))
     server = Airflow2Server(home=home, exe=exe)
-    try:
-        server.prepare()
-        server.start()
+    with running(server, home):
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(home, ignore_errors=True)

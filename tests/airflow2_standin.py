@@ -11,7 +11,6 @@ path: Airflow 3 is tested against the real thing (tests/airflow_harness.py).
 from __future__ import annotations
 
 import base64
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +20,8 @@ from urllib.parse import unquote
 
 from flask import Flask, Response, jsonify, request
 from werkzeug.serving import make_server
+
+from .servers import serving_in_thread
 
 
 @dataclass
@@ -130,10 +131,5 @@ def running_airflow2() -> Iterator[Airflow2]:
     fake = Airflow2()
     server = make_server("127.0.0.1", 0, fake.app(), threaded=True)
     fake.url = f"http://127.0.0.1:{server.server_port}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_in_thread(server):
         yield fake
-    finally:
-        server.shutdown()
-        thread.join(timeout=5)

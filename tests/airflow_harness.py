@@ -380,6 +380,22 @@ class AirflowServer:
         return list(resp.json().get("dag_runs", [])) if resp.status_code == 200 else []
 
 
+@contextlib.contextmanager
+def running(server: Any, home: Path) -> Iterator[None]:
+    """Prepare and start a harness server; stop it and remove its home after.
+
+    ``FTE_AIRFLOW_KEEP_HOME=1`` keeps the home (logs, database) for a look afterwards.
+    """
+    try:
+        server.prepare()
+        server.start()
+        yield
+    finally:
+        server.stop()
+        if not os.environ.get("FTE_AIRFLOW_KEEP_HOME"):
+            shutil.rmtree(home, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def airflow(redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-def]
     """A real Airflow 3 for the whole test session (see the module docstring)."""
@@ -388,11 +404,5 @@ def airflow(redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-d
     server = AirflowServer(home=home, extra_env={
         "AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": conn_uri(redis_url, "test:"),
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"})
-    try:
-        server.prepare()
-        server.start()
+    with running(server, home):
         yield server
-    finally:
-        server.stop()
-        if not os.environ.get("FTE_AIRFLOW_KEEP_HOME"):
-            shutil.rmtree(home, ignore_errors=True)

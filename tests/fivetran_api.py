@@ -20,6 +20,8 @@ from typing import Any
 
 from fivetran_events.timeutil import iso
 
+from .servers import serving_in_thread
+
 
 class FivetranStandIn:
     """The connectors' state and the calls received."""
@@ -133,11 +135,5 @@ def serving(api: FivetranStandIn) -> Iterator[FivetranStandIn]:
     """Serve ``api`` on a free 127.0.0.1 port for the duration of the block."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), api.handler())
     api.server = server
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_in_thread(server):
         yield api
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)

@@ -7,10 +7,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from socketserver import BaseServer
 
 import requests
 
@@ -72,3 +74,16 @@ def kill_group(proc: subprocess.Popen, sig: int) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=15)
+
+
+@contextmanager
+def serving_in_thread(server: BaseServer) -> Iterator[BaseServer]:
+    """Serve a bound in-process server (a stand-in) from a thread; shut it down after."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
