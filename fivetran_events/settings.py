@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     forward_backoff_max_seconds: float = Field(default=300.0, gt=0)
     #: Seconds an attempt may hold a delivery before another worker takes it over.
     forward_lease_seconds: float = Field(default=60.0, ge=5)
+    #: Seconds Airflow may still commit a POST after the worker gave up on it (a timeout,
+    #: a reset after sending); no second POST before a lookup made after that finds
+    #: nothing. Default: Airflow's own ``[api] worker_timeout`` (120 s).
+    forward_unknown_outcome_seconds: float = Field(default=120.0, ge=0, le=86_400)
 
     @field_validator("dataset_uri_template")
     @classmethod
