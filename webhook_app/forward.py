@@ -42,6 +42,7 @@ from redis.exceptions import LockError
 from rq import Queue
 
 from fivetran_events import Event, Settings
+from fivetran_events.history import decode_completion
 from fivetran_events.keys import ConnectorKeys, delivery_lock_key, due_key, undelivered_key
 from fivetran_events.timeutil import iso, now_ms
 from fivetran_events.uris import UriMap
@@ -283,9 +284,14 @@ class Forwarder(ReplayMixin):
         ended = int(d.fields["ended_ms"])
         keys = ConnectorKeys(self.settings.key_prefix, cid)
         pipe = self.redis.pipeline(transaction=False)
+        pipe.zrangebyscore(keys.ok, ended, ended)
         pipe.zscore(keys.starts, sid)
         pipe.zrevrangebyscore(keys.ok, f"({ended}", "-inf", start=0, num=1, withscores=True)
-        started, previous = pipe.execute()
+        same_end, first_start, previous = pipe.execute()
+        # The success's own record carries the start of the attempt that succeeded (a
+        # retried sync id has several); the sync's first start is the fallback.
+        started = next((c.started_ms for c in map(decode_completion, same_end)
+                        if c.sync_id == sid and c.started_ms is not None), first_start)
         since = f"({int(previous[0][1])}" if previous else "-inf"
         resyncs = [json.loads(_s(m) or "{}")
                    for m in self.redis.zrangebyscore(keys.resyncs, since, ended)]

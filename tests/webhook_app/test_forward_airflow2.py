@@ -93,6 +93,19 @@ class TestDelivery:
                          "reason": None, "received_at": view[0]["received_at"],
                          "next_attempt_at": None, "updated_at": view[0]["updated_at"]}]
 
+    def test_retried_sync_sends_the_start_of_the_attempt_that_succeeded(
+            self, http: Any, fw: Forwarder, af2: Airflow2) -> None:
+        """A sync id that failed and ran again: started_at is the second attempt's start."""
+        post_event(http, event="sync_start", sync_id="s1", created=at(10, 1))
+        post_event(http, sync_id="s1", status="FAILURE", created=at(10, 2))
+        post_event(http, event="sync_start", sync_id="s1", created=at(10, 3))
+        post_event(http, sync_id="s1", created=at(10, 4))
+        run_worker(fw)
+        assert len(af2.posts) == 1
+        extra = af2.posts[0]["extra"]
+        assert extra["started_at"] == "2026-01-10T03:00:00.000Z"
+        assert extra["ended_at"] == "2026-01-10T04:00:00.000Z"
+
     def test_full_refresh_after_resyncs(self, http: Any, fw: Forwarder, af2: Airflow2) -> None:
         """The first success after a resync says full_refresh (with tables for resync_table)."""
         post_event(http, sync_id="s0", created=at(9))
