@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from fivetran_events import InvalidPayload, parse_event
+from fivetran_events import Event, InvalidPayload, parse_event
 from fivetran_events.signature import SIGNATURE_HEADER, verify
 
 from . import metrics
@@ -53,6 +54,7 @@ def _receive() -> dict[str, str]:
         event = parse_event(body)
     except InvalidPayload as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
+    _refuse_unencodable(event)
     result = st.writer.record(event, on_success=st.enqueue_forward)
     answer = {"status": result.status.value, "event": event.event}
     if event.connector_id:
@@ -62,6 +64,29 @@ def _receive() -> dict[str, str]:
     if result.reason:
         answer["reason"] = result.reason
     return answer
+
+
+#: The payload's name of each Event field, for the 400's ``field``.
+_PAYLOAD_FIELDS = {"reason": "data.reason", "task_type": "data.taskType",
+                   "tables": "data.tables", "status": "data.status"}
+
+
+def _refuse_unencodable(event: Event) -> None:
+    """Refuse text that no UTF-8 can carry, naming its field.
+
+    JSON may escape a lone surrogate (``"\\ud800"``); the parser takes it, but the dedup
+    hash and Redis cannot, and it used to end in a 500 (table names reached it).
+    """
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        for text in value if isinstance(value, tuple) else (value,):
+            if isinstance(text, str):
+                try:
+                    text.encode()
+                except UnicodeEncodeError:
+                    name = _PAYLOAD_FIELDS.get(f.name, f.name)
+                    raise ApiError(400, f"field '{name}' is not valid Unicode (a lone "
+                                   "surrogate escape such as \\ud800)", field=name) from None
 
 
 def read_body(limit: int) -> bytes:

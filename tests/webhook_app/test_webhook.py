@@ -200,3 +200,13 @@ class TestMetrics:
         for outcome in ("recorded", "duplicate", "unauthorized"):
             assert count(after, outcome) == count(before, outcome) + 1
         assert "fivetran_events_webhook_seconds_bucket" in after
+
+
+class TestUnstorableText:
+    def test_lone_surrogate_in_tables_is_400(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+        """JSON may escape a lone surrogate; Redis cannot store it: 400 naming the field
+        (it was a 500), nothing written."""
+        body = payload("resync_table", created=at(3), tables=["orders", "\ud800"])
+        r = post(http, body)
+        assert r.status_code == 400 and r.json["field"] == "data.tables", r.json
+        assert client.keys("test:c:*") == []
