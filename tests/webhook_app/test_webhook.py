@@ -140,6 +140,14 @@ class TestUnavailable:
             assert c.get("/readyz").status_code == 503
             assert c.get("/healthz").status_code == 200
 
+    def test_readyz_does_not_show_redis_address(self, settings: Settings) -> None:
+        """/readyz may be reachable by more people than Redis should be known to."""
+        down = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0",
+                                           "redis_timeout_seconds": 0.5})
+        r = create_app(down).test_client().get("/readyz")
+        assert r.status_code == 503 and r.headers["Retry-After"] == "30"
+        assert "127.0.0.1" not in r.get_data(as_text=True), r.json
+
     def test_refuses_to_start_without_secret(self, settings: Settings) -> None:
         from fivetran_events import ConfigurationError
 
