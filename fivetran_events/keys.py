@@ -18,6 +18,7 @@ Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id)::
     {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}; only
                        moves forward (an older event fills gaps, changes nothing else)
     {p}changes:{c}     pub/sub channel, published on every recorded event of the connector
+    {p}readyz          STRING  written (with a short expiry) by the web app's readiness probe
 
 Sorted sets scored by epoch milliseconds give every query the sensor needs in O(log n),
 and retention is one ZREMRANGEBYSCORE per set. Connector ids are validated to a small
@@ -101,6 +102,11 @@ def connectors_key(prefix: str) -> str:
 def last_test_event_key(prefix: str) -> str:
     """The string holding the newest ``test_event`` received (for setup checks)."""
     return f"{prefix}last_test_event"
+
+
+def readiness_key(prefix: str) -> str:
+    """The string /readyz writes: readiness means Redis takes writes, not just PING."""
+    return f"{prefix}readyz"
 
 
 def changes_pattern(prefix: str) -> str:

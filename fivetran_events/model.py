@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import Enum
 from functools import cached_property
@@ -205,10 +205,11 @@ def parse_event(body: bytes | str) -> Event:
     if any(not isinstance(t, str) or len(t) > 512 for t in tables):
         raise InvalidPayload("field 'data.tables' must be a list of table names",
                              field="data.tables")
-    return Event(kind=kind, event=name, created=created, connector_id=env.connector_id,
-                 connector_name=env.connector_name, connector_type=env.connector_type,
-                 group_id=env.group_id, sync_id=env.sync_id, status=status,
-                 reason=env.data.reason, task_type=env.data.taskType, tables=tables)
+    return _refuse_unencodable(Event(
+        kind=kind, event=name, created=created, connector_id=env.connector_id,
+        connector_name=env.connector_name, connector_type=env.connector_type,
+        group_id=env.group_id, sync_id=env.sync_id, status=status,
+        reason=env.data.reason, task_type=env.data.taskType, tables=tables))
 
 
 def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
@@ -222,3 +223,28 @@ def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
         raise InvalidPayload(
             f"field 'created' ({iso(event.created_ms)}) is more than {max_skew_ms / 1000:g} s "
             f"ahead of the server's clock ({iso(now_ms)})", field="created")
+
+
+#: The payload's name of each Event field, for the 400's ``field``.
+_PAYLOAD_FIELDS = {"reason": "data.reason", "task_type": "data.taskType",
+                   "tables": "data.tables", "status": "data.status"}
+
+
+def _refuse_unencodable(event: Event) -> Event:
+    """Refuse text that no UTF-8 can carry, naming its field; return ``event``.
+
+    JSON may escape a lone surrogate (``"\\ud800"``); the parser takes it, but the dedup
+    hash and Redis cannot, and it used to end in a 500 (table names reached it).
+    """
+    for f in fields(event):
+        value = getattr(event, f.name)
+        for text in value if isinstance(value, tuple) else (value,):
+            if isinstance(text, str):
+                try:
+                    text.encode()
+                except UnicodeEncodeError:
+                    name = _PAYLOAD_FIELDS.get(f.name, f.name)
+                    raise InvalidPayload(f"field '{name}' is not valid Unicode (a lone "
+                                         "surrogate escape such as \\ud800)",
+                                         field=name) from None
+    return event

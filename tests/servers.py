@@ -40,9 +40,12 @@ def wait_ready(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = 
 
 
 @contextmanager
-def webhook_server(redis_url: str, tmp: Path, workers: int = 2,
+def webhook_server(redis_url: str, tmp: Path, workers: int = 2, config: Path | None = None,
                    **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Run ``fivetran-events serve`` in its own process group; yield (base URL, process)."""
+    """Run ``fivetran-events serve`` in its own process group; yield (base URL, process).
+
+    ``config``: a gunicorn configuration file (``serve --config``), e.g. deploy's.
+    """
     port = free_port()
     environ = {**os.environ, "FIVETRAN_EVENTS_REDIS_URL": redis_url,
                "FIVETRAN_EVENTS_WEBHOOK_SECRETS": f"{SECRET},{OTHER_SECRET}",
@@ -51,7 +54,8 @@ def webhook_server(redis_url: str, tmp: Path, workers: int = 2,
     log = (tmp / f"gunicorn-{port}.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "webhook_app", "serve", "--port", str(port),
-         "--workers", str(workers)], env=environ, stdout=log, stderr=subprocess.STDOUT,
+         "--workers", str(workers), *(["--config", str(config)] if config else [])],
+        env=environ, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:

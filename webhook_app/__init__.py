@@ -7,11 +7,12 @@ from typing import Any
 
 import redis
 from flask import Flask, Response, jsonify
+from redis.exceptions import ExecAbortError
 from werkzeug.exceptions import HTTPException
 
 from fivetran_events import ConfigurationError, HistoryBusy, Settings, load_settings
 
-from .errors import ApiError
+from .errors import ApiError, redis_refusal
 from .state import EXTENSION, State
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,22 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
     return app
 
 
+def _refusal_behind_execabort(app: Flask) -> str | None:
+    """Ask Redis, with a write of our own, why it discarded a transaction.
+
+    A command refused when queued (OOM, READONLY, MISCONF) makes Redis answer the EXEC
+    with a bare EXECABORT, and the history's writer raises that. If a plain write is
+    refused too, Redis is refusing writes (503); if it is taken, the transaction itself
+    was at fault, which is our bug (500).
+    """
+    from .health import write_refusal
+
+    try:
+        return write_refusal(app.extensions[EXTENSION])
+    except redis.RedisError:
+        return None
+
+
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None,
                 **extra: Any) -> Response:
     resp = jsonify({"status": "error", "error": message, **extra})
@@ -69,18 +86,21 @@ def _register_errors(app: Flask, settings: Settings) -> None:
             message = f"body is larger than {settings.max_body_bytes} bytes"
         return _json_error(exc.code or 400, message)
 
-    @app.errorhandler(redis.ConnectionError)
-    @app.errorhandler(redis.TimeoutError)
-    @app.errorhandler(redis.BusyLoadingError)
-    @app.errorhandler(HistoryBusy)
-    def unavailable(exc: Exception) -> Response:
-        log.warning("answering 503: %s", exc)
-        return _json_error(503, "storage is unavailable, retry later", retry)
-
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Response:
         log.exception("unexpected error")
         return _json_error(500, "internal error")
+
+    @app.errorhandler(redis.RedisError)
+    @app.errorhandler(HistoryBusy)
+    def unavailable(exc: Exception) -> Response:
+        reason = "busy" if isinstance(exc, HistoryBusy) else redis_refusal(exc)
+        if reason is None and isinstance(exc, ExecAbortError):
+            reason = _refusal_behind_execabort(app)
+        if reason is None:
+            return unexpected(exc)
+        log.warning("answering 503 (%s): %s", reason, exc)
+        return _json_error(503, f"storage is unavailable ({reason}), retry later", retry)
 
 
 __all__ = ["create_app"]

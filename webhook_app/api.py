@@ -37,7 +37,10 @@ def require_token() -> None:
     for token in tokens:
         ok |= hmac.compare_digest(token.encode(), given_b)
     if not ok:
-        raise ApiError(403, "the bearer token is not valid")
+        # RFC 6750: a token that does not authenticate is 401 with error="invalid_token";
+        # 403 stays for "no token could ever pass" (none configured).
+        raise ApiError(401, "the bearer token is not valid",
+                       headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
 
 
 def _bool(name: str, default: bool) -> bool:

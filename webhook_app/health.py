@@ -5,11 +5,17 @@ from __future__ import annotations
 import redis
 from flask import Blueprint, Response, jsonify
 
+from fivetran_events.keys import readiness_key
+from fivetran_events.timeutil import now_ms
+
 from . import metrics
-from .errors import ApiError
-from .state import state
+from .errors import ApiError, redis_refusal
+from .state import State, state
 
 bp = Blueprint("health", __name__)
+
+#: Life of the readiness probe's key: it never accumulates, yet shows up in a MONITOR.
+PROBE_TTL_MS = 60_000
 
 
 @bp.get("/healthz")
@@ -19,11 +25,30 @@ def healthz() -> Response:
 
 @bp.get("/readyz")
 def readyz() -> Response:
-    try:
-        state().redis.ping()
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise ApiError(503, f"Redis is unreachable: {exc}") from None
+    """Ready means Redis takes a write: a replica, a full memory or a failed save answer
+    PING but refuse every delivery, so a PING would keep sending Fivetran here."""
+    reason = write_refusal(state())
+    if reason == "unreachable":
+        raise ApiError(503, "not ready: Redis is unreachable")
+    if reason is not None:
+        raise ApiError(503, f"not ready: Redis refuses writes ({reason})")
     return jsonify({"status": "ready"})
+
+
+def write_refusal(st: State) -> str | None:
+    """Write the probe key; return why Redis refused (``errors.redis_refusal``), or None.
+
+    Errors that are not a refusal are raised: they are bugs, not an unready Redis. The
+    message never carries Redis's address, which /readyz would otherwise show anyone.
+    """
+    try:
+        st.redis.set(readiness_key(st.settings.key_prefix), now_ms(), px=PROBE_TTL_MS)
+    except redis.RedisError as exc:
+        reason = redis_refusal(exc)
+        if reason is None:
+            raise
+        return reason
+    return None
 
 
 @bp.get("/metrics")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -15,6 +17,12 @@ from .errors import ApiError
 from .state import state
 
 bp = Blueprint("webhook", __name__)
+
+#: Bytes asked of the WSGI server per read of a streamed body.
+READ_SIZE = 64 * 1024
+#: After refusing a streamed body, read and drop up to this much more of it: a client
+#: still sending would otherwise see its connection reset instead of the 413.
+DRAIN_BYTES = 1024 * 1024
 
 
 @bp.post("/webhooks/fivetran")
@@ -38,7 +46,7 @@ def receive() -> Response:
 
 def _receive() -> dict[str, str]:
     st = state()
-    body = request.get_data(cache=False)
+    body = read_body(st.settings.max_body_bytes)
     if not verify(body, request.headers.get(SIGNATURE_HEADER), st.settings.webhook_secrets):
         raise ApiError(401, f"missing or invalid {SIGNATURE_HEADER} signature")
     try:
@@ -55,3 +63,40 @@ def _receive() -> dict[str, str]:
     if result.reason:
         answer["reason"] = result.reason
     return answer
+
+
+def read_body(limit: int) -> bytes:
+    """Return the raw body; raise 413 when it is longer than ``limit``, however it is framed.
+
+    werkzeug refuses a Content-Length over the limit, but a chunked body has none: its
+    stream stops at the limit and hands back the first ``limit`` bytes as if they were
+    all, which then fail the signature (401). So a streamed body is read here, from the
+    server's own stream (gunicorn decodes the chunks and says where the body ends), and
+    one byte over the limit is enough to refuse it.
+    """
+    environ = request.environ
+    if request.content_length is not None or not environ.get("wsgi.input_terminated"):
+        return request.get_data(cache=False)
+    stream = environ["wsgi.input"]
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while size <= limit:
+            chunk = stream.read(min(READ_SIZE, limit + 1 - size))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+    except Exception:  # the server's stream raises its own errors (gunicorn: ParseException)
+        raise ApiError(400, "the request body could not be read: broken chunked framing "
+                       "or the client went away", field="body") from None
+    _drain(stream)
+    raise RequestEntityTooLarge()
+
+
+def _drain(stream: Any) -> None:
+    """Read and drop what is left of a refused body, up to DRAIN_BYTES."""
+    left = DRAIN_BYTES
+    with contextlib.suppress(Exception):  # a broken rest changes nothing: the answer is 413
+        while left > 0 and (chunk := stream.read(min(READ_SIZE, left))):
+            left -= len(chunk)

@@ -37,9 +37,12 @@ class TestAuth:
         r = http.get("/api/connectors")
         assert r.status_code == 401 and r.headers["WWW-Authenticate"] == "Bearer"
 
-    def test_403_wrong_token(self, http) -> None:  # type: ignore[no-untyped-def]
-        r = http.get("/api/connectors", headers={"Authorization": "Bearer nope"})
-        assert r.status_code == 403
+    @pytest.mark.parametrize("given", ["nope", TOKEN + "x", TOKEN[:-1], "é" * 8])
+    def test_401_invalid_token(self, http, given: str) -> None:  # type: ignore[no-untyped-def]
+        """A wrong token is 401 with RFC 6750's error="invalid_token", not 403."""
+        r = http.get("/api/connectors", headers={"Authorization": f"Bearer {given}"})
+        assert r.status_code == 401 and r.is_json
+        assert r.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
 
     def test_403_when_no_tokens_configured(self, settings: Settings) -> None:
         app = create_app(settings.model_copy(update={"api_tokens": []}))

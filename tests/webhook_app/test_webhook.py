@@ -144,6 +144,14 @@ class TestUnavailable:
             assert c.get("/readyz").status_code == 503
             assert c.get("/healthz").status_code == 200
 
+    def test_readyz_does_not_show_redis_address(self, settings: Settings) -> None:
+        """/readyz may be reachable by more people than Redis should be known to."""
+        down = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0",
+                                           "redis_timeout_seconds": 0.5})
+        r = create_app(down).test_client().get("/readyz")
+        assert r.status_code == 503 and r.headers["Retry-After"] == "30"
+        assert "127.0.0.1" not in r.get_data(as_text=True), r.json
+
     def test_refuses_to_start_without_secret(self, settings: Settings) -> None:
         from fivetran_events import ConfigurationError
 
@@ -238,3 +246,11 @@ class TestClockSkew:
         with freeze_time(self.NOW), app.test_client() as http:
             assert post(http, payload(created=self.NOW + timedelta(seconds=61))).status_code == 400
             assert post(http, payload(created=self.NOW + timedelta(seconds=60))).status_code == 200
+class TestUnstorableText:
+    def test_lone_surrogate_in_tables_is_400(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+        """JSON may escape a lone surrogate; Redis cannot store it: 400 naming the field
+        (it was a 500), nothing written."""
+        body = payload("resync_table", created=at(3), tables=["orders", "\ud800"])
+        r = post(http, body)
+        assert r.status_code == 400 and r.json["field"] == "data.tables", r.json
+        assert client.keys("test:c:*") == []
