@@ -7,6 +7,7 @@ from flask import Blueprint, Response, jsonify
 
 from . import metrics
 from .errors import ApiError
+from .gauges import RedisGauges
 from .state import state
 
 bp = Blueprint("health", __name__)
@@ -28,5 +29,6 @@ def readyz() -> Response:
 
 @bp.get("/metrics")
 def prometheus() -> Response:
-    body, content_type = metrics.render()
+    st = state()
+    body, content_type = metrics.render(RedisGauges(st.redis, st.settings.key_prefix))
     return Response(body, content_type=content_type)
