@@ -133,8 +133,10 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="fte-bench-") as tmp:
         redis_proc, url = start_redis(Path(tmp))
+        # Forwarding on, so each delivery also queues its job (the bench never calls Airflow).
         env = {"FIVETRAN_EVENTS_REDIS_URL": url, "FIVETRAN_EVENTS_WEBHOOK_SECRETS": SECRET,
-               "FIVETRAN_EVENTS_KEY_PREFIX": PREFIX}
+               "FIVETRAN_EVENTS_KEY_PREFIX": PREFIX,
+               "FIVETRAN_EVENTS_AIRFLOW_URL": "http://127.0.0.1:9"}
         gunicorn, base = start_gunicorn("bench._app:app", env, a.workers)
         client = redis.Redis.from_url(url)
         try:

@@ -1,7 +1,9 @@
 """Benchmark the history sensor; print figures and ratios.
 
 1. Decision latency (history read + decide) with 10^2 and 10^6 syncs in a connector's
-   history, and their ratio (the goal is near 1: every query is O(log n)).
+   history, and their ratio (the goal is near 1: every query is O(log n)); then the
+   same under ``criterion="started_after"`` for the sync and the async reader, with and
+   without recorded starts (``sync_start`` not subscribed), each case bounded in time.
 2. The time to decide a 10-year @daily backfill (3,650 targets).
 3. Side by side on the seed scenarios with ``airflow-provider-fivetran-async``'s
    ``FivetranSensor`` against a stand-in of Fivetran's connector endpoint serving the
@@ -39,8 +41,12 @@ from bench._servers import start_redis  # noqa: E402 (after the path insertion)
 
 
 def bulk_history(client: redis.Redis, connector_id: str, n: int, start: datetime,
-                 step: timedelta) -> None:
-    """Load ``n`` completions (1 in 10 failed) in the writer's own encoding, pipelined."""
+                 step: timedelta, starts: bool = True) -> None:
+    """Load ``n`` completions (1 in 10 failed) in the writer's own encoding, pipelined.
+
+    Each sync started a minute before it ended; ``starts=False`` records no start, as
+    when ``sync_start`` is not subscribed.
+    """
     from fivetran_events.history import encode_completion
     from fivetran_events.keys import ConnectorKeys
 
@@ -51,11 +57,15 @@ def bulk_history(client: redis.Redis, connector_id: str, n: int, start: datetime
     for i in range(n):
         ok = i % 10 != 3
         t = t0 + i * dt
+        begun = t - 60_000 if starts else None
         member = encode_completion(SimpleNamespace(  # type: ignore[arg-type]
             sync_id=f"s{i}", status="SUCCESSFUL" if ok else "FAILURE", created_ms=t,
-            reason=None, task_type=None))
+            reason=None, task_type=None), started_ms=begun)
         pipe.zadd(keys.ok if ok else keys.fail, {member: t})
-        pipe.zadd(keys.starts, {f"s{i}": t - 60_000})
+        if begun is not None:
+            pipe.zadd(keys.starts, {f"s{i}": begun})
+            if ok:
+                pipe.zadd(keys.okstart, {member: begun})
         if i % 5000 == 4999:
             pipe.execute()
     pipe.execute()
@@ -77,13 +87,8 @@ def bench_latency(client: redis.Redis, big: int, samples: int = 3000) -> None:
         bulk_history(client, f"n{n}", n, start, step)
         load = time.perf_counter() - t
         lo, hi = int(start.timestamp() * 1000), int((start + step * n).timestamp() * 1000)
-        rng = random.Random(7)
-        lat = []
-        for _ in range(samples):
-            target = rng.randint(lo, hi)
-            t = time.perf_counter()
-            decide(reader.facts(f"n{n}", target))
-            lat.append((time.perf_counter() - t) * 1e6)
+        lat = _sample(lambda target, c=f"n{n}": decide(reader.facts(c, target)),
+                      lo, hi, samples, float("inf"))
         rows.append((n, statistics.median(lat), pct(lat, 0.99), load))
     print("1. decision latency (HistoryReader.facts + decide, one connector, "
           f"{samples} random targets, real redis-server on 127.0.0.1)")
@@ -92,6 +97,69 @@ def bench_latency(client: redis.Redis, big: int, samples: int = 3000) -> None:
               f"   (history loaded in {load:.1f} s)")
     print(f"   ratio {rows[1][0]:,} / 100 syncs: median x{rows[1][1] / rows[0][1]:.2f}, "
           f"p99 x{rows[1][2] / rows[0][2]:.2f}")
+
+
+def _sample(decide_once: Any, lo: int, hi: int, samples: int,
+            budget_s: float) -> list[float]:
+    """Time ``decide_once(target)`` on random targets, for at most ``budget_s`` seconds."""
+    rng = random.Random(7)
+    lat: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(lat) < samples and time.perf_counter() < deadline:
+        target = rng.randint(lo, hi)
+        t = time.perf_counter()
+        decide_once(target)
+        lat.append((time.perf_counter() - t) * 1e6)
+    return lat
+
+
+def bench_started_after(client: redis.Redis, url: str, big: int, samples: int = 1000,
+                        budget_s: float = 15.0) -> None:
+    """started_after latency, sync and async reader, 10^2 vs ``big`` syncs, starts or not."""
+    import redis.asyncio as aredis
+
+    from fivetran_events import HistoryReader, decide
+    from fivetran_events.history_async import AsyncHistoryReader
+
+    start, step = datetime(2020, 1, 1, tzinfo=UTC), timedelta(minutes=5)
+    cases = [(n, with_starts) for with_starts in (True, False) for n in (100, big)]
+    for n, with_starts in cases:
+        bulk_history(client, f"sa{n}{with_starts:d}", n, start, step, starts=with_starts)
+    lo = int(start.timestamp() * 1000)
+    reader = HistoryReader(client, PREFIX, 24 * 3600 * 1000)
+    # The async reader on an event loop of its own, driven one decision at a time.
+    loop = asyncio.new_event_loop()
+    aclient = aredis.Redis.from_url(url)
+    areader = AsyncHistoryReader(aclient, PREFIX, 24 * 3600 * 1000)
+    fetch = {"sync": lambda cid, target: reader.facts(cid, target, started_after=True),
+             "async": lambda cid, target: loop.run_until_complete(
+                 areader.facts(cid, target, started_after=True))}
+    results: dict[tuple[str, int, bool], list[float]] = {}
+    try:
+        for kind, facts in fetch.items():
+            for n, with_starts in cases:
+                cid, hi = f"sa{n}{with_starts:d}", lo + n * int(step.total_seconds() * 1000)
+                results[kind, n, with_starts] = _sample(
+                    lambda target, f=facts, c=cid: decide(f(c, target),
+                                                          criterion="started_after"),
+                    lo, hi, samples, budget_s)
+    finally:
+        loop.run_until_complete(aclient.aclose())
+        loop.close()
+    print(f"1b. started_after latency (facts + decide, up to {samples} random targets or "
+          f"{budget_s:g} s per case)")
+    for kind in ("sync", "async"):
+        for n, with_starts in cases:
+            lat = results[kind, n, with_starts]
+            print(f"   {kind:>5} reader, {n:>9,} syncs, starts "
+                  f"{'recorded' if with_starts else 'not recorded':<12}: median "
+                  f"{statistics.median(lat):9.1f} us   p99 {pct(lat, 0.99):9.1f} us"
+                  f"   ({len(lat)} samples)")
+        med = {k[1:]: statistics.median(v) for k, v in results.items() if k[0] == kind}
+        print(f"   {kind} ratio {big:,} / 100 syncs (median): starts recorded "
+              f"x{med[big, True] / med[100, True]:.2f}, not recorded "
+              f"x{med[big, False] / med[100, False]:.2f}; not recorded / recorded at "
+              f"{big:,}: x{med[big, False] / med[big, True]:.2f}")
 
 
 def bench_backfill(client: redis.Redis) -> None:
@@ -245,6 +313,7 @@ def main() -> None:
         os.environ["AIRFLOW_CONN_FIVETRAN_DEFAULT"] = "fivetran://key:secret@"
         client = redis.Redis.from_url(url)
         bench_latency(client, 10**5 if args.quick else 10**6)
+        bench_started_after(client, url, 10**5 if args.quick else 10**6)
         bench_backfill(client)
         seed_calendar_calls(url)
         asyncio.run(deferred_latency(url, args.trials, args.provider_poke))

@@ -17,64 +17,22 @@ from typing import Any
 import redis
 from redis.client import EMPTY_RESPONSE, Pipeline
 
+from ._history_lua import CHECK, WRITE
 from .decision import Completion, Facts, RunningSync
 from .exceptions import HistoryBusy
 from .keys import ConnectorKeys, connectors_key, last_test_event_key
-from .model import Event, EventKind
+from .model import Event, EventKind, check_not_future
 from .timeutil import iso, now_ms
 
-#: Successes fetched per page when looking for one that started after the target.
+#: Successes fetched by end time for one decision (the first counts under ended_after;
+#: the others let started_after pick the earliest-ended of overlapping syncs).
 SUCCESS_PAGE = 8
 #: Optimistic-lock retries before a write gives up (contention is per connector).
 MAX_WATCH_RETRIES = 64
 #: One write in this many also trims the connector's sets to the retention window.
 #: Trimming is maintenance, not correctness (older events are refused on arrival), and
-#: doing it on every write costs the webhook eight extra commands.
+#: doing it on every write costs the webhook nine extra commands.
 TRIM_EVERY = 16
-
-# The history write of one event as a single command inside the MULTI (seven to fifteen
-# commands otherwise: each costs the webhook a pack, a parse and a dispatch). EVAL, not
-# EVALSHA: inside MULTI a NOSCRIPT error would fail this command alone while the rest
-# commits. A sync_start whose sync_end came first is not marked running; that is read
-# here, when the transaction runs, so it needs no WATCH.
-# KEYS: seen starts running ends ok fail ended resyncs connectors.
-# ARGV: kind t dedup sync_id member outcome connector meta cutoff
-_WRITE = """
-local t = ARGV[2]
-redis.call('ZADD', KEYS[1], t, ARGV[3])
-if ARGV[1] == 'start' then
-  redis.call('ZADD', KEYS[2], 'LT', t, ARGV[4])
-  if not redis.call('ZSCORE', KEYS[7], ARGV[4]) then redis.call('ZADD', KEYS[3], t, ARGV[4]) end
-elseif ARGV[1] == 'end' then
-  redis.call('ZADD', KEYS[4], t, ARGV[5])
-  if ARGV[6] == 'ok' then redis.call('ZADD', KEYS[5], t, ARGV[5])
-  elseif ARGV[6] == 'fail' then redis.call('ZADD', KEYS[6], t, ARGV[5]) end
-  redis.call('ZADD', KEYS[7], 'GT', t, ARGV[4])
-  redis.call('ZREM', KEYS[3], ARGV[4])
-elseif ARGV[1] == 'resync' then
-  redis.call('ZADD', KEYS[8], t, ARGV[5])
-end
-redis.call('HSET', KEYS[9], ARGV[7], ARGV[8])
-if ARGV[9] ~= '' then
-  for i = 1, 8 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[9]) end
-end
-return 1
-"""
-
-
-# The duplicate check, sent between WATCH and MULTI in the same round trip as the whole
-# transaction. A duplicate writes and deletes the guard key, which the transaction
-# watches: Redis aborts an EXEC after any change to a watched key, the client's own
-# included, so nothing of a duplicate commits. An error (say, a key of the wrong type)
-# aborts it the same way and is returned. KEYS: seen guard. ARGV: dedup id.
-_CHECK = """
-local seen = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
-if not seen then return 0 end
-redis.call('SET', KEYS[2], '1')
-redis.call('DEL', KEYS[2])
-if type(seen) == 'table' and seen.err then return seen end
-return 1
-"""
 
 
 class WriteStatus(str, Enum):
@@ -94,9 +52,15 @@ class WriteResult:
 OnSuccess = Callable[[Pipeline, Event], None]
 
 
-def encode_completion(event: Event) -> str:
-    """Encode a sync_end as a sorted-set member (compact JSON, unique per delivery)."""
+def encode_completion(event: Event, started_ms: int | None = None) -> str:
+    """Encode a sync_end as a sorted-set member (compact JSON, unique per delivery).
+
+    Keys are sorted, so the attempt's start ``b`` comes first: the write script adds it
+    to a member when the start is known (``started_ms`` is for bulk loaders).
+    """
     body: dict[str, Any] = {"s": event.sync_id, "st": event.status, "t": event.created_ms}
+    if started_ms is not None:
+        body["b"] = started_ms
     if event.reason:
         body["r"] = event.reason
     if event.task_type:
@@ -104,13 +68,22 @@ def encode_completion(event: Event) -> str:
     return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
 
-def decode_completion(member: str | bytes, score: float) -> Completion:
-    """Decode a sorted-set member written by encode_completion."""
+def decode_completion(member: str | bytes, score: float | None = None) -> Completion:
+    """Decode a completion member: encode_completion's, plus the attempt's start ``b``.
+
+    The end time is the member's own ``t`` (``score`` only for members without one), so
+    a member read from the start-scored index decodes the same.
+    """
     body = json.loads(member)
     status = body["st"]
-    return Completion(sync_id=body["s"], status=status, ended_ms=int(score),
+    ended = body.get("t", score)
+    if ended is None:
+        raise ValueError("completion without an end time")
+    started = body.get("b")
+    return Completion(sync_id=body["s"], status=status, ended_ms=int(ended),
                       succeeded=status == "SUCCESSFUL", reason=body.get("r"),
-                      task_type=body.get("tt"))
+                      task_type=body.get("tt"),
+                      started_ms=None if started is None else int(started))
 
 
 class HistoryWriter:
@@ -124,8 +97,14 @@ class HistoryWriter:
         self.trim_every = trim_every
 
     def record(self, event: Event, on_success: OnSuccess | None = None,
-               now: int | None = None) -> WriteResult:
-        """Record ``event``; return whether it was new, a duplicate, or ignored."""
+               now: int | None = None,
+               max_clock_skew_ms: int | None = None) -> WriteResult:
+        """Record ``event``; return whether it was new, a duplicate, or ignored.
+
+        With ``max_clock_skew_ms``, an event dated further than that ahead of ``now``
+        raises InvalidPayload before anything is written: one success from the future
+        would otherwise count for every target until then.
+        """
         if event.kind is EventKind.OTHER:
             return WriteResult(WriteStatus.IGNORED, f"event '{event.event}' is not used")
         if event.kind is EventKind.TEST:
@@ -134,12 +113,14 @@ class HistoryWriter:
                                         "connector_id": event.connector_id}))
             return WriteResult(WriteStatus.IGNORED, "test_event received: the webhook works")
         now = now_ms() if now is None else now
+        if max_clock_skew_ms is not None:
+            check_not_future(event, now, max_clock_skew_ms)
         cutoff = now - self.retention_ms
         if event.created_ms < cutoff:
             return WriteResult(WriteStatus.IGNORED,
                                "event is older than the history retention")
         keys = ConnectorKeys(self.prefix, event.connector_id)
-        check = ("EVAL", _CHECK, 2, keys.seen, keys.guard, event.dedup_id)
+        check = ("EVAL", CHECK, 2, keys.seen, keys.guard, event.dedup_id)
         with self.client.pipeline(transaction=True) as pipe:
             for _ in range(MAX_WATCH_RETRIES):
                 pipe.multi()
@@ -169,12 +150,15 @@ class HistoryWriter:
             if event.tables:
                 body["tables"] = list(event.tables)
             member = json.dumps(body, separators=(",", ":"))
-        meta = json.dumps({"name": event.connector_name, "type": event.connector_type,
-                           "group": event.group_id, "last_event_at": iso(t)})
+        # Absent fields are left out, so the script keeps what an earlier event said.
+        meta = json.dumps({k: v for k, v in (("name", event.connector_name),
+                                             ("type", event.connector_type),
+                                             ("group", event.group_id),
+                                             ("last_event_at", iso(t))) if v is not None})
         # The dedup id is a uniform hash: use it to pick which writes trim, no RNG needed.
         trim = int(event.dedup_id[:8], 16) % self.trim_every == 0
-        pipe.eval(_WRITE, 9, keys.seen, keys.starts, keys.running, keys.ends, keys.ok,
-                  keys.fail, keys.ended, keys.resyncs, connectors_key(self.prefix),
+        pipe.eval(WRITE, 10, keys.seen, keys.starts, keys.running, keys.ends, keys.ok,
+                  keys.fail, keys.ended, keys.resyncs, keys.okstart, connectors_key(self.prefix),
                   kind, t, event.dedup_id, event.sync_id or "", member, outcome,
                   event.connector_id, meta, str(cutoff) if trim else "")
         pipe.publish(keys.channel, event.event)  # wakes deferred sensors of the connector
@@ -239,16 +223,24 @@ def execute_checked(pipe: Pipeline, watch: Sequence[str], check: tuple[Any, ...]
     return Outcome.COMMITTED
 
 
-def facts_commands(pipe: Any, keys: ConnectorKeys, target_ms: int, stale_before_ms: int,
-                   success_offset: int = 0) -> None:
-    """Queue the reads that make up Facts on a sync or async pipeline (5 commands)."""
-    pipe.zrangebyscore(keys.ok, target_ms, "+inf", start=success_offset, num=SUCCESS_PAGE,
+def facts_commands(pipe: Any, keys: ConnectorKeys, target_ms: int, running_from_ms: int,
+                   started_after: bool = False) -> None:
+    """Queue the reads that make up Facts on a sync or async pipeline (5 or 6 commands).
+
+    A running sync counts from ``running_from_ms`` on, inclusive: one that started
+    exactly the maximum sync duration ago is still running.
+    """
+    pipe.zrangebyscore(keys.ok, target_ms, "+inf", start=0, num=SUCCESS_PAGE,
                        withscores=True)
     pipe.zrangebyscore(keys.fail, target_ms, "+inf", start=0, num=1, withscores=True)
     pipe.zrevrangebyscore(keys.ok, f"({target_ms}", "-inf", start=0, num=1, withscores=True)
     pipe.zrevrangebyscore(keys.fail, f"({target_ms}", "-inf", start=0, num=1, withscores=True)
-    pipe.zrevrangebyscore(keys.running, "+inf", f"({stale_before_ms}", start=0, num=1,
+    pipe.zrevrangebyscore(keys.running, "+inf", running_from_ms, start=0, num=1,
                           withscores=True)
+    if started_after:
+        # The first success that started at or after the target, from the start-scored
+        # index: one O(log n) read however many successes started before the target.
+        pipe.zrangebyscore(keys.okstart, target_ms, "+inf", start=0, num=1, withscores=True)
 
 
 def _one(rows: Sequence[tuple[Any, float]]) -> Completion | None:
@@ -259,39 +251,32 @@ def _str(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def facts_from_results(results: Sequence[Any], target_ms: int,
-                       successes: Sequence[Completion]) -> Facts:
-    """Build Facts from the replies of facts_commands (successes already carry starts)."""
-    _, fail_rows, ok_before, fail_before, running_rows = results
+def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
+    """Build Facts from the replies of facts_commands."""
+    ok_rows, fail_rows, ok_before, fail_before, running_rows = results[:5]
+    by_start = results[5] if len(results) > 5 else []
+    successes: dict[tuple[str, int], Completion] = {}
+    for member, score in [*ok_rows, *by_start]:
+        c = decode_completion(member, score)
+        successes.setdefault((c.sync_id, c.ended_ms), c)
     latest = max((c for c in (_one(ok_before), _one(fail_before)) if c is not None),
                  key=Completion.order_key, default=None)
     running = (RunningSync(_str(running_rows[0][0]), int(running_rows[0][1]))
                if running_rows else None)
-    return Facts(target_ms=target_ms, successes_from_target=tuple(successes),
+    return Facts(target_ms=target_ms,
+                 successes_from_target=tuple(sorted(successes.values(),
+                                                    key=Completion.order_key)),
                  first_failure_from_target=_one(fail_rows), latest_before_target=latest,
                  running=running)
 
 
-def attach_starts(completions: Sequence[Completion],
-                  starts: Sequence[float | None]) -> list[Completion]:
-    """Return ``completions`` with their start times filled from a ZMSCORE reply."""
-    return [Completion(c.sync_id, c.status, c.ended_ms, c.succeeded, c.reason, c.task_type,
-                       None if s is None else int(s))
-            for c, s in zip(completions, starts, strict=True)]
+def running_from(now: int | None, max_sync_duration_ms: int) -> int:
+    """The earliest start of a sync still running at ``now`` (the wall clock if None).
 
-
-def more_successes_needed(successes: Sequence[Completion], started_after: bool,
-                          target_ms: int) -> bool:
-    """Whether a reader must fetch another page of successes for ``started_after``.
-
-    Only when every page so far came back full and none of its successes started at or
-    after the target (at most one sync straddles the target when syncs do not overlap,
-    so this is rare).
+    Inclusive: a sync that started exactly the maximum duration ago is still running;
+    only one that has run longer is taken as lost.
     """
-    n = len(successes)
-    return (started_after and n > 0 and n % SUCCESS_PAGE == 0
-            and not any(c.started_ms is not None and c.started_ms >= target_ms
-                        for c in successes))
+    return (now_ms() if now is None else now) - max_sync_duration_ms
 
 
 class HistoryReader:
@@ -305,43 +290,29 @@ class HistoryReader:
     def keys(self, connector_id: str) -> ConnectorKeys:
         return ConnectorKeys(self.prefix, connector_id)
 
+    def running_from(self, now: int | None) -> int:
+        return running_from(now, self.max_sync_duration_ms)
+
     def facts(self, connector_id: str, target_ms: int, now: int | None = None,
               started_after: bool = False) -> Facts:
-        """Fetch what decide() needs for ``target_ms`` (two round trips, O(log n) each)."""
-        keys = self.keys(connector_id)
-        now = now_ms() if now is None else now
+        """Fetch what decide() needs for ``target_ms``: one round trip, O(log n) reads."""
         pipe = self.client.pipeline(transaction=False)
-        facts_commands(pipe, keys, target_ms, now - self.max_sync_duration_ms)
-        results = pipe.execute()
-        successes = self._with_starts(keys, [decode_completion(m, s) for m, s in results[0]])
-        # started_after: the first successes may have started before the target (at most
-        # one does when syncs do not overlap); page on until one qualifies.
-        while more_successes_needed(successes, started_after, target_ms):
-            rows: Any = self.client.zrangebyscore(keys.ok, target_ms, "+inf",
-                                                  start=len(successes), num=SUCCESS_PAGE,
-                                                  withscores=True)
-            if not rows:
-                break
-            successes += self._with_starts(keys, [decode_completion(m, s) for m, s in rows])
-        return facts_from_results(results, target_ms, successes)
-
-    def _with_starts(self, keys: ConnectorKeys, page: list[Completion]) -> list[Completion]:
-        if not page:
-            return []
-        starts = self.client.zmscore(keys.starts, [c.sync_id for c in page])
-        return attach_starts(page, starts)
+        facts_commands(pipe, self.keys(connector_id), target_ms, self.running_from(now),
+                       started_after)
+        return facts_from_results(pipe.execute(), target_ms)
 
     def running(self, connector_id: str, now: int | None = None) -> RunningSync | None:
         """Return the newest running sync that is not stale, if any."""
-        keys = self.keys(connector_id)
-        now = now_ms() if now is None else now
-        rows: Any = self.client.zrevrangebyscore(keys.running, "+inf",
-                                            f"({now - self.max_sync_duration_ms}",
-                                            start=0, num=1, withscores=True)
+        rows: Any = self.client.zrevrangebyscore(self.keys(connector_id).running, "+inf",
+                                                 self.running_from(now), start=0, num=1,
+                                                 withscores=True)
         return RunningSync(_str(rows[0][0]), int(rows[0][1])) if rows else None
 
     def start_of(self, connector_id: str, sync_id: str) -> int | None:
-        """Return the start time (ms) of ``sync_id``, if its sync_start was recorded."""
+        """Return the first recorded start (ms) of ``sync_id``, if any was recorded.
+
+        A retried sync has several; each completion carries its own attempt's start.
+        """
         score = self.client.zscore(self.keys(connector_id).starts, sync_id)
         return None if score is None else int(score)
 
@@ -356,12 +327,11 @@ class HistoryReader:
         pipe.zrevrangebyscore(keys.running, hi, lo, start=0, num=limit, withscores=True)
         ends, running = pipe.execute()
         completions = [decode_completion(m, s) for m, s in ends]
-        completions = self._with_starts(keys, completions)
-        stale_before = (now_ms() if now is None else now) - self.max_sync_duration_ms
+        running_from = self.running_from(now)
         rows: list[tuple[int, dict[str, Any]]] = []
         for member, score in running:
             item = RunningSync(_str(member), int(score)).to_dict()
-            if score <= stale_before:
+            if score < running_from:
                 item["status"] = "STALE"
                 item["reason"] = "no sync_end within the maximum sync duration"
             rows.append((int(score), item))
@@ -373,14 +343,14 @@ class HistoryReader:
         """List known connectors with their last success, last failure and running sync."""
         raw = {_str(k): v for k, v in self.client.hgetall(connectors_key(self.prefix)).items()}
         ids = sorted(raw)
-        now = now_ms() if now is None else now
+        running_from = self.running_from(now)
         pipe = self.client.pipeline(transaction=False)
         for cid in ids:
             keys = self.keys(cid)
             pipe.zrevrange(keys.ok, 0, 0, withscores=True)
             pipe.zrevrange(keys.fail, 0, 0, withscores=True)
-            pipe.zrevrangebyscore(keys.running, "+inf", f"({now - self.max_sync_duration_ms}",
-                                  start=0, num=1, withscores=True)
+            pipe.zrevrangebyscore(keys.running, "+inf", running_from, start=0, num=1,
+                                  withscores=True)
         replies = pipe.execute()
         out = []
         for i, cid in enumerate(ids):

@@ -3,16 +3,20 @@
 Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id)::
 
     {p}c:{c}:ok        ZSET  successful completions   member: completion JSON, score: ended ms
+    {p}c:{c}:okstart   ZSET  the same successes whose start is known, score: their start ms
+                             (the first success started at or after T is one read)
     {p}c:{c}:fail      ZSET  failed completions       member: completion JSON, score: ended ms
     {p}c:{c}:ends      ZSET  every sync_end, RESCHEDULED included (the listing)
     {p}c:{c}:ended     ZSET  sync_id -> newest end ms (a late sync_start must not look running)
-    {p}c:{c}:starts    ZSET  sync_id -> start ms      (the started_after criterion)
-    {p}c:{c}:running   ZSET  sync_id -> start ms      (started, not ended)
+    {p}c:{c}:starts    ZSET  sync_id -> first start ms (start_of; a completion's member
+                             carries its own attempt's start as "b")
+    {p}c:{c}:running   ZSET  sync_id -> start ms of the running attempt (started, not ended)
     {p}c:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
     {p}c:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
     {p}c:{c}:guard     never stored: written and deleted by a duplicate's check, so that
                        the write's transaction, which watches it, aborts (history.py)
-    {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}
+    {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}; only
+                       moves forward (an older event fills gaps, changes nothing else)
     {p}changes:{c}     pub/sub channel, published on every recorded event of the connector
 
 Sorted sets scored by epoch milliseconds give every query the sensor needs in O(log n),
@@ -26,7 +30,8 @@ from dataclasses import dataclass
 
 DEFAULT_PREFIX = "fte:"
 
-CONNECTOR_SETS = ("ok", "fail", "ends", "ended", "starts", "running", "resyncs", "seen")
+CONNECTOR_SETS = ("ok", "okstart", "fail", "ends", "ended", "starts", "running", "resyncs",
+                  "seen")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,10 @@ class ConnectorKeys:
     @property
     def ok(self) -> str:
         return self._k("ok")
+
+    @property
+    def okstart(self) -> str:
+        return self._k("okstart")
 
     @property
     def fail(self) -> str:

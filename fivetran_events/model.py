@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .exceptions import InvalidPayload
-from .timeutil import parse_iso, to_ms
+from .timeutil import iso, parse_iso, to_ms
 
 #: Fivetran's ids are short words (``assimilate_seem``); we also keep ``:`` out of them,
 #: which keeps every connector's Redis keys distinct (see keys.py).
@@ -209,3 +209,16 @@ def parse_event(body: bytes | str) -> Event:
                  connector_name=env.connector_name, connector_type=env.connector_type,
                  group_id=env.group_id, sync_id=env.sync_id, status=status,
                  reason=env.data.reason, task_type=env.data.taskType, tables=tables)
+
+
+def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
+    """Raise InvalidPayload when ``event`` is dated more than ``max_skew_ms`` after ``now_ms``.
+
+    Pure (the caller passes the clock). Fivetran dates events when they happen, so a
+    ``created`` well ahead of the server's clock is a broken or forged clock; recorded,
+    one success dated 2999 would count for every target until then.
+    """
+    if event.created_ms - now_ms > max_skew_ms:
+        raise InvalidPayload(
+            f"field 'created' ({iso(event.created_ms)}) is more than {max_skew_ms / 1000:g} s "
+            f"ahead of the server's clock ({iso(now_ms)})", field="created")

@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     retry_after_seconds: int = Field(default=30, ge=1)
     #: Seconds a Redis command may take before the webhook answers 503.
     redis_timeout_seconds: float = Field(default=5.0, gt=0)
+    #: How far ahead of the server's clock an event's ``created`` may be, in seconds;
+    #: further is refused with 400 (a success from the future would count for every target).
+    max_clock_skew_seconds: float = Field(default=3600.0, ge=0)
 
     # --- Forwarding to Airflow (issue 3) ------------------------------------------------
     #: Base URL of Airflow's API server (e.g. http://127.0.0.1:8080); unset: no forwarding.
@@ -80,6 +83,10 @@ class Settings(BaseSettings):
     forward_backoff_max_seconds: float = Field(default=300.0, gt=0)
     #: Seconds an attempt may hold a delivery before another worker takes it over.
     forward_lease_seconds: float = Field(default=60.0, ge=5)
+    #: Seconds Airflow may still commit a POST after the worker gave up on it (a timeout,
+    #: a reset after sending); no second POST before a lookup made after that finds
+    #: nothing. Default: Airflow's own ``[api] worker_timeout`` (120 s).
+    forward_unknown_outcome_seconds: float = Field(default=120.0, ge=0, le=86_400)
 
     @field_validator("dataset_uri_template")
     @classmethod
@@ -129,6 +136,10 @@ class Settings(BaseSettings):
     @property
     def max_sync_duration_ms(self) -> int:
         return int(self.max_sync_duration_hours * 3600 * 1000)
+
+    @property
+    def max_clock_skew_ms(self) -> int:
+        return int(self.max_clock_skew_seconds * 1000)
 
 
 #: A folder of secret files (Docker/Compose secrets, systemd credentials): a file named

@@ -7,8 +7,7 @@ out aware UTC datetimes, and a user who types ``2026-01-10T00:00`` means UTC.
 
 from __future__ import annotations
 
-import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 UTC = timezone.utc
 
@@ -35,17 +34,25 @@ def parse_iso(text: str) -> datetime:
         raise ValueError(f"timestamp out of range: {text[:64]!r}") from None
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def to_ms(value: datetime) -> int:
     """Return epoch milliseconds of ``value`` (naive is UTC)."""
     aware = to_utc(value)
     # Integer arithmetic avoids float rounding on microseconds.
-    delta = aware - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = aware - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def from_ms(ms: int | float) -> datetime:
-    """Return the aware UTC datetime of epoch milliseconds."""
-    return datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
+    """Return the aware UTC datetime of epoch milliseconds.
+
+    Integer arithmetic, not ``fromtimestamp(ms / 1000)``: the float division loses the
+    last millisecond far from 1970 (year 9999 needs 15 significant digits) and the
+    platform's ``fromtimestamp`` refuses early years, which the model accepts.
+    """
+    return EPOCH + timedelta(milliseconds=int(ms))
 
 
 def iso(value: datetime | int | float | None) -> str | None:
@@ -58,5 +65,10 @@ def iso(value: datetime | int | float | None) -> str | None:
 
 
 def now_ms() -> int:
-    """Return the wall clock in epoch milliseconds."""
-    return time.time_ns() // 1_000_000
+    """Return the wall clock in epoch milliseconds.
+
+    Read through ``datetime.now`` and integer arithmetic, so it is exact to the
+    millisecond also under a frozen clock in tests (freezegun's ``time_ns`` goes
+    through a float and can lose the last millisecond).
+    """
+    return to_ms(datetime.now(UTC))

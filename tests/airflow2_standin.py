@@ -11,6 +11,7 @@ path: Airflow 3 is tested against the real thing (tests/airflow_harness.py).
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +35,11 @@ class Airflow2:
     faults: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     #: Seconds to sit on a created event before answering (a POST that times out but lands).
     answer_delay: float = 0.0
+    #: Seconds to hold the first POST before creating its event (Airflow committing a
+    #: request after its client gave up); later POSTs are committed at once.
+    first_commit_delay: float = 0.0
+    #: POSTs received whose event is not committed yet.
+    uncommitted: int = 0
     url: str = ""
 
     def add_dataset(self, uri: str) -> int:
@@ -109,6 +115,10 @@ class Airflow2:
             uri = body["dataset_uri"]
             if uri not in self.datasets:
                 return problem(404, f"Dataset with uri: `{uri}` was not found")
+            if self.first_commit_delay and len(self.posts) == 1:
+                self.uncommitted += 1
+                time.sleep(self.first_commit_delay)
+                self.uncommitted -= 1
             event = {"id": len(self.events) + 1, "dataset_id": self.datasets[uri],
                      "dataset_uri": uri, "extra": {**body.get("extra", {}),
                                                    "from_rest_api": True},
@@ -117,8 +127,6 @@ class Airflow2:
                      "timestamp": datetime.now(timezone.utc).isoformat()}
             self.events.append(event)
             if self.answer_delay:
-                import time
-
                 time.sleep(self.answer_delay)
             return jsonify(event)
 

@@ -21,8 +21,11 @@ def redis_url(redis_proc, redisdb: redis.Redis) -> str:  # type: ignore[no-untyp
 
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
+    # Forwarding on (the web app creates deliveries only then); the web process never
+    # calls Airflow, so the URL need not answer. Tests of forwarding off clear it.
     return Settings(redis_url=redis_url, webhook_secrets=[SECRET, OTHER_SECRET],
-                    api_tokens=[TOKEN], key_prefix="test:")
+                    api_tokens=[TOKEN], key_prefix="test:",
+                    airflow_url="http://127.0.0.1:9")
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ forever), ``AirflowRejected`` (a 4xx: retrying will not help; ``body`` says why)
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ TOKEN_MARGIN_SECONDS = 60.0
 LOOKUP_PAGE = 100
 #: Longest response body kept in an error message.
 BODY_LIMIT = 2000
+#: Answers that say the request was not handled at all (nothing can have been created).
+NOT_HANDLED = frozenset({429, 503})
 
 
 class AirflowError(Exception):
@@ -117,21 +120,27 @@ def read_credentials(settings: Settings) -> tuple[str, str]:
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now."""
+    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now.
+
+    Garbage and NaN give None (no wish expressed); a huge or infinite value is returned
+    as it is, for the caller to clamp into its retry window.
+    """
     if not value:
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return None if math.isnan(seconds) else max(0.0, seconds)
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    except (TypeError, ValueError, OverflowError, IndexError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def _maybe_sent(exc: requests.RequestException) -> bool:
@@ -193,10 +202,12 @@ class AirflowClient:
             raise AirflowUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}",
                                      maybe_sent=_maybe_sent(exc)) from None
         if resp.status_code == 429 or resp.status_code >= 500:
+            # 429 and 503 say the request was not handled; a 500, 502 or 504 may come
+            # after Airflow committed it (or while it still does), so its outcome is open.
             raise AirflowUnavailable(
                 f"{method} {path}: Airflow answered {resp.status_code}: {_body(resp)}",
                 retry_after=retry_after_seconds(resp.headers.get("Retry-After")),
-                status=resp.status_code)
+                maybe_sent=resp.status_code not in NOT_HANDLED, status=resp.status_code)
         return resp
 
     def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
@@ -210,7 +221,7 @@ class AirflowClient:
         return resp
 
     def _auth_header(self) -> dict[str, str]:
-        if self._token is None or time.monotonic() >= self._token_expires:
+        if self._token is None or time.time() >= self._token_expires:
             self._token = self._fetch_token()
         return {"Authorization": f"Bearer {self._token}"}
 
@@ -222,13 +233,13 @@ class AirflowClient:
                                   f"'{self.username}': {_body(resp)}")
         token = str(resp.json()["access_token"])
         self.tokens_fetched += 1
-        self._token_expires = time.monotonic() + _token_life(token) - TOKEN_MARGIN_SECONDS
+        self._token_expires = time.time() + renew_after(token)
         return token
 
     def set_token(self, token: str | None) -> None:
         """Replace the cached token (tests use it to present an expired one)."""
         self._token = token
-        self._token_expires = time.monotonic() + 3600
+        self._token_expires = time.time() + 3600
 
     def version(self) -> str:
         """Return "3" or "2": configured, or detected from which health endpoint answers."""
@@ -279,6 +290,15 @@ class AirflowClient:
             offset += len(assets)
             if not assets or offset >= int(body.get("total_entries", 0)):
                 return None
+
+    def prepare(self, uri: str) -> None:
+        """Fetch what a POST to ``uri`` needs (version, token, asset id) ahead of it.
+
+        The forwarder calls this before it marks a POST as in flight, so that the mark's
+        time is the POST's own and not that of the lookups before it.
+        """
+        if self.version() != "2":
+            self.asset_id(uri)
 
     def known(self, uri: str) -> bool:
         """Return whether Airflow knows the URI (for ``datasets check``)."""
@@ -348,17 +368,25 @@ class AirflowClient:
             raise AirflowRejected(resp.status_code, _body(resp))
 
 
-def _token_life(token: str) -> float:
-    """Seconds until the JWT's ``exp`` (without verifying it); 1 h when it has none."""
+def renew_after(token: str) -> float:
+    """Seconds after fetching a JWT to fetch the next one, before Airflow refuses it.
+
+    The token's life is ``exp - iat``, both Airflow's clock, so a worker whose clock is
+    off still renews in time (``exp - time.time()`` would be off by the skew). Renewal
+    comes ``TOKEN_MARGIN_SECONDS`` before the end, or half-way through a shorter life.
+    A token without those claims is renewed after an hour (or on a 401).
+    """
     import base64
 
     try:
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        left = float(claims["exp"]) - time.time()
+        life = float(claims["exp"]) - float(claims["iat"])
     except (IndexError, ValueError, KeyError, TypeError):
         return 3600.0
-    return max(left, TOKEN_MARGIN_SECONDS + 1)
+    if not math.isfinite(life) or life <= 0:
+        return 0.0
+    return life - min(TOKEN_MARGIN_SECONDS, life / 2)
 
 
 def lookup_window_start(mark_ms: int, slack: timedelta = timedelta(minutes=2)) -> datetime:

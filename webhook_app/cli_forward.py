@@ -14,6 +14,7 @@ import click
 
 from fivetran_events import HistoryReader, load_settings
 from fivetran_events.model import is_valid_id
+from fivetran_events.timeutil import iso, parse_iso, to_ms
 
 from .airflow_client import AirflowError
 from .cli import clean_errors
@@ -94,22 +95,50 @@ def deliveries(state_: str | None, limit: int, as_json: bool) -> None:
             click.echo(f"{'':20} {'':38} {'':12} {'':>5} {'':>7}   {r['reason']}")
 
 
+def _since_ms(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return to_ms(parse_iso(value))
+    except (ValueError, OverflowError) as exc:
+        raise click.BadParameter(f"{exc} (give an ISO 8601 time, e.g. 2026-01-01T00:00:00Z)",
+                                 param_hint="--since") from None
+
+
 @click.command()
 @click.argument("sync_id", required=False)
 @click.option("--all-undelivered", is_flag=True,
               help="Replay every delivery given up (undelivered or failed).")
+@click.option("--since", "since",
+              help="Forward every success that ended at or after this ISO 8601 time "
+                   "(naive means UTC), also those recorded while forwarding was off.")
 @click.option("--connector", "connector_id", help="Only this connector's deliveries.")
 @clean_errors
-def replay(sync_id: str | None, all_undelivered: bool, connector_id: str | None) -> None:
-    """Forward a sync (or every given-up delivery) again, with a new retry window.
+def replay(sync_id: str | None, all_undelivered: bool, since: str | None,
+           connector_id: str | None) -> None:
+    """Forward a sync (or every given-up delivery, or every success since a time) again,
+    with a new retry window.
 
     Delivered deliveries are left alone: replay never makes a second event.
     """
-    if bool(sync_id) == all_undelivered:
-        raise click.UsageError("give either SYNC_ID or --all-undelivered")
+    if sum((bool(sync_id), all_undelivered, since is not None)) != 1:
+        raise click.UsageError("give exactly one of SYNC_ID, --all-undelivered or --since")
     if sync_id is not None and not is_valid_id(sync_id):
         raise click.BadParameter("not a valid sync id", param_hint="SYNC_ID")
+    since_ms = _since_ms(since)
     fw = _forwarder(with_airflow=False)
+    if since_ms is not None:
+        if not fw.settings.airflow_url:
+            raise click.ClickException("forwarding is off: set FIVETRAN_EVENTS_AIRFLOW_URL "
+                                       "(the workers' Airflow) before replaying the past")
+        if connector_id is not None:
+            raise click.UsageError("--connector does not apply to --since")
+        created, replayed, delivered = fw.forward_since(since_ms)
+        click.echo(f"queued {len(created)} new and {len(replayed)} replayed "
+                   f"deliver{'y' if len(created) + len(replayed) == 1 else 'ies'} since "
+                   f"{iso(since_ms)}" + (f" ({delivered} already delivered)" if delivered
+                                         else ""))
+        return
     if all_undelivered:
         ids = [i for i in fw.store.given_up()
                if connector_id is None or i.split(":")[0] == connector_id]

@@ -45,12 +45,21 @@ class State:
                                 load_uri_map_from_settings(settings)),
         )
 
+    @property
+    def forwarding(self) -> bool:
+        """Whether successes are forwarded: only with an Airflow to forward them to."""
+        return self.settings.airflow_url is not None
+
     def enqueue_forward(self, pipe: Pipeline, event: Event) -> None:
         """Create the sync's deliveries and queue their jobs inside the history write's MULTI.
 
         One delivery and one RQ job per dataset URI of the connector (webhook_app.forward).
+        Without ``FIVETRAN_EVENTS_AIRFLOW_URL`` nothing: no worker would ever take those
+        jobs, and records and jobs without an expiry would pile up for good (turning
+        forwarding on later forwards the past only when asked: ``replay --since``).
         """
-        self.forwarder.enqueue(pipe, event)
+        if self.forwarding:
+            self.forwarder.enqueue(pipe, event)
 
 
 def state() -> State:

@@ -43,9 +43,10 @@ def _receive() -> dict[str, str]:
         raise ApiError(401, f"missing or invalid {SIGNATURE_HEADER} signature")
     try:
         event = parse_event(body)
+        result = st.writer.record(event, on_success=st.enqueue_forward,
+                                  max_clock_skew_ms=st.settings.max_clock_skew_ms)
     except InvalidPayload as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
-    result = st.writer.record(event, on_success=st.enqueue_forward)
     answer = {"status": result.status.value, "event": event.event}
     if event.connector_id:
         answer["connector_id"] = event.connector_id

@@ -84,13 +84,16 @@ def test_every_queried_metric_is_exported(redis_url: str, settings: Settings,
     assert len(names) >= 10
     port = free_port()
     # Airflow is a closed loopback port: every attempt is a retry, which is all we need.
+    airflow_url = f"http://127.0.0.1:{free_port()}"
     worker = WorkerProcess(settings, tmp_path, args=("--metrics-port", str(port)),
-                           airflow_url=f"http://127.0.0.1:{free_port()}", airflow_username="u",
+                           airflow_url=airflow_url, airflow_username="u",
                            airflow_password="p", airflow_api_version="2",
                            airflow_timeout_seconds=1, forward_backoff_max_seconds=1)
     try:
         (tmp_path / "metrics").mkdir()
-        with webhook_server(redis_url, tmp_path / "metrics") as (base, _proc):
+        # With an Airflow URL the webhook creates deliveries for the worker.
+        with webhook_server(redis_url, tmp_path / "metrics",
+                            FIVETRAN_EVENTS_AIRFLOW_URL=airflow_url) as (base, _proc):
             raw, headers = signed(payload(connector_id="dashboard"))
             assert requests.post(base + "/webhooks/fivetran", data=raw, headers=headers,
                                  timeout=10).json()["status"] == "recorded"

@@ -4,13 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from rq import SimpleWorker
 
 from fivetran_events import Settings
 from webhook_app.forward import Forwarder
 from webhook_app.jobs import build_forwarder, configure
 
+from ..airflow2_standin import Airflow2
 from ..support import TOKEN, payload, signed
+
+#: The connector the stand-in tests forward, and its dataset URI.
+CID = "assimilate_seem"
+URI = f"fivetran://connector/{CID}"
+
+
+# Import these two into a test module to have ``af2`` know URI and ``fw`` talk to it.
+@pytest.fixture(name="af2")
+def af2_with_dataset(af2: Airflow2) -> Airflow2:
+    """The stand-in (tests/webhook_app/conftest.py) knowing the connector's dataset."""
+    af2.add_dataset(URI)
+    return af2
+
+
+@pytest.fixture(name="fw")
+def fw_on_af2(settings: Settings, af2: Airflow2) -> Forwarder:
+    """A worker's Forwarder talking to that stand-in."""
+    return forwarder(settings, af2.url, af2.username, af2.password)
 
 
 def post_event(http: Any, **kwargs: Any) -> dict[str, Any]:

@@ -42,7 +42,9 @@ def test_sigkill_under_load_keeps_every_ack(redis_url: str, client: redis.Redis,
     lock = threading.Lock()
     stop = threading.Event()
 
-    with webhook_server(redis_url, tmp_path) as (base, proc):
+    # Forwarding on, so each success also queues its job (the web process never calls it).
+    with webhook_server(redis_url, tmp_path,
+                        FIVETRAN_EVENTS_AIRFLOW_URL="http://127.0.0.1:9") as (base, proc):
         def drive(mine: list[bytes]) -> None:
             s = requests.Session()
             deadline = time.monotonic() + LOAD_SECONDS

@@ -22,24 +22,19 @@ from webhook_app.forward import DeliveryState, Forwarder
 
 from ..airflow2_standin import Airflow2
 from ..support import at
-from .forward_support import forwarder, post_event, run_worker, syncs
+from .forward_support import (
+    CID,
+    URI,
+    af2_with_dataset,  # noqa: F401  (fixture af2)
+    forwarder,
+    fw_on_af2,  # noqa: F401  (fixture fw)
+    post_event,
+    run_worker,
+    syncs,
+)
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
-CID = "assimilate_seem"
-URI = f"fivetran://connector/{CID}"
-
-
-@pytest.fixture
-def af2(af2: Airflow2) -> Airflow2:
-    """The stand-in (tests/webhook_app/conftest.py) knowing the connector's dataset."""
-    af2.add_dataset(URI)
-    return af2
-
-
-@pytest.fixture
-def fw(settings: Settings, af2: Airflow2) -> Forwarder:
-    return forwarder(settings, af2.url, af2.username, af2.password)
 
 
 class Clock:
@@ -97,6 +92,19 @@ class TestDelivery:
                          "airflow_event_id": 1, "airflow_event_at": view[0]["airflow_event_at"],
                          "reason": None, "received_at": view[0]["received_at"],
                          "next_attempt_at": None, "updated_at": view[0]["updated_at"]}]
+
+    def test_retried_sync_sends_the_start_of_the_attempt_that_succeeded(
+            self, http: Any, fw: Forwarder, af2: Airflow2) -> None:
+        """A sync id that failed and ran again: started_at is the second attempt's start."""
+        post_event(http, event="sync_start", sync_id="s1", created=at(10, 1))
+        post_event(http, sync_id="s1", status="FAILURE", created=at(10, 2))
+        post_event(http, event="sync_start", sync_id="s1", created=at(10, 3))
+        post_event(http, sync_id="s1", created=at(10, 4))
+        run_worker(fw)
+        assert len(af2.posts) == 1
+        extra = af2.posts[0]["extra"]
+        assert extra["started_at"] == "2026-01-10T03:00:00.000Z"
+        assert extra["ended_at"] == "2026-01-10T04:00:00.000Z"
 
     def test_full_refresh_after_resyncs(self, http: Any, fw: Forwarder, af2: Airflow2) -> None:
         """The first success after a resync says full_refresh (with tables for resync_table)."""
@@ -234,6 +242,7 @@ class TestExactlyOnce:
     def test_event_posted_before_a_crash_is_found_not_posted_again(
             self, http: Any, fw: Forwarder, af2: Airflow2) -> None:
         """A worker died after the POST, before recording it: the retry finds the event."""
+        clock = Clock(fw)
         post_event(http, sync_id="s1")
         d = state_of(fw, "s1")
         extra = fw.build_extra(d)
@@ -242,6 +251,7 @@ class TestExactlyOnce:
                                                    "extra": json.dumps(extra)})
         assert fw.airflow is not None
         fw.airflow.post_event(URI, extra)
+        clock.now = fw.settles_at(state_of(fw, "s1")) or 0  # its lease and margin are over
         run_worker(fw)
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.DELIVERED
@@ -271,9 +281,11 @@ class TestExactlyOnce:
     def test_in_flight_mark_without_an_event_posts(self, http: Any, fw: Forwarder,
                                                    af2: Airflow2) -> None:
         """A worker died before its POST reached Airflow: the retry posts (once)."""
+        clock = Clock(fw)
         post_event(http, sync_id="s1")
         d = state_of(fw, "s1")
         fw.redis.hset(fw.store.key(d.id), "inflight_ms", str(fw.clock()))
+        clock.now = fw.settles_at(state_of(fw, "s1")) or 0
         run_worker(fw)
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED
         assert len(af2.posts) == 1

@@ -213,7 +213,10 @@ class TestFaults:
         """SIGKILL while the POST is in Airflow's hands: another worker ends with one event."""
         cid = "kill_conn"
         airflow.wait_for_asset(uri(cid))
-        short = {"airflow_timeout_seconds": 2, "forward_lease_seconds": 5}
+        # The stopped API server commits the orphaned POST as soon as it runs again, so a
+        # few seconds of margin after the dead attempt's lease cover it here.
+        short = {"airflow_timeout_seconds": 2, "forward_lease_seconds": 5,
+                 "forward_unknown_outcome_seconds": 5}
         first = start_worker(af_settings, tmp_path, "first", **short)
         workers.append(first)
         warm = f"warm-{uuid.uuid4()}"  # the worker gets its token and asset id first

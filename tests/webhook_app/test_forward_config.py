@@ -112,3 +112,9 @@ class TestRetryAfter:
         assert retry_after_seconds("garbage") is None
         assert retry_after_seconds("Thu, 01 Jan 2026 00:01:00 GMT",
                                    now=1767225600.0) == pytest.approx(60.0)
+
+    def test_not_a_number_is_no_wish(self) -> None:
+        """NaN asks for nothing (None); infinity is kept for the caller to clamp."""
+        assert retry_after_seconds("NaN") is None
+        assert retry_after_seconds("inf") == float("inf")
+        assert retry_after_seconds("Fri, 31 Dec 99999 23:59:59 GMT") is None

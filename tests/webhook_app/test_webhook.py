@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 import redis
+from freezegun import freeze_time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rq import Queue
 from rq.job import Job
 
-from fivetran_events import Settings
+from fivetran_events import Settings, decide
 from fivetran_events.signature import SIGNATURE_HEADER, sign
+from fivetran_events.timeutil import to_ms
 from webhook_app import create_app
 from webhook_app.forward import FORWARD_JOB
+from webhook_app.state import EXTENSION
 
 from ..support import OTHER_SECRET, SECRET, at, job_sync_id, payload, signed
 
@@ -200,3 +204,37 @@ class TestMetrics:
         for outcome in ("recorded", "duplicate", "unauthorized"):
             assert count(after, outcome) == count(before, outcome) + 1
         assert "fivetran_events_webhook_seconds_bucket" in after
+
+
+class TestClockSkew:
+    """``created`` ahead of the server's clock: 400 naming it, nothing recorded."""
+
+    NOW = at(3)
+
+    def test_beyond_the_default_skew_is_400(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+        """One millisecond over an hour ahead is refused; exactly an hour is accepted."""
+        with freeze_time(self.NOW):
+            r = post(http, payload(created=self.NOW + timedelta(hours=1, milliseconds=1)))
+            assert r.status_code == 400 and r.json["field"] == "created"
+            assert "ahead of the server's clock" in r.json["error"]
+            assert client.keys("*") == []
+            r = post(http, payload(created=self.NOW + timedelta(hours=1)))
+            assert r.status_code == 200 and r.json["status"] == "recorded"
+
+    def test_a_success_from_2999_changes_no_decision(self, http, client: redis.Redis,  # type: ignore[no-untyped-def]
+                                                     app) -> None:
+        """The signed success dated 2999 is refused, so a later target still waits."""
+        with freeze_time(self.NOW):
+            r = post(http, payload(created="2999-01-01T00:00:00.000Z", sync_id="future"))
+            assert r.status_code == 400 and r.json["field"] == "created"
+            assert client.keys("*") == []
+            facts = app.extensions[EXTENSION].reader.facts(
+                "assimilate_seem", to_ms(at(10)))
+        assert decide(facts).outcome.value == "wait"
+
+    def test_the_setting_sets_the_bound(self, settings: Settings) -> None:
+        """FIVETRAN_EVENTS_MAX_CLOCK_SKEW_SECONDS reaches the check."""
+        app = create_app(settings.model_copy(update={"max_clock_skew_seconds": 60}))
+        with freeze_time(self.NOW), app.test_client() as http:
+            assert post(http, payload(created=self.NOW + timedelta(seconds=61))).status_code == 400
+            assert post(http, payload(created=self.NOW + timedelta(seconds=60))).status_code == 200
