@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
 # Install what the tests use beyond Python packages: redis-server, nginx (only for
-# `nginx -t` on deploy/nginx.conf; never started) and a Dockerfile linter from npm.
+# `nginx -t` on deploy/nginx.conf), promtool from Debian's prometheus (only for
+# `promtool check rules` / `test rules` on deploy/prometheus/; no server is started)
+# and a Dockerfile linter from npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/ensure-redis.sh
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-  echo "==> installing Debian's nginx-light (config checks only; it is not started)"
+
+apt_install() { # command package why
+  if command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; then
+    return 0
+  fi
+  echo "==> installing Debian's $2 ($3; it is not started)"
   if [ "$(id -u)" = 0 ]; then
-    # Keep the package's scripts from starting a server on port 80.
+    # Keep the package's scripts from starting a server.
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
     rm -f /usr/sbin/policy-rc.d
+    trap - EXIT
   else
-    echo "error: nginx is needed for the deploy tests (apt-get install nginx-light)" >&2
+    echo "error: $1 is needed for the deploy tests (apt-get install $2)" >&2
     exit 1
   fi
-fi
+}
+
+apt_install nginx nginx-light "config checks only"
+apt_install promtool prometheus "promtool for the alert rules' tests"
 if [ ! -x .venv/node/node_modules/.bin/dockerfilelint ]; then
   command -v npm >/dev/null || { echo "error: npm is needed for the Dockerfile linter" >&2; exit 1; }
   echo "==> installing dockerfilelint (npm) into .venv/node"

@@ -15,8 +15,24 @@ redis_port="${FTE_REDIS_PORT:-6390}"
 airflow_port="${FTE_AIRFLOW_PORT:-8080}"
 mkdir -p "$state"
 
-say() { printf '==> %s\n' "$*"; }
-die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+t0=$SECONDS
+steps=7 step_no=0
+# Every line says how long `up` has run, so a slow first run shows where the time goes.
+say() { printf '[%3ss] ==> %s\n' "$(( SECONDS - t0 ))" "$*"; }
+step() { step_no=$(( step_no + 1 )); say "($step_no/$steps) $*"; }
+die() { printf '[%3ss] error: %s\n' "$(( SECONDS - t0 ))" "$*" >&2; exit 1; }
+
+fail_log() { # message logfile  (the last lines of the log that failed, and where it is)
+  printf '[%3ss] error: %s\n' "$(( SECONDS - t0 ))" "$1" >&2
+  if [ -s "$2" ]; then
+    printf -- '--- the last 25 lines of %s:\n' "$2" >&2
+    tail -n 25 "$2" >&2
+    printf -- '--- the whole log: %s\n' "$2" >&2
+  else
+    printf 'its log, %s, is empty\n' "$2" >&2
+  fi
+  exit 1
+}
 
 starttime() { # pid -> the kernel's start time of that process (field 22 of /proc/PID/stat)
   [ -r "/proc/$1/stat" ] && sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20
@@ -70,12 +86,45 @@ secrets() {
   load_secrets "$state/secrets.env" FIVETRAN_EVENTS_WEBHOOK_SECRETS=24 FIVETRAN_EVENTS_API_TOKENS=24
 }
 
-wait_http() { # url seconds
-  for _ in $(seq 1 $(( $2 * 10 ))); do
-    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.1
+alive() { # pidfile: the process we started runs (and is not a zombie)
+  local pid start
+  ours "$1" "" || return 1
+  read -r pid start <"$1" || true
+  [ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]
+}
+
+wait_http() { # what url seconds component...  (each component: $state/NAME.pid and .log)
+  local what="$1" url="$2" limit="$3" start=$SECONDS next=5 c; shift 3
+  say "waiting for $what at $url (up to ${limit}s)"
+  while ! curl -fsS --max-time 2 -o /dev/null "$url" 2>/dev/null; do
+    for c in "$@"; do
+      alive "$state/$c.pid" || fail_log "$c exited while waiting for $what" "$state/$c.log"
+    done
+    if [ $(( SECONDS - start )) -ge "$limit" ]; then
+      fail_log "$what did not answer within ${limit}s" "$state/$1.log"
+    fi
+    if [ $(( SECONDS - start )) -ge "$next" ]; then
+      say "  still waiting for $what: $(( SECONDS - start ))s"
+      next=$(( next + 5 ))
+    fi
+    sleep 0.2
   done
-  return 1
+  say "$what answers after $(( SECONDS - start ))s"
+}
+
+run_logged() { # what logfile command...  (progress every 10 s; the log's tail on failure)
+  local what="$1" log="$2" start=$SECONDS next=10 pid; shift 2
+  "$@" >"$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ $(( SECONDS - start )) -ge "$next" ]; then
+      say "  still $what: $(( SECONDS - start ))s"
+      next=$(( next + 10 ))
+    fi
+    sleep 0.5
+  done
+  wait "$pid" || fail_log "$what failed" "$log"
+  say "$what: done in $(( SECONDS - start ))s"
 }
 
 start_bg() { # name pidfile logfile command...  (own session, so the group can be stopped)
@@ -127,8 +176,10 @@ PY
 
 up() {
   command -v curl >/dev/null || die "curl is needed to check the stack's health"
-  bash deploy/venv.sh server,airflow
+  step "installing the server and Airflow into .venv (a minute or two the first time)"
+  run_logged "installing" "$state/install.log" bash deploy/venv.sh server,airflow
   secrets
+  step "Redis"
   if [ -n "${FIVETRAN_EVENTS_REDIS_URL:-}" ]; then
     say "using Redis at $FIVETRAN_EVENTS_REDIS_URL"
   else
@@ -146,6 +197,7 @@ up() {
     fi
   fi
   airflow_env
+  step "the webhook app"
   export PROMETHEUS_MULTIPROC_DIR="$state/metrics"
   if ours "$state/webhook.pid" gunicorn; then
     say "webhook app already running on 127.0.0.1:$webhook_port"
@@ -154,21 +206,25 @@ up() {
     start_bg "the webhook app on 127.0.0.1:$webhook_port" "$state/webhook.pid" "$state/webhook.log" \
       .venv/bin/fivetran-events serve --host 127.0.0.1 --port "$webhook_port"
   fi
-  say "waiting for http://127.0.0.1:$webhook_port/readyz"
-  wait_http "http://127.0.0.1:$webhook_port/readyz" 30 ||
-    die "the webhook app did not become ready; see $state/webhook.log"
-  if ! ours "$state/worker.pid" "fivetran-events worker"; then
+  wait_http "the webhook app" "http://127.0.0.1:$webhook_port/readyz" 30 webhook
+  step "the forwarding worker"
+  if ours "$state/worker.pid" "fivetran-events worker"; then
+    say "the forwarding worker already runs"
+  else
     start_bg "a forwarding worker" "$state/worker.pid" "$state/worker.log" \
       .venv/bin/fivetran-events worker
   fi
+  step "Airflow's database (SQLite in $AIRFLOW_HOME)"
   if [ ! -f "$AIRFLOW_HOME/airflow.db" ] || [ pyproject.toml -nt "$AIRFLOW_HOME/airflow.db" ]; then
-    say "migrating Airflow's database (SQLite in $AIRFLOW_HOME)"
-    .venv/bin/airflow db migrate >"$state/airflow-migrate.log" 2>&1 ||
-      die "airflow db migrate failed; see $state/airflow-migrate.log"
+    run_logged "migrating Airflow's database" "$state/airflow-migrate.log" \
+      .venv/bin/airflow db migrate
+  else
+    say "up to date"
   fi
   seed_warehouse
+  step "Airflow's api-server, scheduler, dag-processor and triggerer"
   for c in api-server scheduler dag-processor triggerer; do
-    if ours "$state/airflow-$c.pid" "airflow $c"; then continue; fi
+    if ours "$state/airflow-$c.pid" "airflow $c"; then say "Airflow $c already runs"; continue; fi
     case "$c" in
       api-server) args=(api-server --host 127.0.0.1 --port "$airflow_port") ;;
       scheduler|triggerer) args=("$c" --skip-serve-logs) ;;
@@ -176,9 +232,8 @@ up() {
     esac
     start_bg "Airflow $c" "$state/airflow-$c.pid" "$state/airflow-$c.log" .venv/bin/airflow "${args[@]}"
   done
-  say "waiting for Airflow on http://127.0.0.1:$airflow_port"
-  wait_http "http://127.0.0.1:$airflow_port/api/v2/monitor/health" 180 ||
-    die "Airflow's API server did not start; see $state/airflow-api-server.log"
+  wait_http "Airflow's API server" "http://127.0.0.1:$airflow_port/api/v2/monitor/health" 180 \
+    airflow-api-server airflow-scheduler airflow-dag-processor airflow-triggerer
   # Everything a shell needs to talk to the stack (the README's examples source it).
   ( umask 077; {
     printf 'FIVETRAN_EVENTS_REDIS_URL=%s\n' "$FIVETRAN_EVENTS_REDIS_URL"
@@ -188,8 +243,10 @@ up() {
     printf 'FIVETRAN_EVENTS_AIRFLOW_USERNAME=%s\n' "$FIVETRAN_EVENTS_AIRFLOW_USERNAME"
     printf 'FIVETRAN_EVENTS_AIRFLOW_PASSWORD=%s\n' "$FIVETRAN_EVENTS_AIRFLOW_PASSWORD"
   } >"$state/env" )
-  FTE_WEBHOOK_URL="http://127.0.0.1:$webhook_port" .venv/bin/python deploy/stack_demo.py ||
-    die "the demo sync did not reach Airflow; see $state/*.log"
+  step "a demo sync_end, through the worker, to an asset-scheduled DAG run"
+  FTE_WEBHOOK_URL="http://127.0.0.1:$webhook_port" FTE_UP_STARTED=$(( SECONDS - t0 )) \
+    .venv/bin/python deploy/stack_demo.py ||
+    fail_log "the demo sync did not reach Airflow (other logs: $state/*.log)" "$state/worker.log"
   body='{"event":"sync_end","created":"'"$(date -u +%Y-%m-%dT%H:%M:%S.000Z)"'","connector_type":"postgres","connector_id":"demo_connector","connector_name":"fivetran_demo","sync_id":"demo-'"$(date +%s)"'","destination_group_id":"demo_group","data":{"status":"SUCCESSFUL"}}'
   sig="$(printf '%s' "$body" | .venv/bin/python -c 'import sys,hmac,hashlib,os; print(hmac.new(os.environ["FIVETRAN_EVENTS_WEBHOOK_SECRETS"].split(",")[0].encode(), sys.stdin.buffer.read(), hashlib.sha256).hexdigest().upper())')"
   cat <<MSG

@@ -23,6 +23,13 @@ from fivetran_events.timeutil import iso, now_ms
 from fivetran_events.uris import dataset_uri
 
 T = TypeVar("T")
+#: Seconds ``make up`` had run when it started this script, so our lines continue its clock.
+_ORIGIN = time.monotonic() - float(os.environ.get("FTE_UP_STARTED", "0"))
+
+
+def say(text: str) -> None:
+    print(f"[{time.monotonic() - _ORIGIN:3.0f}s] ==> {text}", flush=True)
+
 CONNECTOR = "demo_connector"
 CONSUMER_DAG = "fivetran_asset_consumer"
 
@@ -46,15 +53,21 @@ class Airflow:
 
 
 def wait(what: str, check: Callable[[], T | None], deadline: float) -> T:
-    print(f"==> waiting for {what}", flush=True)
+    say(f"waiting for {what}")
     last: Exception | None = None
+    started = time.monotonic()
+    report = started + 10
     while time.monotonic() < deadline:
         try:
             value = check()
             if value:
+                say(f"{what}: after {time.monotonic() - started:.0f}s")
                 return value
         except (requests.RequestException, KeyError, ValueError) as exc:
             last = exc
+        if time.monotonic() >= report:
+            say(f"  still waiting for {what}: {time.monotonic() - started:.0f}s")
+            report += 10
         time.sleep(1)
     sys.exit(f"error: timed out waiting for {what}" + (f" ({last})" if last else ""))
 
@@ -95,7 +108,7 @@ def main() -> int:
     body, headers = signed_sync_end(sync_id)
     r = requests.post(os.environ["FTE_WEBHOOK_URL"] + "/webhooks/fivetran", data=body,
                       headers=headers, timeout=10)
-    print(f"==> sent a signed sync_end ({sync_id}): {r.status_code} {r.text.strip()}")
+    say(f"sent a signed sync_end ({sync_id}): {r.status_code} {r.text.strip()}")
     if r.status_code != 200:
         sys.exit("error: the webhook did not accept the demo sync_end")
     sent = time.monotonic()
@@ -106,8 +119,8 @@ def main() -> int:
         return runs["dag_runs"][0] if runs["total_entries"] > before else None
 
     run = wait(f"a run of {CONSUMER_DAG} triggered by that sync", new_run, deadline)
-    print(f"==> {CONSUMER_DAG} run {run['dag_run_id']} started "
-          f"{time.monotonic() - sent:.1f} s after the webhook ({run['state']})")
+    say(f"{CONSUMER_DAG} run {run['dag_run_id']} started "
+        f"{time.monotonic() - sent:.1f} s after the webhook ({run['state']})")
     return 0
 
 

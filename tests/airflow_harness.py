@@ -58,6 +58,9 @@ from .support import conn_uri
 
 DAGS_SOURCE = Path(__file__).parent / "airflow_dags"
 USERNAME = "admin"
+#: One more user per lesser role of the simple auth manager (viewer < user < op < admin),
+#: so tests can show what each role may do (the worker's least role, deploy/compose.yaml).
+ROLE_USERS = {"viewer": "fte-viewer", "user": "fte-user", "op": "fte-op"}
 START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
 COMPONENTS = {
     "scheduler": ["scheduler", "--skip-serve-logs"],
@@ -112,6 +115,9 @@ class AirflowServer:
     port: int = field(default_factory=free_port)
     password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     jwt_secret: str = field(default_factory=lambda: secrets.token_urlsafe(64))
+    #: Passwords of the ROLE_USERS, by username.
+    role_passwords: dict[str, str] = field(default_factory=lambda: {
+        name: secrets.token_urlsafe(16) for name in ROLE_USERS.values()})
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     #: More environment for every component (connections, log level).
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -150,7 +156,8 @@ class AirflowServer:
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
             "AIRFLOW__CORE__AUTH_MANAGER": ("airflow.api_fastapi.auth.managers.simple."
                                             "simple_auth_manager.SimpleAuthManager"),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
+                [f"{USERNAME}:admin", *(f"{u}:{r}" for r, u in ROLE_USERS.items())]),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
             "AIRFLOW__API_AUTH__JWT_SECRET": self.jwt_secret,
             "AIRFLOW__API__HOST": "127.0.0.1",
@@ -183,7 +190,8 @@ class AirflowServer:
         self.warehouse_dir.mkdir(parents=True, exist_ok=True)
         for src in DAGS_SOURCE.glob("*.py"):
             shutil.copy(src, self.dags_folder / src.name)
-        (self.home / "passwords.json").write_text(json.dumps({USERNAME: self.password}))
+        (self.home / "passwords.json").write_text(
+            json.dumps({USERNAME: self.password, **self.role_passwords}))
         subprocess.run([airflow_bin(), "db", "migrate"], env=self.env(), check=True,
                        stdout=open(self.home / "migrate.log", "wb"),  # noqa: SIM115
                        stderr=subprocess.STDOUT, timeout=START_TIMEOUT)

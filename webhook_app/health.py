@@ -10,6 +10,7 @@ from fivetran_events.timeutil import now_ms
 
 from . import metrics
 from .errors import ApiError, redis_refusal
+from .gauges import RedisGauges
 from .state import State, state
 
 bp = Blueprint("health", __name__)
@@ -53,5 +54,6 @@ def write_refusal(st: State) -> str | None:
 
 @bp.get("/metrics")
 def prometheus() -> Response:
-    body, content_type = metrics.render()
+    st = state()
+    body, content_type = metrics.render(RedisGauges(st.redis, st.settings.key_prefix))
     return Response(body, content_type=content_type)

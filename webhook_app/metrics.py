@@ -16,6 +16,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.registry import Collector
 
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     # prometheus_client opens its files there as soon as a metric is created.
@@ -34,15 +35,31 @@ LATENCY = Histogram(
 )
 
 
-def render() -> tuple[bytes, str]:
-    """Return the exposition text of every metric (all gunicorn workers when multiprocess)."""
+#: Every outcome the webhook counts. Each series exists at 0 from the start: Prometheus's
+#: increase() needs a sample before the first increment, or an alert on the first 503
+#: after a restart would never see it.
+WEBHOOK_OUTCOMES = ("recorded", "duplicate", "ignored", "invalid", "unauthorized",
+                    "too_large", "unavailable")
+for _outcome in WEBHOOK_OUTCOMES:
+    DELIVERIES.labels(outcome=_outcome)
+
+
+def render(*scrape_time: Collector) -> tuple[bytes, str]:
+    """Return the exposition text of every metric (all gunicorn workers when multiprocess).
+
+    ``scrape_time`` collectors (webhook_app.gauges) are read per call, never registered
+    globally: they belong to one app's Redis.
+    """
+    extra = CollectorRegistry()
+    for collector in scrape_time:
+        extra.register(collector)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+        return generate_latest(registry) + generate_latest(extra), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY) + generate_latest(extra), CONTENT_TYPE_LATEST
 
 
 # --- Forwarding to Airflow (issue 3) ----------------------------------------------------
@@ -53,6 +70,8 @@ FORWARD_OUTCOMES = Counter(
     "recovered: found already in Airflow after a crash, retrying, undelivered, failed, busy).",
     ["outcome"],
 )
+for _outcome in ("delivered", "recovered", "retrying", "undelivered", "failed", "busy"):
+    FORWARD_OUTCOMES.labels(outcome=_outcome)  # at 0 from the start, as the webhook's are
 FORWARD_LATENCY = Histogram(
     "fivetran_events_forward_latency_seconds",
     "Time from the webhook's receipt of a successful sync_end to Airflow creating its "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import socket
 import subprocess
 from pathlib import Path
 
@@ -28,6 +29,28 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def stack_env(state: Path) -> dict[str, str]:
+    """The environment of a new user's shell, with the stack on free ports under ``state``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("FIVETRAN_EVENTS_", "AIRFLOW"))}
+    env.update(FTE_STATE_DIR=str(state), FTE_WEBHOOK_PORT=str(free_port()),
+               FTE_REDIS_PORT=str(free_port()), FTE_AIRFLOW_PORT=str(free_port()))
+    return env
+
+
+def check_progress(out: str) -> None:
+    """Each phase is numbered, each line says the seconds passed, waits say what they wait for."""
+    lines = [line for line in out.splitlines() if "==>" in line]
+    assert lines and all(re.match(r"\[\s*\d+s\] ==> ", line) for line in lines), lines
+    steps = [int(m.group(1)) for line in lines if (m := re.search(r"==> \((\d)/7\) ", line))]
+    assert steps == list(range(1, 8)), lines
+    seconds = [int(re.match(r"\[\s*(\d+)s\]", line).group(1)) for line in lines]  # type: ignore[union-attr]
+    assert seconds == sorted(seconds)
+    assert any(re.search(r"waiting for Airflow's API server at http://127.0.0.1:\d+/", line)
+               for line in lines)
+    assert any(re.search(r"Airflow's API server answers after \d+s", line) for line in lines)
 
 
 MARK = "<!-- runs against the local stack -->"
@@ -58,14 +81,13 @@ def run_readme_blocks(env: dict[str, str], webhook_port: str) -> list[str]:
 
 def test_up_curl_down(tmp_path: Path) -> None:
     """make up returns healthy and prints a curl that works; make down stops exactly it."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FIVETRAN_EVENTS_", "AIRFLOW"))}
-    env.update(FTE_STATE_DIR=str(tmp_path), FTE_WEBHOOK_PORT=str(free_port()),
-               FTE_REDIS_PORT=str(free_port()), FTE_AIRFLOW_PORT=str(free_port()))
+    env = stack_env(tmp_path)
     up = make("up", env)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         assert "The stack is up." in up.stdout
+        check_progress(up.stdout)
+        assert re.search(r"migrating Airflow's database: done in \d+s", up.stdout), up.stdout
         # The asset-scheduled example DAG ran because of the demo sync it sent.
         assert re.search(r"fivetran_asset_consumer run \S+ started [0-9.]+ s after the "
                          r"webhook", up.stdout), up.stdout
@@ -97,3 +119,23 @@ def test_up_curl_down(tmp_path: Path) -> None:
     assert down.returncode == 0, down.stderr
     assert not any(pid_alive(p) for p in pids)
     assert (tmp_path / "redis" / "appendonlydir").exists()  # AOF persistence is on
+
+
+def test_a_failing_component_shows_its_log(tmp_path: Path) -> None:
+    """The webhook's port is taken: up stops at once with gunicorn's last lines and the path."""
+    env = stack_env(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", int(env["FTE_WEBHOOK_PORT"])))
+        taken.listen()
+        try:
+            up = make("up", env)
+        finally:
+            down = make("down", env)
+    assert up.returncode != 0
+    log = tmp_path / "webhook.log"
+    assert "webhook exited while waiting for the webhook app" in up.stderr, up.stderr
+    assert f"the last 25 lines of {log}:" in up.stderr
+    assert "Connection in use" in up.stderr  # gunicorn's own words, from the log
+    assert f"the whole log: {log}" in up.stderr
+    assert re.search(r"\(3/7\) the webhook app", up.stdout), up.stdout
+    assert down.returncode == 0, down.stderr

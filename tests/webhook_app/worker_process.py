@@ -33,12 +33,12 @@ class WorkerProcess:
     """One ``fivetran-events worker``; ``stop()`` is SIGTERM, ``kill()`` is SIGKILL."""
 
     def __init__(self, settings: Settings, log_dir: Path, name: str = "worker",
-                 **extra: Any) -> None:
+                 *, args: tuple[str, ...] = (), **extra: Any) -> None:
         self.log_path = log_dir / f"{name}.log"
         exe = Path(sys.executable).parent / "fivetran-events"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(exe), "worker", "--sweep-interval", "0.2"],
+                [str(exe), "worker", "--sweep-interval", "0.2", *args],
                 env=worker_env(settings, **extra), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
 

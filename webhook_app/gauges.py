@@ -1,0 +1,206 @@
+"""Scrape-time gauges read from Redis: the questions an on-call person asks.
+
+metrics.py counts what one process did; these gauges describe the state every process
+shares in Redis (deliveries waiting or given up, each connector's freshness), so any app
+instance gives the same answer and a restart loses nothing. They are computed when
+/metrics is scraped, in two pipelined round trips whose size is bounded by the number of
+connectors plus at most ``STATE_SAMPLE`` deliveries of each forwarding set: never a scan
+of the history. A Redis error yields ``fivetran_events_gauges_up 0`` instead of failing
+the scrape, so the process's own counters (the 503s among them) still reach Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fivetran_events.history import decode_completion
+from fivetran_events.keys import (
+    ConnectorKeys,
+    connectors_key,
+    delivery_key,
+    due_key,
+    last_test_event_key,
+    undelivered_key,
+)
+from fivetran_events.timeutil import now_ms, parse_iso, to_ms
+
+#: Members of ``fwd:due`` and ``fwd:undelivered`` whose state is read per scrape. Their
+#: sizes (``..._due_deliveries``, ``..._given_up_deliveries``) are always exact; past this
+#: many, the split by state counts the first ones of each set only.
+STATE_SAMPLE = 5_000
+#: The states an on-call person acts on. ``fwd:due`` holds pending and retrying
+#: deliveries, ``fwd:undelivered`` undelivered and failed ones (webhook_app/forward.py).
+STATES = ("pending", "retrying", "undelivered", "failed")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class Snapshot:
+    """What one scrape read, turned into metric families by ``families``."""
+
+    now: int
+    due: int = 0
+    given_up: int = 0
+    overdue_ms: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATES, 0))
+    oldest_received: dict[str, int] = field(default_factory=dict)
+    #: connector id -> (name, type, group)
+    connectors: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    last_success: dict[str, int] = field(default_factory=dict)
+    #: connector id -> (succeeded, Fivetran's status) of its newest completion
+    last_status: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    last_webhook: int | None = None
+
+    def families(self) -> Iterator[Metric]:
+        """Yield the gauges (ages in seconds, computed against the scrape's clock)."""
+        def age(ms: int) -> float:
+            return max(0.0, (self.now - ms) / 1000)
+
+        by_state = GaugeMetricFamily(
+            "fivetran_events_forward_deliveries",
+            "Deliveries to Airflow by state: pending (queued or in an attempt), retrying, "
+            "undelivered (404 or retries ran out) and failed (Airflow refused it).",
+            labels=["state"])
+        for state in STATES:
+            by_state.add_metric([state], self.counts[state])
+        yield by_state
+        oldest = GaugeMetricFamily(
+            "fivetran_events_forward_oldest_delivery_age_seconds",
+            "Seconds since the webhook received the oldest delivery in each state.",
+            labels=["state"])
+        for state, received in sorted(self.oldest_received.items()):
+            oldest.add_metric([state], age(received))
+        yield oldest
+        yield GaugeMetricFamily(
+            "fivetran_events_forward_due_deliveries",
+            "Deliveries waiting for an attempt or a retry (the due queue's depth).",
+            value=self.due)
+        yield GaugeMetricFamily(
+            "fivetran_events_forward_given_up_deliveries",
+            "Deliveries given up (undelivered or failed), waiting for a replay.",
+            value=self.given_up)
+        yield GaugeMetricFamily(
+            "fivetran_events_forward_overdue_seconds",
+            "How far past its due time the most overdue delivery is (0: none is late); "
+            "grows when no worker sweeps the due queue.",
+            value=max(0, self.overdue_ms) / 1000)
+        info = GaugeMetricFamily(
+            "fivetran_events_connector_info", "Known connectors (value 1) and their names.",
+            labels=["connector_id", "connector_name", "connector_type", "group_id"])
+        for cid, (name, kind, group) in sorted(self.connectors.items()):
+            info.add_metric([cid, name, kind, group], 1)
+        yield info
+        since = GaugeMetricFamily(
+            "fivetran_events_connector_seconds_since_success",
+            "Seconds since the connector's newest successful sync ended.",
+            labels=["connector_id"])
+        for cid, ended in sorted(self.last_success.items()):
+            since.add_metric([cid], age(ended))
+        yield since
+        status = GaugeMetricFamily(
+            "fivetran_events_connector_last_sync_succeeded",
+            "1 if the connector's newest completed sync succeeded, 0 if it failed; "
+            "status is Fivetran's.",
+            labels=["connector_id", "status"])
+        for cid, (ok, text) in sorted(self.last_status.items()):
+            status.add_metric([cid, text], 1 if ok else 0)
+        yield status
+        if self.last_webhook is not None:
+            yield GaugeMetricFamily(
+                "fivetran_events_seconds_since_last_webhook",
+                "Seconds since the newest recorded event (its Fivetran time) or test_event.",
+                value=age(self.last_webhook))
+
+
+class RedisGauges(Collector):
+    """A prometheus_client collector reading the shared state at scrape time."""
+
+    def __init__(self, client: redis.Redis, prefix: str,
+                 clock: Callable[[], int] = now_ms, sample: int = STATE_SAMPLE) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.clock = clock
+        self.sample = sample
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            snapshot = self.read()
+        except redis.RedisError:
+            up = 0
+        else:
+            up = 1
+            yield from snapshot.families()
+        yield GaugeMetricFamily(
+            "fivetran_events_gauges_up",
+            "1 if this scrape could read the Redis gauges, 0 if Redis did not answer.",
+            value=up)
+
+    def read(self) -> Snapshot:
+        """Read everything in two pipelined round trips (see the module docstring)."""
+        p = self.prefix
+        snap = Snapshot(now=self.clock())
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcard(due_key(p))
+        pipe.zcard(undelivered_key(p))
+        pipe.zrange(due_key(p), 0, 0, withscores=True)
+        pipe.zrange(due_key(p), 0, self.sample - 1)
+        pipe.zrange(undelivered_key(p), 0, self.sample - 1)
+        pipe.hgetall(connectors_key(p))
+        pipe.get(last_test_event_key(p))
+        snap.due, snap.given_up, first_due, due_ids, given_up_ids, raw, test_event = (
+            pipe.execute())
+        if first_due:
+            snap.overdue_ms = snap.now - int(first_due[0][1])
+        ids = [_text(m) for m in (*due_ids, *given_up_ids)]
+        metas = {_text(k): json.loads(v) for k, v in raw.items()}
+        connectors = sorted(metas)
+
+        pipe = self.client.pipeline(transaction=False)
+        for did in ids:
+            pipe.hmget(delivery_key(p, did), "state", "received_ms")
+        for cid in connectors:
+            keys = ConnectorKeys(p, cid)
+            pipe.zrevrange(keys.ok, 0, 0, withscores=True)
+            pipe.zrevrange(keys.fail, 0, 0, withscores=True)
+        replies = pipe.execute()
+
+        for state_raw, received_raw in replies[:len(ids)]:
+            if state_raw is None:  # the record expired with the retention
+                continue
+            state = _text(state_raw)
+            if state not in snap.counts:
+                continue  # delivered between the two round trips
+            snap.counts[state] += 1
+            if received_raw is not None:
+                received = int(_text(received_raw))
+                snap.oldest_received[state] = min(snap.oldest_received.get(state, received),
+                                                  received)
+        newest_event: list[int] = []
+        for i, cid in enumerate(connectors):
+            meta = metas[cid]
+            snap.connectors[cid] = (meta.get("name") or "", meta.get("type") or "",
+                                    meta.get("group") or "")
+            ok, fail = replies[len(ids) + 2 * i: len(ids) + 2 * i + 2]
+            if ok:
+                snap.last_success[cid] = int(ok[0][1])
+            # At the same millisecond a success counts as the later one, as in decide().
+            newest = max((decode_completion(m, s) for m, s in (*ok, *fail)), default=None,
+                         key=lambda c: (c.ended_ms, c.succeeded))
+            if newest is not None:
+                snap.last_status[cid] = (newest.succeeded, newest.status)
+            if meta.get("last_event_at"):
+                newest_event.append(to_ms(parse_iso(meta["last_event_at"])))
+        if test_event:
+            newest_event.append(to_ms(parse_iso(json.loads(test_event)["received_at"])))
+        snap.last_webhook = max(newest_event, default=None)
+        return snap
