@@ -163,7 +163,7 @@ def trigger(server: OwnRedis, **kwargs: Any) -> Any:
     from airflow_plugin.triggers import FivetranSyncTrigger
 
     return FivetranSyncTrigger("c1", to_ms(at(10)), redis_conn_id=CONN_ID,
-                               recheck_interval=0.5, **kwargs)
+                               **{"recheck_interval": 0.5, **kwargs})
 
 
 async def first_event(t: Any) -> dict[str, Any]:
@@ -189,6 +189,24 @@ class TestTrigger:
         assert ev["target_ms"] == to_ms(at(10))
         assert f"127.0.0.1:{outage_af.port}/0" in ev["message"] and CONN_ID in ev["message"]
         assert 1.5 <= took < 15  # the window, plus the listener's first subscribe wait
+
+    def test_an_outage_while_waiting_is_reported_without_waiting_for_a_recheck(
+            self, outage_af: OwnRedis) -> None:
+        """Redis stops while the trigger waits (re-check in 600 s): losing the listener
+        wakes it, and it reports after its retry window."""
+        async def body() -> tuple[dict[str, Any], float]:
+            task = asyncio.create_task(first_event(trigger(
+                outage_af, retry_timeout=1.5, recheck_interval=600)))
+            await asyncio.sleep(1.0)  # subscribed, read once (WAIT), now waiting
+            assert not task.done()
+            outage_af.stop()
+            t0 = time.monotonic()
+            ev = await asyncio.wait_for(task, 30)
+            return ev, time.monotonic() - t0
+
+        ev, took = asyncio.run(body())
+        assert ev["status"] == "unavailable"
+        assert took < 10, took
 
     def test_without_a_window_it_retries_until_redis_is_back(self, outage_af: OwnRedis,
                                                               outage_http: Any) -> None:
