@@ -48,7 +48,8 @@ class Hub:
         self.messages = 0
 
     def register(self, connector_id: str) -> asyncio.Event:
-        """Return an event set whenever ``connector_id`` changes (or the listener reconnects)."""
+        """Return an event set whenever ``connector_id`` changes (or the listener loses or
+        regains Redis)."""
         event = asyncio.Event()
         self._waiters[connector_id].add(event)
         self._count += 1
@@ -113,6 +114,11 @@ class Hub:
             except asyncio.CancelledError:
                 raise
             except (redis.RedisError, OSError) as exc:
+                # Losing Redis wakes every trigger too: each then reads, meets the outage
+                # and starts its retry window now, rather than at its next re-check, so a
+                # deferred sensor learns of an outage as soon as a poking one would.
+                if self._subscribed.is_set():
+                    self._wake(None)
                 self._subscribed.clear()
                 log.warning("change listener lost Redis (%s); triggers fall back to their "
                             "re-check interval until it is back", exc)

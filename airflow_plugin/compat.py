@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow import __version__ as AIRFLOW_VERSION
-from airflow.exceptions import AirflowException
+from airflow.exceptions import AirflowException, AirflowSkipException
 from airflow.plugins_manager import AirflowPlugin
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -68,6 +68,7 @@ __all__ = [
     "AIRFLOW_V_3",
     "AirflowException",
     "AirflowPlugin",
+    "AirflowSkipException",
     "Asset",
     "BaseHook",
     "BaseOperator",

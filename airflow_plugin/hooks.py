@@ -15,12 +15,23 @@ or ``fte:``, must match the webhook server's), ``max_sync_duration_hours`` (defa
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
+from urllib.parse import quote, urlsplit
 
 import redis
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    stop_never,
+    wait_exponential,
+)
 
 from fivetran_events import HistoryReader, load_settings
 from fivetran_events.decision import Completion
@@ -29,9 +40,22 @@ from fivetran_events.history_async import AsyncHistoryReader
 from fivetran_events.keys import ConnectorKeys
 
 from .compat import BaseHook, Connection, aget_connection
+from .exceptions import FivetranHistoryUnavailable
 
 DEFAULT_CONN_ID = "fivetran_events_redis"
 _TRUE = {"1", "true", "yes", "on"}
+#: Seconds a check keeps retrying an unreachable Redis before it reports the outage.
+DEFAULT_REDIS_RETRY_TIMEOUT = 60.0
+#: First pause between two attempts; it doubles after each failed one, up to the cap.
+RETRY_FIRST_DELAY = 0.5
+RETRY_MAX_DELAY = 10.0
+#: What "Redis cannot be reached now" looks like: refused or reset connections,
+#: timeouts, and a restarted Redis still loading its data (``BusyLoadingError`` is a
+#: ``ConnectionError``). Other errors (a wrong key type, a script error) are not retried.
+UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError,
+                                                OSError)
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,8 +67,14 @@ class HistoryConfig:
     max_sync_duration_ms: int
 
     def to_redis_kwargs(self) -> dict[str, Any]:
+        # socket_timeout: a stalled Redis must fail a read (and be retried), not hang it.
         return {"decode_responses": False, "socket_connect_timeout": 10,
-                "health_check_interval": 30}
+                "socket_timeout": 10, "health_check_interval": 30}
+
+    def where(self) -> str:
+        """Return host:port/db for messages (the URL without its credentials)."""
+        parts = urlsplit(self.url)
+        return f"{parts.hostname}:{parts.port or 6379}{parts.path or '/0'}"
 
 
 def config_from_connection(conn: Connection) -> HistoryConfig:
@@ -141,3 +171,52 @@ class FivetranEventsRedisHook(BaseHook):
 def async_reader(cfg: HistoryConfig, client: Any) -> AsyncHistoryReader:
     """Return an async history reader over ``client`` (a ``redis.asyncio.Redis``)."""
     return AsyncHistoryReader(client, cfg.key_prefix, cfg.max_sync_duration_ms)
+
+
+def _retry_policy(what: str, timeout: float | None) -> dict[str, Any]:
+    """Keep trying while Redis is unreachable: exponential backoff, for ``timeout`` s.
+
+    ``timeout=None`` retries until cancelled (the trigger of a ``silent_fail`` sensor,
+    whose deferral timeout ends the wait as the sensor's timeout ends a poke loop).
+    """
+    def warn(state: RetryCallState) -> None:
+        delay = state.next_action.sleep if state.next_action else 0.0
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning("cannot read %s (%s); attempt %d failed, retrying in %.1fs", what, exc,
+                    state.attempt_number, delay)
+
+    return {"retry": retry_if_exception_type(UNREACHABLE),
+            "wait": wait_exponential(multiplier=RETRY_FIRST_DELAY, max=RETRY_MAX_DELAY),
+            "stop": stop_never if timeout is None else stop_after_delay(timeout),
+            "before_sleep": warn, "reraise": True}
+
+
+def _unavailable(what: str, cfg: HistoryConfig, conn_id: str, timeout: float | None,
+                 exc: BaseException) -> FivetranHistoryUnavailable:
+    return FivetranHistoryUnavailable(
+        f"cannot read {what} from Redis at {cfg.where()} (connection {conn_id}): still "
+        f"unreachable after retrying for {timeout or 0:g}s: {exc}")
+
+
+def read_retrying(read: Callable[[], T], *, what: str, cfg: HistoryConfig, conn_id: str,
+                  timeout: float) -> T:
+    """Return ``read()``, retried while Redis is unreachable (poke and reschedule mode)."""
+    try:
+        for attempt in Retrying(**_retry_policy(what, timeout)):
+            with attempt:
+                return read()
+    except UNREACHABLE as exc:
+        raise _unavailable(what, cfg, conn_id, timeout, exc) from exc
+    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+
+
+async def aread_retrying(read: Callable[[], Awaitable[T]], *, what: str, cfg: HistoryConfig,
+                         conn_id: str, timeout: float | None) -> T:
+    """Await ``read()``, retried while Redis is unreachable, as ``read_retrying`` (triggers)."""
+    try:
+        async for attempt in AsyncRetrying(**_retry_policy(what, timeout)):
+            with attempt:
+                return await read()
+    except UNREACHABLE as exc:
+        raise _unavailable(what, cfg, conn_id, timeout, exc) from exc
+    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover

@@ -3,6 +3,14 @@
 It answers from the history the webhook server records (no Fivetran API calls) with
 the project's one decision function, in ``poke``, ``reschedule`` and deferrable modes
 alike, every flag honoured in each.
+
+When Redis is unreachable, every mode follows one policy: a check retries with backoff
+for ``redis_retry_timeout`` seconds, then raises ``FivetranHistoryUnavailable``, which
+Airflow treats as an error in ``poke``: ``silent_fail`` keeps waiting (until the
+sensor's ``timeout``), ``never_fail`` skips, otherwise the task fails and ``retries``
+apply; ``soft_fail`` alone does not skip it. Deferred, the trigger retries the same way
+(without end under ``silent_fail``) and reports the outage in its event, which
+``execute_complete`` raises as the same exception.
 """
 
 from __future__ import annotations
@@ -15,11 +23,22 @@ from typing import Any
 from fivetran_events import Decision, Outcome, decide, parse_criterion
 from fivetran_events.timeutil import iso, to_ms
 
-from .compat import BaseSensorOperator, Context, PokeReturnValue, default_deferrable
-from .exceptions import FivetranSyncFailed
-from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
+from .compat import (
+    AirflowSkipException,
+    BaseSensorOperator,
+    Context,
+    PokeReturnValue,
+    default_deferrable,
+)
+from .exceptions import FivetranHistoryUnavailable, FivetranSyncFailed
+from .hooks import (
+    DEFAULT_CONN_ID,
+    DEFAULT_REDIS_RETRY_TIMEOUT,
+    FivetranEventsRedisHook,
+    read_retrying,
+)
 from .targets import resolve_target
-from .triggers import DEFAULT_RECHECK_INTERVAL, FivetranSyncTrigger
+from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncTrigger
 
 #: Below this, reschedule mode meets an Airflow 3.2-3.3 scheduler race that fails the
 #: sensor whatever it decided (apache/airflow#71172); the sensor warns at parse time.
@@ -41,6 +60,8 @@ class FivetranDateTimeSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
     :param recheck_interval: seconds between the trigger's re-checks when no change
         message arrives (deferrable only).
+    :param redis_retry_timeout: seconds a check keeps retrying an unreachable Redis (with
+        backoff) before it raises ``FivetranHistoryUnavailable``; see the module docstring.
 
     On success the task's return value (XCom) is the deciding sync with the target; a
     FAIL raises ``FivetranSyncFailed`` naming the sync, its time, its reason and the target.
@@ -53,7 +74,9 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                  propagate_failures_forward: bool = True,
                  always_wait_when_syncing: bool = False, criterion: str = "ended_after",
                  redis_conn_id: str = DEFAULT_CONN_ID, deferrable: bool | None = None,
-                 recheck_interval: float = DEFAULT_RECHECK_INTERVAL, **kwargs: Any) -> None:
+                 recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
+                 redis_retry_timeout: float = DEFAULT_REDIS_RETRY_TIMEOUT,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.connector_id = connector_id
         self.target_time = target_time
@@ -63,6 +86,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.redis_conn_id = redis_conn_id
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.recheck_interval = recheck_interval
+        self.redis_retry_timeout = float(redis_retry_timeout)
         if (self.mode == "reschedule" and not self.deferrable
                 and self.poke_interval < MIN_RESCHEDULE_POKE_INTERVAL):
             warnings.warn(
@@ -83,8 +107,13 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return to_ms(target)
 
     def _decide(self, target_ms: int) -> Decision:
-        facts = self.hook.reader().facts(self.connector_id, target_ms,
-                                         started_after=self.criterion == "started_after")
+        """Decide from the history; raise ``FivetranHistoryUnavailable`` after the retries."""
+        started_after = self.criterion == "started_after"
+        facts = read_retrying(
+            lambda: self.hook.reader().facts(self.connector_id, target_ms,
+                                             started_after=started_after),
+            what=f"the history of connector {self.connector_id}", cfg=self.hook.config,
+            conn_id=self.redis_conn_id, timeout=self.redis_retry_timeout)
         return decide(facts, propagate_failures_forward=self.propagate_failures_forward,
                       always_wait_when_syncing=self.always_wait_when_syncing,
                       criterion=self.criterion)
@@ -101,7 +130,23 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.log.info("connector %s: waiting: %s", self.connector_id, decision["reason"])
         return None
 
+    def _unavailable(self, exc: FivetranHistoryUnavailable, *, may_wait: bool) -> None:
+        """Apply Airflow's convention for an error in poke where Airflow does not.
+
+        ``BaseSensorOperator.execute`` does this around ``poke``; the deferrable path
+        never runs it, so it calls this instead: skip under ``never_fail``, log and keep
+        waiting under ``silent_fail`` (return), otherwise raise (retries apply).
+        """
+        if getattr(self, "never_fail", False):
+            raise AirflowSkipException(f"Skipping due to never_fail: {exc}") from exc
+        if may_wait and getattr(self, "silent_fail", False):
+            self.log.error("connector %s: %s; silent_fail: waiting on", self.connector_id, exc)
+            return
+        raise exc
+
     def poke(self, context: Context) -> PokeReturnValue:
+        # FivetranHistoryUnavailable propagates: BaseSensorOperator.execute applies
+        # silent_fail / never_fail to it, as to any error in poke.
         result = self._outcome(self._decide(self._target_ms(context)).to_dict())
         return PokeReturnValue(is_done=result is not None, xcom_value=result)
 
@@ -109,23 +154,41 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         if not self.deferrable:
             return super().execute(context)
         target_ms = self._target_ms(context)
-        result = self._outcome(self._decide(target_ms).to_dict())
-        if result is not None:
-            return result
+        try:
+            decision = self._decide(target_ms).to_dict()
+        except FivetranHistoryUnavailable as exc:
+            self._unavailable(exc, may_wait=True)  # returns under silent_fail: defer
+        else:
+            result = self._outcome(decision)
+            if result is not None:
+                return result
+        self._defer(target_ms)
+        return None
+
+    def _defer(self, target_ms: int) -> None:
+        # Under silent_fail the trigger retries an unreachable Redis without end, as
+        # poke mode keeps poking: the deferral's timeout (the sensor's) ends the wait.
+        silent = bool(getattr(self, "silent_fail", False))
         self.defer(
             trigger=FivetranSyncTrigger(
                 connector_id=self.connector_id, target_ms=target_ms,
                 propagate_failures_forward=self.propagate_failures_forward,
                 always_wait_when_syncing=self.always_wait_when_syncing,
                 criterion=self.criterion, redis_conn_id=self.redis_conn_id,
-                recheck_interval=self.recheck_interval),
+                recheck_interval=self.recheck_interval,
+                retry_timeout=None if silent else self.redis_retry_timeout),
             method_name="execute_complete",
             # The sensor's own timeout (not execution_timeout) bounds the deferred wait.
             timeout=timedelta(seconds=self.timeout),
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        """Finish on the trigger's event; a FAIL raises here, so it shows on the task."""
+        """Finish on the trigger's event; a FAIL or an outage raises here, on the task."""
+        if event and event.get("status") == UNAVAILABLE:
+            # Under silent_fail the trigger never reports an outage (it retries until the
+            # deferral times out), so here there is nothing left to wait for.
+            self._unavailable(FivetranHistoryUnavailable(event.get("message", "")),
+                              may_wait=False)
         if not event or "decision" not in event:
             raise FivetranSyncFailed(f"trigger ended without a decision: {event!r}")
         return self._outcome(event["decision"])

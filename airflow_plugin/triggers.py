@@ -6,6 +6,13 @@ for the connector and also re-checks every ``recheck_interval`` seconds, so a lo
 publish delays the decision by at most one interval. All triggers of the triggerer
 share one subscription and one small pool (``_wakeups.Hub``), so thousands of deferred
 sensors cost one socket for wake-ups and a handful for reads.
+
+An unreachable Redis is retried with backoff for ``retry_timeout`` seconds per check
+(``hooks.aread_retrying``, the same policy as a poke), then reported in an event with
+status ``unavailable`` that the sensor's ``execute_complete`` raises as a poke would;
+with ``retry_timeout=None`` (a ``silent_fail`` sensor) it retries until the deferral
+times out. It is never swallowed: a trigger that kept retrying forever would hold a
+task deferred with nothing in its log but the triggerer's.
 """
 
 from __future__ import annotations
@@ -14,17 +21,24 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import redis
-
 from fivetran_events import Decision, Outcome, decide
 from fivetran_events.decision import Criterion
 
 from ._wakeups import hub_for
 from .compat import BaseTrigger, TriggerEvent
-from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook, async_reader
+from .exceptions import FivetranHistoryUnavailable
+from .hooks import (
+    DEFAULT_CONN_ID,
+    DEFAULT_REDIS_RETRY_TIMEOUT,
+    FivetranEventsRedisHook,
+    aread_retrying,
+    async_reader,
+)
 
 #: Default seconds between re-checks when no change message arrives.
 DEFAULT_RECHECK_INTERVAL = 60.0
+#: The event status that reports an outage (the others are decision outcomes).
+UNAVAILABLE = "unavailable"
 
 
 class FivetranSyncTrigger(BaseTrigger):
@@ -35,7 +49,8 @@ class FivetranSyncTrigger(BaseTrigger):
                  always_wait_when_syncing: bool = False,
                  criterion: str = Criterion.ENDED_AFTER.value,
                  redis_conn_id: str = DEFAULT_CONN_ID,
-                 recheck_interval: float = DEFAULT_RECHECK_INTERVAL) -> None:
+                 recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
+                 retry_timeout: float | None = DEFAULT_REDIS_RETRY_TIMEOUT) -> None:
         super().__init__()
         self.connector_id = connector_id
         self.target_ms = int(target_ms)
@@ -44,6 +59,7 @@ class FivetranSyncTrigger(BaseTrigger):
         self.criterion = Criterion(criterion).value
         self.redis_conn_id = redis_conn_id
         self.recheck_interval = float(recheck_interval)
+        self.retry_timeout = None if retry_timeout is None else float(retry_timeout)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return ("airflow_plugin.triggers.FivetranSyncTrigger", {
@@ -54,10 +70,17 @@ class FivetranSyncTrigger(BaseTrigger):
             "criterion": self.criterion,
             "redis_conn_id": self.redis_conn_id,
             "recheck_interval": self.recheck_interval,
+            "retry_timeout": self.retry_timeout,
         })
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        decision = await self._until_decided()
+        try:
+            decision = await self._until_decided()
+        except FivetranHistoryUnavailable as exc:
+            self.log.error("%s", exc)
+            yield TriggerEvent({"status": UNAVAILABLE, "message": str(exc),
+                                "target_ms": self.target_ms})
+            return
         yield TriggerEvent({"status": decision.outcome.value, "message": decision.reason,
                             "decision": decision.to_dict()})
 
@@ -74,22 +97,20 @@ class FivetranSyncTrigger(BaseTrigger):
                 # Clear before reading: a change landing during the read sets it again,
                 # so the wait below returns at once instead of missing it.
                 changed.clear()
-                try:
-                    facts = await reader.facts(self.connector_id, self.target_ms,
-                                               started_after=started_after)
-                except (redis.RedisError, OSError) as exc:
-                    self.log.warning("cannot read the history of %s (%s); retrying in %ss",
-                                     self.connector_id, exc, self.recheck_interval)
-                else:
-                    decision = decide(
-                        facts, propagate_failures_forward=self.propagate_failures_forward,
-                        always_wait_when_syncing=self.always_wait_when_syncing,
-                        criterion=self.criterion)
-                    if decision.outcome is not Outcome.WAIT:
-                        self.log.info("connector %s decided %s on %s: %s", self.connector_id,
-                                      decision.outcome.value, woken_by, decision.reason)
-                        return decision
-                    self.log.debug("connector %s: %s", self.connector_id, decision.reason)
+                facts = await aread_retrying(
+                    lambda: reader.facts(self.connector_id, self.target_ms,
+                                         started_after=started_after),
+                    what=f"the history of connector {self.connector_id}", cfg=cfg,
+                    conn_id=self.redis_conn_id, timeout=self.retry_timeout)
+                decision = decide(
+                    facts, propagate_failures_forward=self.propagate_failures_forward,
+                    always_wait_when_syncing=self.always_wait_when_syncing,
+                    criterion=self.criterion)
+                if decision.outcome is not Outcome.WAIT:
+                    self.log.info("connector %s decided %s on %s: %s", self.connector_id,
+                                  decision.outcome.value, woken_by, decision.reason)
+                    return decision
+                self.log.debug("connector %s: %s", self.connector_id, decision.reason)
                 try:
                     await asyncio.wait_for(changed.wait(), self.recheck_interval)
                     woken_by = "a change message"

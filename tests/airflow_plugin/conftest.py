@@ -26,3 +26,7 @@ def redis_conn(redis_url: str, settings, monkeypatch: pytest.MonkeyPatch) -> str
 def af(airflow_db: Path, redis_conn: str) -> Iterator[Path]:
     """Everything a dag.test() of the plugin needs: migrated DB and the Redis connection."""
     yield airflow_db
+
+
+# A redis-server of a test's own, to stop and start again (tests/airflow_plugin/outage.py).
+from .outage import own_redis  # noqa: E402, F401
