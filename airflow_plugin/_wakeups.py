@@ -37,8 +37,9 @@ class Hub:
     def __init__(self, url: str, prefix: str, redis_kwargs: dict[str, Any]) -> None:
         self.url = url
         self.prefix = prefix
-        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=POOL_SIZE,
-                                                        timeout=None, **redis_kwargs)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=POOL_SIZE, timeout=None, **redis_kwargs
+        )
         self.client = aioredis.Redis(connection_pool=pool)
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
         self._count = 0
@@ -110,7 +111,7 @@ class Hub:
                     if isinstance(channel, bytes):
                         channel = channel.decode()
                     self.messages += 1
-                    self._wake(channel[len(channel_prefix):])
+                    self._wake(channel[len(channel_prefix) :])
             except asyncio.CancelledError:
                 raise
             except (redis.RedisError, OSError) as exc:
@@ -120,8 +121,11 @@ class Hub:
                 if self._subscribed.is_set():
                     self._wake(None)
                 self._subscribed.clear()
-                log.warning("change listener lost Redis (%s); triggers fall back to their "
-                            "re-check interval until it is back", exc)
+                log.warning(
+                    "change listener lost Redis (%s); triggers fall back to their "
+                    "re-check interval until it is back",
+                    exc,
+                )
                 await asyncio.sleep(RECONNECT_DELAY)
             finally:
                 with contextlib.suppress(Exception):

@@ -13,8 +13,7 @@ from fivetran_events.uris import dataset_uri
 from .compat import Asset
 
 
-def connector_asset(connector_id: str, template: str | None = None,
-                    **asset_kwargs: Any) -> Asset:
+def connector_asset(connector_id: str, template: str | None = None, **asset_kwargs: Any) -> Asset:
     """Return the asset the forwarder updates when ``connector_id`` syncs successfully.
 
     Without ``template`` the URI is the configured one (template and mapping file, read

@@ -102,8 +102,9 @@ class FolderConfig:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
-            raise SqlFolderError(path, f"unknown setting(s) {', '.join(unknown)}; "
-                                 f"known: {', '.join(sorted(known))}")
+            raise SqlFolderError(
+                path, f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
         if isinstance(data.get("start_date"), str):
             try:
                 data["start_date"] = parse_iso(data["start_date"])
@@ -114,8 +115,9 @@ class FolderConfig:
         for table, kind in (("connectors", str), ("reset_allowed", bool)):
             for key, value in dict(data.get(table) or {}).items():
                 if not isinstance(value, kind):
-                    raise SqlFolderError(path, f"{table}.{key} must be a {kind.__name__}, "
-                                         f"not {value!r}")
+                    raise SqlFolderError(
+                        path, f"{table}.{key} must be a {kind.__name__}, not {value!r}"
+                    )
         cfg = cls(**data)
         if cfg.assets not in ("all", "any"):
             raise SqlFolderError(path, f"assets must be 'all' or 'any', not {cfg.assets!r}")
@@ -136,8 +138,9 @@ def recorded_schemas(redis_conn_id: str = "fivetran_events_redis") -> dict[str, 
     from .hooks import FivetranEventsRedisHook
 
     rows = FivetranEventsRedisHook(redis_conn_id).reader().connectors()
-    return {str(r["connector_name"]).lower(): r["connector_id"]
-            for r in rows if r.get("connector_name")}
+    return {
+        str(r["connector_name"]).lower(): r["connector_id"] for r in rows if r.get("connector_name")
+    }
 
 
 def _caller_dir(depth: int = 2) -> Path:
@@ -145,8 +148,9 @@ def _caller_dir(depth: int = 2) -> Path:
     return Path(frame.filename).resolve().parent
 
 
-def _topological(groups: tuple[SqlGroup, ...], upstream: Mapping[str, set[str]],
-                 folder: Path) -> None:
+def _topological(
+    groups: tuple[SqlGroup, ...], upstream: Mapping[str, set[str]], folder: Path
+) -> None:
     """Refuse a cycle between groups (A reads what B writes and B what A writes)."""
     state: dict[str, int] = {}
 
@@ -154,7 +158,7 @@ def _topological(groups: tuple[SqlGroup, ...], upstream: Mapping[str, set[str]],
         if state.get(g) == 2:
             return
         if state.get(g) == 1:
-            cycle = " -> ".join([*path[path.index(g):], g])
+            cycle = " -> ".join([*path[path.index(g) :], g])
             raise SqlFolderError(folder, f"groups depend on each other in a cycle: {cycle}")
         state[g] = 1
         for u in sorted(upstream.get(g, ())):
@@ -165,8 +169,9 @@ def _topological(groups: tuple[SqlGroup, ...], upstream: Mapping[str, set[str]],
         visit(group.group_id, [])
 
 
-def build_dag(folder: str | Path, *, schema_to_connector: Mapping[str, str] | None = None,
-              **overrides: Any) -> Any:
+def build_dag(
+    folder: str | Path, *, schema_to_connector: Mapping[str, str] | None = None, **overrides: Any
+) -> Any:
     """Build one DAG from ``folder``; raise SqlFolderError (naming the file) on any problem.
 
     ``schema_to_connector`` adds schema-to-connector mappings to the ``[connectors]``
@@ -185,24 +190,33 @@ def build_dag(folder: str | Path, *, schema_to_connector: Mapping[str, str] | No
         try:
             recorded = recorded_schemas(cfg.redis_conn_id)
         except Exception as exc:  # a DAG file must fail with a sentence, not a traceback
-            raise SqlFolderError(root / CONFIG_FILE, "connectors_from_history: cannot read "
-                                 f"the recorded connectors through connection "
-                                 f"'{cfg.redis_conn_id}': {exc}") from None
+            raise SqlFolderError(
+                root / CONFIG_FILE,
+                "connectors_from_history: cannot read "
+                f"the recorded connectors through connection "
+                f"'{cfg.redis_conn_id}': {exc}",
+            ) from None
     mapping = {**recorded, **(schema_to_connector or {}), **cfg.connectors}
     sql: SqlFolder = scan_folder(root, cfg.dialect)
     res = resolve(sql, mapping, [*cfg.external, *cfg.upstream])
     if res.unknown:
         path, _ = res.unknown[0]
         tables = ", ".join(sorted({t for _, t in res.unknown}))
-        raise SqlFolderError(path, f"reads tables that no Fivetran connector, task or "
-                             f"'external' entry provides: {tables} (map the schema under "
-                             f"[connectors] in {CONFIG_FILE}, or list it in 'external')")
+        raise SqlFolderError(
+            path,
+            f"reads tables that no Fivetran connector, task or "
+            f"'external' entry provides: {tables} (map the schema under "
+            f"[connectors] in {CONFIG_FILE}, or list it in 'external')",
+        )
     _topological(sql.groups, res.upstream_groups, root)
     connectors = sorted(set().union(*res.connectors.values()))
     time_scheduled = cfg.schedule != ASSETS
     if not time_scheduled and not connectors and not cfg.upstream:
-        raise SqlFolderError(root, "schedule = 'assets' but no file reads a Fivetran "
-                             "connector's schema: set a time schedule or map [connectors]")
+        raise SqlFolderError(
+            root,
+            "schedule = 'assets' but no file reads a Fivetran "
+            "connector's schema: set a time schedule or map [connectors]",
+        )
 
     def connector_asset(cid: str) -> Any:
         return Asset(uri=dataset_uri(cid))  # name = URI, as everywhere else
@@ -221,17 +235,26 @@ def build_dag(folder: str | Path, *, schema_to_connector: Mapping[str, str] | No
     def operator(task: SqlTask, group: SqlGroup, last: bool) -> Any:
         # A list runs in one session, so session_sql (USE, SET, ATTACH) applies to the task.
         return FivetranSqlOperator(
-            task_id=task.task_id, conn_id=cfg.conn_id,
-            sql=task.sql, session_sql=cfg.session_sql,
+            task_id=task.task_id,
+            conn_id=cfg.conn_id,
+            sql=task.sql,
+            session_sql=cfg.session_sql,
             source_connectors=sorted(res.connectors[group.group_id]),
             reset_allowed=cfg.reset_allowed_for(group.writes),
             outlets=[out_asset(t) for t in sorted(group.writes)] if last else [],
-            doc_md=f"`{task.path.relative_to(root)}`")
+            doc_md=f"`{task.path.relative_to(root)}`",
+        )
 
-    with DAG(dag_id=cfg.dag_id, schedule=schedule, start_date=cfg.start_date,
-             catchup=cfg.catchup, tags=cfg.tags, default_args=cfg.default_args,
-             doc_md=f"Built by fivetran-events' DAG factory from `{root}`.",
-             render_template_as_native_obj=False) as dag:
+    with DAG(
+        dag_id=cfg.dag_id,
+        schedule=schedule,
+        start_date=cfg.start_date,
+        catchup=cfg.catchup,
+        tags=cfg.tags,
+        default_args=cfg.default_args,
+        doc_md=f"Built by fivetran-events' DAG factory from `{root}`.",
+        render_template_as_native_obj=False,
+    ) as dag:
         firsts: dict[str, Any] = {}
         lasts: dict[str, Any] = {}
         for group in sql.groups:
@@ -240,15 +263,19 @@ def build_dag(folder: str | Path, *, schema_to_connector: Mapping[str, str] | No
                 firsts[group.group_id] = lasts[group.group_id] = op
                 continue
             with TaskGroup(group_id=group.group_id):
-                ops = [operator(t, group, last=i == len(group.tasks) - 1)
-                       for i, t in enumerate(group.tasks)]
+                ops = [
+                    operator(t, group, last=i == len(group.tasks) - 1)
+                    for i, t in enumerate(group.tasks)
+                ]
                 chain(*ops)
             firsts[group.group_id], lasts[group.group_id] = ops[0], ops[-1]
         if time_scheduled:
             from .sensors import FivetranDateTimeSensor
 
-            sensors = {c: FivetranDateTimeSensor(task_id=f"wait_for_{c}", connector_id=c,
-                                                 **cfg.sensor) for c in connectors}
+            sensors = {
+                c: FivetranDateTimeSensor(task_id=f"wait_for_{c}", connector_id=c, **cfg.sensor)
+                for c in connectors
+            }
             for gid, cids in res.connectors.items():
                 for c in cids:
                     sensors[c] >> firsts[gid]

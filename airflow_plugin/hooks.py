@@ -52,8 +52,7 @@ RETRY_MAX_DELAY = 10.0
 #: What "Redis cannot be reached now" looks like: refused or reset connections,
 #: timeouts, and a restarted Redis still loading its data (``BusyLoadingError`` is a
 #: ``ConnectionError``). Other errors (a wrong key type, a script error) are not retried.
-UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError,
-                                                OSError)
+UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -68,8 +67,12 @@ class HistoryConfig:
 
     def to_redis_kwargs(self) -> dict[str, Any]:
         # socket_timeout: a stalled Redis must fail a read (and be retried), not hang it.
-        return {"decode_responses": False, "socket_connect_timeout": 10,
-                "socket_timeout": 10, "health_check_interval": 30}
+        return {
+            "decode_responses": False,
+            "socket_connect_timeout": 10,
+            "socket_timeout": 10,
+            "health_check_interval": 30,
+        }
 
     def where(self) -> str:
         """Return host:port/db for messages (the URL without its credentials)."""
@@ -80,14 +83,14 @@ class HistoryConfig:
 def config_from_connection(conn: Connection) -> HistoryConfig:
     """Build the history config from an Airflow connection's fields and extras."""
     extra = _extras(conn)
-    tls = (str(extra.get("ssl", "")).lower() in _TRUE
-           or (conn.conn_type or "").lower() == "rediss")
+    tls = str(extra.get("ssl", "")).lower() in _TRUE or (conn.conn_type or "").lower() == "rediss"
     db = extra.get("db", conn.schema if conn.schema not in (None, "") else 0)
     try:
         db = int(db)
     except (TypeError, ValueError):
-        raise ValueError(f"connection {conn.conn_id}: db/schema must be a database number, "
-                         f"not {db!r}") from None
+        raise ValueError(
+            f"connection {conn.conn_id}: db/schema must be a database number, not {db!r}"
+        ) from None
     auth = ""
     if conn.login or conn.password:
         auth = f"{quote(conn.login or '', safe='')}:{quote(conn.password or '', safe='')}@"
@@ -97,8 +100,7 @@ def config_from_connection(conn: Connection) -> HistoryConfig:
     defaults = load_settings()
     prefix = str(extra.get("key_prefix") or defaults.key_prefix)
     hours = float(extra.get("max_sync_duration_hours") or defaults.max_sync_duration_hours)
-    return HistoryConfig(url=url, key_prefix=prefix,
-                         max_sync_duration_ms=int(hours * 3600 * 1000))
+    return HistoryConfig(url=url, key_prefix=prefix, max_sync_duration_ms=int(hours * 3600 * 1000))
 
 
 def _extras(conn: Connection) -> dict[str, Any]:
@@ -145,8 +147,9 @@ class FivetranEventsRedisHook(BaseHook):
     def last_success(self, connector_id: str, as_of_ms: int) -> Completion | None:
         """Return the newest successful sync that ended at or before ``as_of_ms``."""
         keys = ConnectorKeys(self.config.key_prefix, connector_id)
-        rows = self.get_conn().zrevrangebyscore(keys.ok, as_of_ms, "-inf", start=0, num=1,
-                                                withscores=True)
+        rows = self.get_conn().zrevrangebyscore(
+            keys.ok, as_of_ms, "-inf", start=0, num=1, withscores=True
+        )
         return decode_completion(*rows[0]) if rows else None
 
     def test_connection(self) -> tuple[bool, str]:
@@ -162,9 +165,12 @@ class FivetranEventsRedisHook(BaseHook):
         return {
             "hidden_fields": [],
             "relabeling": {"schema": "Database number", "login": "Username (ACL)"},
-            "placeholders": {"host": "127.0.0.1", "port": "6379", "schema": "0",
-                             "extra": json.dumps({"key_prefix": "fte:",
-                                                  "max_sync_duration_hours": 24})},
+            "placeholders": {
+                "host": "127.0.0.1",
+                "port": "6379",
+                "schema": "0",
+                "extra": json.dumps({"key_prefix": "fte:", "max_sync_duration_hours": 24}),
+            },
         }
 
 
@@ -179,27 +185,39 @@ def _retry_policy(what: str, timeout: float | None) -> dict[str, Any]:
     ``timeout=None`` retries until cancelled (the trigger of a ``silent_fail`` sensor,
     whose deferral timeout ends the wait as the sensor's timeout ends a poke loop).
     """
+
     def warn(state: RetryCallState) -> None:
         delay = state.next_action.sleep if state.next_action else 0.0
         exc = state.outcome.exception() if state.outcome else None
-        log.warning("cannot read %s (%s); attempt %d failed, retrying in %.1fs", what, exc,
-                    state.attempt_number, delay)
+        log.warning(
+            "cannot read %s (%s); attempt %d failed, retrying in %.1fs",
+            what,
+            exc,
+            state.attempt_number,
+            delay,
+        )
 
-    return {"retry": retry_if_exception_type(UNREACHABLE),
-            "wait": wait_exponential(multiplier=RETRY_FIRST_DELAY, max=RETRY_MAX_DELAY),
-            "stop": stop_never if timeout is None else stop_after_delay(timeout),
-            "before_sleep": warn, "reraise": True}
+    return {
+        "retry": retry_if_exception_type(UNREACHABLE),
+        "wait": wait_exponential(multiplier=RETRY_FIRST_DELAY, max=RETRY_MAX_DELAY),
+        "stop": stop_never if timeout is None else stop_after_delay(timeout),
+        "before_sleep": warn,
+        "reraise": True,
+    }
 
 
-def _unavailable(what: str, cfg: HistoryConfig, conn_id: str, timeout: float | None,
-                 exc: BaseException) -> FivetranHistoryUnavailable:
+def _unavailable(
+    what: str, cfg: HistoryConfig, conn_id: str, timeout: float | None, exc: BaseException
+) -> FivetranHistoryUnavailable:
     return FivetranHistoryUnavailable(
         f"cannot read {what} from Redis at {cfg.where()} (connection {conn_id}): still "
-        f"unreachable after retrying for {timeout or 0:g}s: {exc}")
+        f"unreachable after retrying for {timeout or 0:g}s: {exc}"
+    )
 
 
-def read_retrying(read: Callable[[], T], *, what: str, cfg: HistoryConfig, conn_id: str,
-                  timeout: float) -> T:
+def read_retrying(
+    read: Callable[[], T], *, what: str, cfg: HistoryConfig, conn_id: str, timeout: float
+) -> T:
     """Return ``read()``, retried while Redis is unreachable (poke and reschedule mode)."""
     try:
         for attempt in Retrying(**_retry_policy(what, timeout)):
@@ -210,8 +228,14 @@ def read_retrying(read: Callable[[], T], *, what: str, cfg: HistoryConfig, conn_
     raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
 
-async def aread_retrying(read: Callable[[], Awaitable[T]], *, what: str, cfg: HistoryConfig,
-                         conn_id: str, timeout: float | None) -> T:
+async def aread_retrying(
+    read: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    cfg: HistoryConfig,
+    conn_id: str,
+    timeout: float | None,
+) -> T:
     """Await ``read()``, retried while Redis is unreachable, as ``read_retrying`` (triggers)."""
     try:
         async for attempt in AsyncRetrying(**_retry_policy(what, timeout)):

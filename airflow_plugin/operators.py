@@ -36,9 +36,15 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
 
     template_fields = (*ShortCircuitOperator.template_fields, "connector_id", "target_time")
 
-    def __init__(self, *, connector_id: str, target_time: datetime | str | None = None,
-                 criterion: str = "ended_after", redis_conn_id: str = DEFAULT_CONN_ID,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        connector_id: str,
+        target_time: datetime | str | None = None,
+        criterion: str = "ended_after",
+        redis_conn_id: str = DEFAULT_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(python_callable=_sync_needed, **kwargs)
         self.connector_id = connector_id
         self.target_time = target_time
@@ -48,13 +54,28 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
     def sync_needed(self, context: Context) -> bool:
         """Return False (skip downstream) when a success already counts for the target."""
         target, source = resolve_target(self.target_time, context)
-        facts = FivetranEventsRedisHook(self.redis_conn_id).reader().facts(
-            self.connector_id, to_ms(target), started_after=self.criterion == "started_after")
+        facts = (
+            FivetranEventsRedisHook(self.redis_conn_id)
+            .reader()
+            .facts(
+                self.connector_id, to_ms(target), started_after=self.criterion == "started_after"
+            )
+        )
         decision = decide(facts, propagate_failures_forward=False, criterion=self.criterion)
         if decision.outcome is Outcome.SUCCESS:
-            self.log.info("connector %s is already synced as of %s (%s): %s; skipping the sync",
-                          self.connector_id, iso(target), source, decision.reason)
+            self.log.info(
+                "connector %s is already synced as of %s (%s): %s; skipping the sync",
+                self.connector_id,
+                iso(target),
+                source,
+                decision.reason,
+            )
             return False
-        self.log.info("connector %s needs a sync as of %s (%s): %s", self.connector_id,
-                      iso(target), source, decision.reason)
+        self.log.info(
+            "connector %s needs a sync as of %s (%s): %s",
+            self.connector_id,
+            iso(target),
+            source,
+            decision.reason,
+        )
         return True

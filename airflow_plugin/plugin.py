@@ -19,8 +19,9 @@ from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 from .targets import as_datetime
 
 
-def last_successful_sync(connector_id: str, as_of: datetime | str | None = None,
-                         redis_conn_id: str = DEFAULT_CONN_ID) -> dict[str, Any] | None:
+def last_successful_sync(
+    connector_id: str, as_of: datetime | str | None = None, redis_conn_id: str = DEFAULT_CONN_ID
+) -> dict[str, Any] | None:
     """Return the newest successful sync that ended at or before ``as_of`` (default: now)."""
     at_ms = now_ms() if as_of is None else to_ms(as_datetime(as_of))
     found = FivetranEventsRedisHook(redis_conn_id).last_success(connector_id, at_ms)

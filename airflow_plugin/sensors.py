@@ -70,13 +70,20 @@ class FivetranDateTimeSensor(BaseSensorOperator):
     template_fields = ("connector_id", "target_time")
     ui_color = "#e3f4fc"
 
-    def __init__(self, *, connector_id: str, target_time: datetime | str | None = None,
-                 propagate_failures_forward: bool = True,
-                 always_wait_when_syncing: bool = False, criterion: str = "ended_after",
-                 redis_conn_id: str = DEFAULT_CONN_ID, deferrable: bool | None = None,
-                 recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
-                 redis_retry_timeout: float = DEFAULT_REDIS_RETRY_TIMEOUT,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        connector_id: str,
+        target_time: datetime | str | None = None,
+        propagate_failures_forward: bool = True,
+        always_wait_when_syncing: bool = False,
+        criterion: str = "ended_after",
+        redis_conn_id: str = DEFAULT_CONN_ID,
+        deferrable: bool | None = None,
+        recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
+        redis_retry_timeout: float = DEFAULT_REDIS_RETRY_TIMEOUT,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.connector_id = connector_id
         self.target_time = target_time
@@ -87,14 +94,19 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.recheck_interval = recheck_interval
         self.redis_retry_timeout = float(redis_retry_timeout)
-        if (self.mode == "reschedule" and not self.deferrable
-                and self.poke_interval < MIN_RESCHEDULE_POKE_INTERVAL):
+        if (
+            self.mode == "reschedule"
+            and not self.deferrable
+            and self.poke_interval < MIN_RESCHEDULE_POKE_INTERVAL
+        ):
             warnings.warn(
                 f"{self.task_id}: reschedule mode with poke_interval={self.poke_interval:g}s "
                 f"can be failed by Airflow's scheduler when it reads a poke's result after "
                 f"queueing the next (apache/airflow#71172); use poke_interval >= "
                 f"{MIN_RESCHEDULE_POKE_INTERVAL:g}, poke mode or deferrable=True",
-                UserWarning, stacklevel=2)
+                UserWarning,
+                stacklevel=2,
+            )
 
     @cached_property
     def hook(self) -> FivetranEventsRedisHook:
@@ -102,31 +114,42 @@ class FivetranDateTimeSensor(BaseSensorOperator):
 
     def _target_ms(self, context: Context) -> int:
         target, source = resolve_target(self.target_time, context)
-        self.log.info("connector %s: target %s (from %s)", self.connector_id, iso(target),
-                      source)
+        self.log.info("connector %s: target %s (from %s)", self.connector_id, iso(target), source)
         return to_ms(target)
 
     def _decide(self, target_ms: int) -> Decision:
         """Decide from the history; raise ``FivetranHistoryUnavailable`` after the retries."""
         started_after = self.criterion == "started_after"
         facts = read_retrying(
-            lambda: self.hook.reader().facts(self.connector_id, target_ms,
-                                             started_after=started_after),
-            what=f"the history of connector {self.connector_id}", cfg=self.hook.config,
-            conn_id=self.redis_conn_id, timeout=self.redis_retry_timeout)
-        return decide(facts, propagate_failures_forward=self.propagate_failures_forward,
-                      always_wait_when_syncing=self.always_wait_when_syncing,
-                      criterion=self.criterion)
+            lambda: self.hook.reader().facts(
+                self.connector_id, target_ms, started_after=started_after
+            ),
+            what=f"the history of connector {self.connector_id}",
+            cfg=self.hook.config,
+            conn_id=self.redis_conn_id,
+            timeout=self.redis_retry_timeout,
+        )
+        return decide(
+            facts,
+            propagate_failures_forward=self.propagate_failures_forward,
+            always_wait_when_syncing=self.always_wait_when_syncing,
+            criterion=self.criterion,
+        )
 
     def _outcome(self, decision: dict[str, Any]) -> dict[str, Any] | None:
         """Return the XCom value on SUCCESS, raise on FAIL, log and return None on WAIT."""
         if decision["decision"] == Outcome.SUCCESS.value:
             self.log.info("connector %s: %s", self.connector_id, decision["reason"])
-            return {**(decision["sync"] or {}), "connector_id": self.connector_id,
-                    "target": decision["target"]}
+            return {
+                **(decision["sync"] or {}),
+                "connector_id": self.connector_id,
+                "target": decision["target"],
+            }
         if decision["decision"] == Outcome.FAIL.value:
-            raise FivetranSyncFailed(f"Fivetran connector {self.connector_id} is not synced "
-                                     f"as of {decision['target']}: {decision['reason']}")
+            raise FivetranSyncFailed(
+                f"Fivetran connector {self.connector_id} is not synced "
+                f"as of {decision['target']}: {decision['reason']}"
+            )
         self.log.info("connector %s: waiting: %s", self.connector_id, decision["reason"])
         return None
 
@@ -171,12 +194,15 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         silent = bool(getattr(self, "silent_fail", False))
         self.defer(
             trigger=FivetranSyncTrigger(
-                connector_id=self.connector_id, target_ms=target_ms,
+                connector_id=self.connector_id,
+                target_ms=target_ms,
                 propagate_failures_forward=self.propagate_failures_forward,
                 always_wait_when_syncing=self.always_wait_when_syncing,
-                criterion=self.criterion, redis_conn_id=self.redis_conn_id,
+                criterion=self.criterion,
+                redis_conn_id=self.redis_conn_id,
                 recheck_interval=self.recheck_interval,
-                retry_timeout=None if silent else self.redis_retry_timeout),
+                retry_timeout=None if silent else self.redis_retry_timeout,
+            ),
             method_name="execute_complete",
             # The sensor's own timeout (not execution_timeout) bounds the deferred wait.
             timeout=timedelta(seconds=self.timeout),
@@ -187,8 +213,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         if event and event.get("status") == UNAVAILABLE:
             # Under silent_fail the trigger never reports an outage (it retries until the
             # deferral times out), so here there is nothing left to wait for.
-            self._unavailable(FivetranHistoryUnavailable(event.get("message", "")),
-                              may_wait=False)
+            self._unavailable(FivetranHistoryUnavailable(event.get("message", "")), may_wait=False)
         if not event or "decision" not in event:
             raise FivetranSyncFailed(f"trigger ended without a decision: {event!r}")
         return self._outcome(event["decision"])

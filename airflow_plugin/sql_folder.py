@@ -25,19 +25,58 @@ from sqlglot import exp
 
 from fivetran_events.exceptions import FivetranEventsError
 
-_WRITE_KINDS = (exp.Create, exp.Insert, exp.Merge, exp.Update, exp.Delete,
-                exp.TruncateTable, exp.Drop, exp.Alter)
+_WRITE_KINDS = (
+    exp.Create,
+    exp.Insert,
+    exp.Merge,
+    exp.Update,
+    exp.Delete,
+    exp.TruncateTable,
+    exp.Drop,
+    exp.Alter,
+)
 #: What may stand as a statement. sqlglot reads a typo such as ``SELEC * FRM`` as the
 #: expression ``SELEC * FRM`` (a multiplication); that is not a statement, so it is refused
 #: here rather than failing in the warehouse at run time. ``Command`` is sqlglot's opaque
 #: fallback for dialect statements it does not model (CALL, VACUUM): accepted, no tables.
-_STATEMENTS = tuple(k for k in (
-    getattr(exp, name, None) for name in (
-        "Query", "Create", "Insert", "Merge", "Update", "Delete", "Drop", "Alter",
-        "TruncateTable", "Copy", "Grant", "Revoke", "Set", "Use", "Transaction", "Commit",
-        "Rollback", "Analyze", "Command", "Describe", "Pragma", "Comment", "Cache",
-        "Uncache", "Refresh", "LoadData", "Show", "Execute", "Declare"))
-    if k is not None)
+_STATEMENTS = tuple(
+    k
+    for k in (
+        getattr(exp, name, None)
+        for name in (
+            "Query",
+            "Create",
+            "Insert",
+            "Merge",
+            "Update",
+            "Delete",
+            "Drop",
+            "Alter",
+            "TruncateTable",
+            "Copy",
+            "Grant",
+            "Revoke",
+            "Set",
+            "Use",
+            "Transaction",
+            "Commit",
+            "Rollback",
+            "Analyze",
+            "Command",
+            "Describe",
+            "Pragma",
+            "Comment",
+            "Cache",
+            "Uncache",
+            "Refresh",
+            "LoadData",
+            "Show",
+            "Execute",
+            "Declare",
+        )
+    )
+    if k is not None
+)
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_\-.]")
 
 
@@ -190,8 +229,11 @@ def scan_folder(root: Path | str, dialect: str | None = None) -> SqlFolder:
         elif entry.is_dir():
             nested = [p for p in entry.iterdir() if _visible(p) and p.is_dir()]
             if nested:
-                raise SqlFolderError(nested[0], "folders inside a group folder are not "
-                                     "supported (rename it to start with '__' to leave it out)")
+                raise SqlFolderError(
+                    nested[0],
+                    "folders inside a group folder are not "
+                    "supported (rename it to start with '__' to leave it out)",
+                )
             files = sorted(p for p in entry.iterdir() if _visible(p) and p.suffix == ".sql")
             if files:
                 tasks = tuple(_task(p, _id(p.stem), dialect) for p in files)
@@ -201,8 +243,9 @@ def scan_folder(root: Path | str, dialect: str | None = None) -> SqlFolder:
     return SqlFolder(root=root, groups=tuple(groups))
 
 
-def resolve(folder: SqlFolder, schema_to_connector: Mapping[str, str],
-            external: Iterable[str] = ()) -> Resolution:
+def resolve(
+    folder: SqlFolder, schema_to_connector: Mapping[str, str], external: Iterable[str] = ()
+) -> Resolution:
     """Tie each group's reads to Fivetran connectors and to the groups that write them.
 
     ``schema_to_connector`` maps a destination schema (Fivetran names it after the

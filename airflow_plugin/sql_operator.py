@@ -25,16 +25,16 @@ from fivetran_events.uris import dataset_uri
 log = logging.getLogger(__name__)
 
 
-def full_refresh_event(context: Mapping[str, Any],
-                       uris: Iterable[str]) -> Mapping[str, Any] | None:
+def full_refresh_event(context: Mapping[str, Any], uris: Iterable[str]) -> Mapping[str, Any] | None:
     """Return the ``extra`` of a triggering event asking for a full refresh, if any.
 
     Only events of ``uris`` (the connectors the task reads) count; with no ``uris`` any
     triggering event does.
     """
     wanted = set(uris)
-    events = (context.get("triggering_asset_events")
-              or context.get("triggering_dataset_events") or {})
+    events = (
+        context.get("triggering_asset_events") or context.get("triggering_dataset_events") or {}
+    )
     for key in list(events):
         uri = getattr(key, "uri", None) or str(key)
         if wanted and uri not in wanted:
@@ -53,8 +53,14 @@ class FivetranSqlOperator(SQLExecuteQueryOperator):
 
     template_fields = (*SQLExecuteQueryOperator.template_fields, "session_sql")
 
-    def __init__(self, *, source_connectors: Iterable[str] = (), reset_allowed: bool = True,
-                 session_sql: Iterable[str] = (), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        source_connectors: Iterable[str] = (),
+        reset_allowed: bool = True,
+        session_sql: Iterable[str] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.source_connectors = list(source_connectors)
         self.reset_allowed = reset_allowed
@@ -76,11 +82,15 @@ class FivetranSqlOperator(SQLExecuteQueryOperator):
         extra = full_refresh_event(context, uris)
         if extra is None:
             return False
-        what = (f"sync {extra.get('sync_id')} of connector {extra.get('connector_id')} "
-                f"after a re-sync")
+        what = (
+            f"sync {extra.get('sync_id')} of connector {extra.get('connector_id')} after a re-sync"
+        )
         if not self.reset_allowed:
-            self.log.warning("full refresh requested by %s REFUSED: reset_allowed = false "
-                             "for a table this task writes; running incrementally", what)
+            self.log.warning(
+                "full refresh requested by %s REFUSED: reset_allowed = false "
+                "for a table this task writes; running incrementally",
+                what,
+            )
             return False
         self.log.info("full refresh requested by %s: templates see full_refresh = true", what)
         return True

@@ -43,8 +43,10 @@ def resolve_target(target_time: Any, context: Context) -> tuple[datetime, str]:
         return event_time, "the newest triggering asset event"
     after = run_after(context)
     if after is None:
-        raise ValueError("the run has no data interval, no triggering asset event and no "
-                         "run_after: pass target_time")
+        raise ValueError(
+            "the run has no data interval, no triggering asset event and no "
+            "run_after: pass target_time"
+        )
     return as_datetime(after), "run_after (the run has no data interval)"
 
 

@@ -44,13 +44,18 @@ UNAVAILABLE = "unavailable"
 class FivetranSyncTrigger(BaseTrigger):
     """Fire once the connector's history decides SUCCESS or FAIL for the target."""
 
-    def __init__(self, connector_id: str, target_ms: int, *,
-                 propagate_failures_forward: bool = True,
-                 always_wait_when_syncing: bool = False,
-                 criterion: str = Criterion.ENDED_AFTER.value,
-                 redis_conn_id: str = DEFAULT_CONN_ID,
-                 recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
-                 retry_timeout: float | None = DEFAULT_REDIS_RETRY_TIMEOUT) -> None:
+    def __init__(
+        self,
+        connector_id: str,
+        target_ms: int,
+        *,
+        propagate_failures_forward: bool = True,
+        always_wait_when_syncing: bool = False,
+        criterion: str = Criterion.ENDED_AFTER.value,
+        redis_conn_id: str = DEFAULT_CONN_ID,
+        recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
+        retry_timeout: float | None = DEFAULT_REDIS_RETRY_TIMEOUT,
+    ) -> None:
         super().__init__()
         self.connector_id = connector_id
         self.target_ms = int(target_ms)
@@ -62,27 +67,36 @@ class FivetranSyncTrigger(BaseTrigger):
         self.retry_timeout = None if retry_timeout is None else float(retry_timeout)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("airflow_plugin.triggers.FivetranSyncTrigger", {
-            "connector_id": self.connector_id,
-            "target_ms": self.target_ms,
-            "propagate_failures_forward": self.propagate_failures_forward,
-            "always_wait_when_syncing": self.always_wait_when_syncing,
-            "criterion": self.criterion,
-            "redis_conn_id": self.redis_conn_id,
-            "recheck_interval": self.recheck_interval,
-            "retry_timeout": self.retry_timeout,
-        })
+        return (
+            "airflow_plugin.triggers.FivetranSyncTrigger",
+            {
+                "connector_id": self.connector_id,
+                "target_ms": self.target_ms,
+                "propagate_failures_forward": self.propagate_failures_forward,
+                "always_wait_when_syncing": self.always_wait_when_syncing,
+                "criterion": self.criterion,
+                "redis_conn_id": self.redis_conn_id,
+                "recheck_interval": self.recheck_interval,
+                "retry_timeout": self.retry_timeout,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             decision = await self._until_decided()
         except FivetranHistoryUnavailable as exc:
             self.log.error("%s", exc)
-            yield TriggerEvent({"status": UNAVAILABLE, "message": str(exc),
-                                "target_ms": self.target_ms})
+            yield TriggerEvent(
+                {"status": UNAVAILABLE, "message": str(exc), "target_ms": self.target_ms}
+            )
             return
-        yield TriggerEvent({"status": decision.outcome.value, "message": decision.reason,
-                            "decision": decision.to_dict()})
+        yield TriggerEvent(
+            {
+                "status": decision.outcome.value,
+                "message": decision.reason,
+                "decision": decision.to_dict(),
+            }
+        )
 
     async def _until_decided(self) -> Decision:
         cfg = await FivetranEventsRedisHook(self.redis_conn_id).aconfig()
@@ -98,17 +112,28 @@ class FivetranSyncTrigger(BaseTrigger):
                 # so the wait below returns at once instead of missing it.
                 changed.clear()
                 facts = await aread_retrying(
-                    lambda: reader.facts(self.connector_id, self.target_ms,
-                                         started_after=started_after),
-                    what=f"the history of connector {self.connector_id}", cfg=cfg,
-                    conn_id=self.redis_conn_id, timeout=self.retry_timeout)
+                    lambda: reader.facts(
+                        self.connector_id, self.target_ms, started_after=started_after
+                    ),
+                    what=f"the history of connector {self.connector_id}",
+                    cfg=cfg,
+                    conn_id=self.redis_conn_id,
+                    timeout=self.retry_timeout,
+                )
                 decision = decide(
-                    facts, propagate_failures_forward=self.propagate_failures_forward,
+                    facts,
+                    propagate_failures_forward=self.propagate_failures_forward,
                     always_wait_when_syncing=self.always_wait_when_syncing,
-                    criterion=self.criterion)
+                    criterion=self.criterion,
+                )
                 if decision.outcome is not Outcome.WAIT:
-                    self.log.info("connector %s decided %s on %s: %s", self.connector_id,
-                                  decision.outcome.value, woken_by, decision.reason)
+                    self.log.info(
+                        "connector %s decided %s on %s: %s",
+                        self.connector_id,
+                        decision.outcome.value,
+                        woken_by,
+                        decision.reason,
+                    )
                     return decision
                 self.log.debug("connector %s: %s", self.connector_id, decision.reason)
                 try:

@@ -28,11 +28,27 @@ def start_redis(workdir: Path, appendonly: bool = True) -> tuple[subprocess.Pope
         sys.exit("redis-server is not installed (apt-get install redis-server)")
     port = free_port()
     # AOF everysec by default, as deploy/ runs it in production; bulk loads may skip it.
-    aof = ["--appendonly", "yes", "--appendfsync", "everysec"] if appendonly else [
-        "--appendonly", "no"]
-    proc = subprocess.Popen([exe, "--bind", "127.0.0.1", "--port", str(port), "--dir",
-                             str(workdir), *aof, "--save", ""], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    aof = (
+        ["--appendonly", "yes", "--appendfsync", "everysec"]
+        if appendonly
+        else ["--appendonly", "no"]
+    )
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dir",
+            str(workdir),
+            *aof,
+            "--save",
+            "",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
     for _ in range(100):
@@ -47,9 +63,22 @@ def start_redis(workdir: Path, appendonly: bool = True) -> tuple[subprocess.Pope
 
 def start_gunicorn(app: str, env: dict[str, str], workers: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
-                             "--workers", str(workers), "--log-level", "warning", app],
-                            env={**os.environ, **env}, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+            app,
+        ],
+        env={**os.environ, **env},
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:

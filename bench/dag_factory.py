@@ -50,8 +50,10 @@ def by_hand(files: int) -> float:
 
     t0 = time.perf_counter()
     with DAG(dag_id="by_hand", schedule=None):
-        ops = [FivetranSqlOperator(task_id=f"t{i}", conn_id="warehouse", sql="SELECT 1")
-               for i in range(files)]
+        ops = [
+            FivetranSqlOperator(task_id=f"t{i}", conn_id="warehouse", sql="SELECT 1")
+            for i in range(files)
+        ]
         chain(*ops)
     return time.perf_counter() - t0
 
@@ -82,8 +84,10 @@ def main() -> int:
     h, f = statistics.median(hand), statistics.median(fact)
     print(f"files={a.files} repeat={a.repeat} (medians)")
     print(f"DAG of {a.files} tasks built by hand:   {h * 1000:8.1f} ms")
-    print(f"DAG built from {a.files} SQL files:     {f * 1000:8.1f} ms "
-          f"({f / a.files * 1000:.2f} ms per file)")
+    print(
+        f"DAG built from {a.files} SQL files:     {f * 1000:8.1f} ms "
+        f"({f / a.files * 1000:.2f} ms per file)"
+    )
     print(f"ratio factory/by-hand: {f / h:.1f}")
     return 0
 

@@ -60,8 +60,14 @@ class Proc:
 
     def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
         with open(log, "ab") as out:
-            self.p = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True)
+            self.p = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def stop(self) -> None:
         stop_group(self.p)
@@ -81,21 +87,39 @@ def wait_until(what: str, check: Any, timeout: float, interval: float = 0.2) -> 
 
 
 def body(sync_id: str, created: datetime) -> bytes:
-    return json.dumps({
-        "event": "sync_end", "created": created.isoformat().replace("+00:00", "Z"),
-        "connector_type": "google_cloud_postgresql", "connector_id": CONNECTOR,
-        "connector_name": "bench_pg", "sync_id": sync_id,
-        "destination_group_id": "bench_group", "data": {"status": "SUCCESSFUL"},
-    }).encode()
+    return json.dumps(
+        {
+            "event": "sync_end",
+            "created": created.isoformat().replace("+00:00", "Z"),
+            "connector_type": "google_cloud_postgresql",
+            "connector_id": CONNECTOR,
+            "connector_name": "bench_pg",
+            "sync_id": sync_id,
+            "destination_group_id": "bench_group",
+            "data": {"status": "SUCCESSFUL"},
+        }
+    ).encode()
 
 
 def run(n: int, gap: float, work: Path) -> dict[str, Any]:
     bin_dir = Path(sys.executable).parent
     with ExitStack() as stack:
         redis_port = free_port()
-        rproc = Proc(["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port),
-                      "--save", "", "--appendonly", "no"], dict(os.environ),
-                     work / "redis.log")
+        rproc = Proc(
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(redis_port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            dict(os.environ),
+            work / "redis.log",
+        )
         stack.callback(rproc.stop)
         airflow = AirflowServer(home=work / "airflow")
         stack.callback(airflow.stop)
@@ -104,22 +128,35 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         airflow.wait_for_asset(URI)
 
         env = {k: v for k, v in os.environ.items() if not k.startswith("FIVETRAN_EVENTS_")}
-        env.update({
-            "FIVETRAN_EVENTS_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-            "FIVETRAN_EVENTS_WEBHOOK_SECRETS": SECRET,
-            "FIVETRAN_EVENTS_AIRFLOW_URL": airflow.url,
-            "FIVETRAN_EVENTS_AIRFLOW_USERNAME": airflow.username,
-            "FIVETRAN_EVENTS_AIRFLOW_PASSWORD": airflow.password,
-        })
+        env.update(
+            {
+                "FIVETRAN_EVENTS_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+                "FIVETRAN_EVENTS_WEBHOOK_SECRETS": SECRET,
+                "FIVETRAN_EVENTS_AIRFLOW_URL": airflow.url,
+                "FIVETRAN_EVENTS_AIRFLOW_USERNAME": airflow.username,
+                "FIVETRAN_EVENTS_AIRFLOW_PASSWORD": airflow.password,
+            }
+        )
         web_port = free_port()
-        web = Proc([str(bin_dir / "fivetran-events"), "serve", "--host", "127.0.0.1",
-                    "--port", str(web_port), "--workers", "2"], env, work / "web.log")
+        web = Proc(
+            [
+                str(bin_dir / "fivetran-events"),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(web_port),
+                "--workers",
+                "2",
+            ],
+            env,
+            work / "web.log",
+        )
         stack.callback(web.stop)
         worker = Proc([str(bin_dir / "fivetran-events"), "worker"], env, work / "worker.log")
         stack.callback(worker.stop)
         url = f"http://127.0.0.1:{web_port}"
-        wait_until("the webhook server", lambda: requests.get(f"{url}/readyz", timeout=2).ok,
-                   60)
+        wait_until("the webhook server", lambda: requests.get(f"{url}/readyz", timeout=2).ok, 60)
 
         acks: dict[str, float] = {}
         session = requests.Session()
@@ -127,8 +164,12 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         for i in range(n + 1):
             sid = f"bench-{i}-{uuid.uuid4()}"
             raw = body(sid, datetime.now(timezone.utc))
-            resp = session.post(f"{url}/webhooks/fivetran", data=raw, timeout=10, headers={
-                SIGNATURE_HEADER: sign(raw, SECRET), "Content-Type": "application/json"})
+            resp = session.post(
+                f"{url}/webhooks/fivetran",
+                data=raw,
+                timeout=10,
+                headers={SIGNATURE_HEADER: sign(raw, SECRET), "Content-Type": "application/json"},
+            )
             resp.raise_for_status()
             if i:
                 acks[sid] = time.time()
@@ -144,15 +185,21 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         def runs() -> dict[str, float]:
             starts: dict[str, float] = {}
             for s in acks:
-                refs = airflow.get("/api/v2/assets/events", params={
-                    "asset_id": by_sync[s]["asset_id"], "limit": 100,
-                    "order_by": "-timestamp"}).json()["asset_events"]
+                refs = airflow.get(
+                    "/api/v2/assets/events",
+                    params={
+                        "asset_id": by_sync[s]["asset_id"],
+                        "limit": 100,
+                        "order_by": "-timestamp",
+                    },
+                ).json()["asset_events"]
                 ev = next(e for e in refs if e["id"] == by_sync[s]["id"])
                 dagrun = next(iter(ev.get("created_dagruns") or []), None)
                 if dagrun is None:
                     return {}
-                run = airflow.get(f"/api/v2/dags/{dagrun['dag_id']}/dagRuns/"
-                                  f"{dagrun['run_id']}").json()
+                run = airflow.get(
+                    f"/api/v2/dags/{dagrun['dag_id']}/dagRuns/{dagrun['run_id']}"
+                ).json()
                 if not run.get("start_date"):
                     return {}
                 starts[s] = datetime.fromisoformat(run["start_date"]).timestamp()
@@ -161,8 +208,9 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         started = wait_until("every DAG run to start", runs, 180, 1.0)
         shared_runs = n - len(set(started.values()))
         r = redis.Redis(port=redis_port)
-        records = {(r.hget(k, "sync_id") or b"").decode(): r.hgetall(k)
-                   for k in r.scan_iter("fte:fwd:d:*")}
+        records = {
+            (r.hget(k, "sync_id") or b"").decode(): r.hgetall(k) for k in r.scan_iter("fte:fwd:d:*")
+        }
         retried = sum(1 for d in records.values() if int(d[b"attempts"]) > 1)
         # Where our part's time goes: waiting in the queue, then the attempt itself.
         picked = {s: int(records[s][b"first_attempt_ms"]) / 1000 for s in acks}
@@ -175,15 +223,27 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
     # poke schedule (100 ms steps) the wait is spread uniformly over [0, 60 s).
     steps = int(POKE_INTERVAL_S * 10)
     poll = [((p / 10.0) - acks[s]) % POKE_INTERVAL_S for s in acks for p in range(steps)]
-    return {"n": n, "to_event": to_event, "queued": queued, "attempt": attempt,
-            "to_run": to_run, "poll": poll, "shared_runs": shared_runs, "retried": retried}
+    return {
+        "n": n,
+        "to_event": to_event,
+        "queued": queued,
+        "attempt": attempt,
+        "to_run": to_run,
+        "poll": poll,
+        "shared_runs": shared_runs,
+        "retried": retried,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=20, help="deliveries (default 20)")
-    ap.add_argument("--gap", type=float, default=3.0,
-                    help="seconds between deliveries (default 3: one DAG run each)")
+    ap.add_argument(
+        "--gap",
+        type=float,
+        default=3.0,
+        help="seconds between deliveries (default 3: one DAG run each)",
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fte-bench-"))
     try:
@@ -193,22 +253,30 @@ def main() -> None:
 
     def line(label: str, xs: list[float], unit: str = "s") -> str:
         scale = 1000.0 if unit == "ms" else 1.0
-        return (f"{label:58} p50 {percentile(xs, 0.5) * scale:8.1f} {unit}   "
-                f"p99 {percentile(xs, 0.99) * scale:8.1f} {unit}   "
-                f"max {max(xs) * scale:8.1f} {unit}")
+        return (
+            f"{label:58} p50 {percentile(xs, 0.5) * scale:8.1f} {unit}   "
+            f"p99 {percentile(xs, 0.99) * scale:8.1f} {unit}   "
+            f"max {max(xs) * scale:8.1f} {unit}"
+        )
 
-    print(f"forward benchmark: {r['n']} signed sync_end deliveries, real Redis, 1 worker, "
-          f"Airflow 3 (SQLite, LocalExecutor) on {os.cpu_count()} cores")
+    print(
+        f"forward benchmark: {r['n']} signed sync_end deliveries, real Redis, 1 worker, "
+        f"Airflow 3 (SQLite, LocalExecutor) on {os.cpu_count()} cores"
+    )
     print(line("webhook ack -> Airflow asset event created (our part)", r["to_event"], "ms"))
     print(line("  of which: ack -> worker picks the job up", r["queued"], "ms"))
     print(line("  of which: job picked up -> Airflow created the event", r["attempt"], "ms"))
     print(line("webhook ack -> asset-scheduled DAG run started", r["to_run"]))
     print(line("polling every 60 s (default poke_interval), same syncs", r["poll"]))
-    print(f"{'polling p50 / push-to-DAG-run p50':58} "
-          f"{statistics.median(r['poll']) / statistics.median(r['to_run']):8.1f}x")
+    print(
+        f"{'polling p50 / push-to-DAG-run p50':58} "
+        f"{statistics.median(r['poll']) / statistics.median(r['to_run']):8.1f}x"
+    )
     if r["retried"]:
-        print(f"note: {r['retried']} deliveries needed more than one attempt (Airflow answered "
-              "5xx or timed out, e.g. SQLite busy)")
+        print(
+            f"note: {r['retried']} deliveries needed more than one attempt (Airflow answered "
+            "5xx or timed out, e.g. SQLite busy)"
+        )
     if r["shared_runs"]:
         print(f"note: {r['shared_runs']} deliveries shared a DAG run with another")
 

@@ -44,11 +44,22 @@ PREFIX = "bench:"
 
 def make_bodies(n: int) -> list[bytes]:
     t = now_ms()
-    return [json.dumps({
-        "event": "sync_end", "created": iso(t - i), "connector_type": "postgres",
-        "connector_id": f"conn_{i % CONNECTORS}", "connector_name": f"pg_{i % CONNECTORS}",
-        "sync_id": str(uuid.uuid4()), "destination_group_id": "bench_group",
-        "data": {"status": "SUCCESSFUL"}}, separators=(",", ":")).encode() for i in range(n)]
+    return [
+        json.dumps(
+            {
+                "event": "sync_end",
+                "created": iso(t - i),
+                "connector_type": "postgres",
+                "connector_id": f"conn_{i % CONNECTORS}",
+                "connector_name": f"pg_{i % CONNECTORS}",
+                "sync_id": str(uuid.uuid4()),
+                "destination_group_id": "bench_group",
+                "data": {"status": "SUCCESSFUL"},
+            },
+            separators=(",", ":"),
+        ).encode()
+        for i in range(n)
+    ]
 
 
 def drive(args: tuple[str, str, list[bytes]]) -> tuple[list[float], list[bytes], int]:
@@ -78,8 +89,9 @@ def drive(args: tuple[str, str, list[bytes]]) -> tuple[list[float], list[bytes],
     return latencies, acked, errors
 
 
-def phase(pool: ProcessPoolExecutor, base: str, path: str, bodies: list[bytes],
-          clients: int) -> dict[str, object]:
+def phase(
+    pool: ProcessPoolExecutor, base: str, path: str, bodies: list[bytes], clients: int
+) -> dict[str, object]:
     slices = [(base, path, bodies[i::clients]) for i in range(clients)]
     t0 = time.perf_counter()
     results = list(pool.map(drive, slices))
@@ -87,9 +99,15 @@ def phase(pool: ProcessPoolExecutor, base: str, path: str, bodies: list[bytes],
     lat = sorted(x for r in results for x in r[0])
     acked = [b for r in results for b in r[1]]
     errors = sum(r[2] for r in results)
-    return {"rate": len(acked) / wall, "p50": lat[len(lat) // 2] * 1000,
-            "p99": lat[int(len(lat) * 0.99) - 1] * 1000, "acked": acked, "errors": errors,
-            "wall": wall, "latencies": lat}
+    return {
+        "rate": len(acked) / wall,
+        "p50": lat[len(lat) // 2] * 1000,
+        "p99": lat[int(len(lat) * 0.99) - 1] * 1000,
+        "acked": acked,
+        "errors": errors,
+        "wall": wall,
+        "latencies": lat,
+    }
 
 
 def merge(rounds: list[dict[str, object]]) -> dict[str, object]:
@@ -97,9 +115,14 @@ def merge(rounds: list[dict[str, object]]) -> dict[str, object]:
     lat = sorted(x for r in rounds for x in r["latencies"])  # type: ignore[attr-defined]
     acked = [b for r in rounds for b in r["acked"]]  # type: ignore[attr-defined]
     wall = sum(r["wall"] for r in rounds)  # type: ignore[misc]
-    return {"rate": len(acked) / wall, "p50": lat[len(lat) // 2] * 1000,
-            "p99": lat[int(len(lat) * 0.99) - 1] * 1000, "acked": acked,
-            "errors": sum(r["errors"] for r in rounds), "wall": wall}  # type: ignore[misc]
+    return {
+        "rate": len(acked) / wall,
+        "p50": lat[len(lat) // 2] * 1000,
+        "p99": lat[int(len(lat) * 0.99) - 1] * 1000,
+        "acked": acked,
+        "errors": sum(r["errors"] for r in rounds),
+        "wall": wall,
+    }  # type: ignore[misc]
 
 
 def verify(client: redis.Redis, acked: list[bytes]) -> str:
@@ -121,10 +144,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--deliveries", type=int, default=4000)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
-                    help="gunicorn workers for both endpoints (default: as `serve`)")
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="webhook rounds, each between two trivial rounds")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=DEFAULT_WORKERS,
+        help="gunicorn workers for both endpoints (default: as `serve`)",
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=5, help="webhook rounds, each between two trivial rounds"
+    )
     a = ap.parse_args()
     if not 100 <= a.deliveries <= 100_000:
         ap.error("--deliveries must be between 100 and 100000")
@@ -134,15 +162,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fte-bench-") as tmp:
         redis_proc, url = start_redis(Path(tmp))
         # Forwarding on, so each delivery also queues its job (the bench never calls Airflow).
-        env = {"FIVETRAN_EVENTS_REDIS_URL": url, "FIVETRAN_EVENTS_WEBHOOK_SECRETS": SECRET,
-               "FIVETRAN_EVENTS_KEY_PREFIX": PREFIX,
-               "FIVETRAN_EVENTS_AIRFLOW_URL": "http://127.0.0.1:9"}
+        env = {
+            "FIVETRAN_EVENTS_REDIS_URL": url,
+            "FIVETRAN_EVENTS_WEBHOOK_SECRETS": SECRET,
+            "FIVETRAN_EVENTS_KEY_PREFIX": PREFIX,
+            "FIVETRAN_EVENTS_AIRFLOW_URL": "http://127.0.0.1:9",
+        }
         gunicorn, base = start_gunicorn("bench._app:app", env, a.workers)
         client = redis.Redis.from_url(url)
         try:
             bodies = make_bodies(a.deliveries)
             size = -(-a.deliveries // a.rounds)
-            chunks = [bodies[i:i + size] for i in range(0, a.deliveries, size)]
+            chunks = [bodies[i : i + size] for i in range(0, a.deliveries, size)]
             noops, hooks = [], []
             with ProcessPoolExecutor(a.clients) as pool:
                 phase(pool, base, "/bench/noop", bodies[:200], a.clients)  # warm up
@@ -153,25 +184,36 @@ def main() -> int:
                 noops.append(phase(pool, base, "/bench/noop", chunks[-1], a.clients))
                 after = client.info("memory")["used_memory"]
             hook = merge(hooks)
-            history_bytes = sum(client.memory_usage(k) or 0
-                                for k in client.scan_iter(f"{PREFIX}*", count=1000))
+            history_bytes = sum(
+                client.memory_usage(k) or 0 for k in client.scan_iter(f"{PREFIX}*", count=1000)
+            )
             check = verify(client, hook["acked"])  # type: ignore[arg-type]
         finally:
             stop(gunicorn, group=True)
             stop(redis_proc)
 
-    ratios = [h["rate"] / ((before_["rate"] + after_["rate"]) / 2)  # type: ignore[operator]
-              for h, before_, after_ in zip(hooks, noops, noops[1:], strict=False)]
+    ratios = [
+        h["rate"] / ((before_["rate"] + after_["rate"]) / 2)  # type: ignore[operator]
+        for h, before_, after_ in zip(hooks, noops, noops[1:], strict=False)
+    ]
     n = len(hook["acked"])  # type: ignore[arg-type]
-    print(f"deliveries={a.deliveries} clients={a.clients} gunicorn_workers={a.workers} "
-          f"rounds={len(hooks)}")
+    print(
+        f"deliveries={a.deliveries} clients={a.clients} gunicorn_workers={a.workers} "
+        f"rounds={len(hooks)}"
+    )
     for name, r in (("trivial POST", merge(noops)), ("webhook sync_end", hook)):
-        print(f"{name:18} {r['rate']:8.0f} events/s  p50 {r['p50']:6.2f} ms  "
-              f"p99 {r['p99']:6.2f} ms  errors {r['errors']}")
-    print(f"ratio webhook/trivial: {statistics.median(ratios):.2f} (goal >= 0.4; median of "
-          f"{len(ratios)} rounds, {min(ratios):.2f}-{max(ratios):.2f})")
-    print(f"Redis bytes per recorded sync: {(after - before) / max(n, 1):.0f} in all "
-          f"(history + RQ job), {history_bytes / max(n, 1):.0f} for the history alone")
+        print(
+            f"{name:18} {r['rate']:8.0f} events/s  p50 {r['p50']:6.2f} ms  "
+            f"p99 {r['p99']:6.2f} ms  errors {r['errors']}"
+        )
+    print(
+        f"ratio webhook/trivial: {statistics.median(ratios):.2f} (goal >= 0.4; median of "
+        f"{len(ratios)} rounds, {min(ratios):.2f}-{max(ratios):.2f})"
+    )
+    print(
+        f"Redis bytes per recorded sync: {(after - before) / max(n, 1):.0f} in all "
+        f"(history + RQ job), {history_bytes / max(n, 1):.0f} for the history alone"
+    )
     print(f"exactly-once check: {check}")
     return 0 if check.startswith("ok") else 1
 

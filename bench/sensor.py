@@ -40,8 +40,14 @@ sys.path.insert(0, str(ROOT))
 from bench._servers import start_redis  # noqa: E402 (after the path insertion)
 
 
-def bulk_history(client: redis.Redis, connector_id: str, n: int, start: datetime,
-                 step: timedelta, starts: bool = True) -> None:
+def bulk_history(
+    client: redis.Redis,
+    connector_id: str,
+    n: int,
+    start: datetime,
+    step: timedelta,
+    starts: bool = True,
+) -> None:
     """Load ``n`` completions (1 in 10 failed) in the writer's own encoding, pipelined.
 
     Each sync started a minute before it ended; ``starts=False`` records no start, as
@@ -58,9 +64,16 @@ def bulk_history(client: redis.Redis, connector_id: str, n: int, start: datetime
         ok = i % 10 != 3
         t = t0 + i * dt
         begun = t - 60_000 if starts else None
-        member = encode_completion(SimpleNamespace(  # type: ignore[arg-type]
-            sync_id=f"s{i}", status="SUCCESSFUL" if ok else "FAILURE", created_ms=t,
-            reason=None, task_type=None), started_ms=begun)
+        member = encode_completion(
+            SimpleNamespace(  # type: ignore[arg-type]
+                sync_id=f"s{i}",
+                status="SUCCESSFUL" if ok else "FAILURE",
+                created_ms=t,
+                reason=None,
+                task_type=None,
+            ),
+            started_ms=begun,
+        )
         pipe.zadd(keys.ok if ok else keys.fail, {member: t})
         if begun is not None:
             pipe.zadd(keys.starts, {f"s{i}": begun})
@@ -87,20 +100,26 @@ def bench_latency(client: redis.Redis, big: int, samples: int = 3000) -> None:
         bulk_history(client, f"n{n}", n, start, step)
         load = time.perf_counter() - t
         lo, hi = int(start.timestamp() * 1000), int((start + step * n).timestamp() * 1000)
-        lat = _sample(lambda target, c=f"n{n}": decide(reader.facts(c, target)),
-                      lo, hi, samples, float("inf"))
+        lat = _sample(
+            lambda target, c=f"n{n}": decide(reader.facts(c, target)), lo, hi, samples, float("inf")
+        )
         rows.append((n, statistics.median(lat), pct(lat, 0.99), load))
-    print("1. decision latency (HistoryReader.facts + decide, one connector, "
-          f"{samples} random targets, real redis-server on 127.0.0.1)")
+    print(
+        "1. decision latency (HistoryReader.facts + decide, one connector, "
+        f"{samples} random targets, real redis-server on 127.0.0.1)"
+    )
     for n, med, p99, load in rows:
-        print(f"   {n:>9,} syncs: median {med:7.1f} us   p99 {p99:7.1f} us"
-              f"   (history loaded in {load:.1f} s)")
-    print(f"   ratio {rows[1][0]:,} / 100 syncs: median x{rows[1][1] / rows[0][1]:.2f}, "
-          f"p99 x{rows[1][2] / rows[0][2]:.2f}")
+        print(
+            f"   {n:>9,} syncs: median {med:7.1f} us   p99 {p99:7.1f} us"
+            f"   (history loaded in {load:.1f} s)"
+        )
+    print(
+        f"   ratio {rows[1][0]:,} / 100 syncs: median x{rows[1][1] / rows[0][1]:.2f}, "
+        f"p99 x{rows[1][2] / rows[0][2]:.2f}"
+    )
 
 
-def _sample(decide_once: Any, lo: int, hi: int, samples: int,
-            budget_s: float) -> list[float]:
+def _sample(decide_once: Any, lo: int, hi: int, samples: int, budget_s: float) -> list[float]:
     """Time ``decide_once(target)`` on random targets, for at most ``budget_s`` seconds."""
     rng = random.Random(7)
     lat: list[float] = []
@@ -113,8 +132,9 @@ def _sample(decide_once: Any, lo: int, hi: int, samples: int,
     return lat
 
 
-def bench_started_after(client: redis.Redis, url: str, big: int, samples: int = 1000,
-                        budget_s: float = 15.0) -> None:
+def bench_started_after(
+    client: redis.Redis, url: str, big: int, samples: int = 1000, budget_s: float = 15.0
+) -> None:
     """started_after latency, sync and async reader, 10^2 vs ``big`` syncs, starts or not."""
     import redis.asyncio as aredis
 
@@ -131,35 +151,47 @@ def bench_started_after(client: redis.Redis, url: str, big: int, samples: int = 
     loop = asyncio.new_event_loop()
     aclient = aredis.Redis.from_url(url)
     areader = AsyncHistoryReader(aclient, PREFIX, 24 * 3600 * 1000)
-    fetch = {"sync": lambda cid, target: reader.facts(cid, target, started_after=True),
-             "async": lambda cid, target: loop.run_until_complete(
-                 areader.facts(cid, target, started_after=True))}
+    fetch = {
+        "sync": lambda cid, target: reader.facts(cid, target, started_after=True),
+        "async": lambda cid, target: loop.run_until_complete(
+            areader.facts(cid, target, started_after=True)
+        ),
+    }
     results: dict[tuple[str, int, bool], list[float]] = {}
     try:
         for kind, facts in fetch.items():
             for n, with_starts in cases:
                 cid, hi = f"sa{n}{with_starts:d}", lo + n * int(step.total_seconds() * 1000)
                 results[kind, n, with_starts] = _sample(
-                    lambda target, f=facts, c=cid: decide(f(c, target),
-                                                          criterion="started_after"),
-                    lo, hi, samples, budget_s)
+                    lambda target, f=facts, c=cid: decide(f(c, target), criterion="started_after"),
+                    lo,
+                    hi,
+                    samples,
+                    budget_s,
+                )
     finally:
         loop.run_until_complete(aclient.aclose())
         loop.close()
-    print(f"1b. started_after latency (facts + decide, up to {samples} random targets or "
-          f"{budget_s:g} s per case)")
+    print(
+        f"1b. started_after latency (facts + decide, up to {samples} random targets or "
+        f"{budget_s:g} s per case)"
+    )
     for kind in ("sync", "async"):
         for n, with_starts in cases:
             lat = results[kind, n, with_starts]
-            print(f"   {kind:>5} reader, {n:>9,} syncs, starts "
-                  f"{'recorded' if with_starts else 'not recorded':<12}: median "
-                  f"{statistics.median(lat):9.1f} us   p99 {pct(lat, 0.99):9.1f} us"
-                  f"   ({len(lat)} samples)")
+            print(
+                f"   {kind:>5} reader, {n:>9,} syncs, starts "
+                f"{'recorded' if with_starts else 'not recorded':<12}: median "
+                f"{statistics.median(lat):9.1f} us   p99 {pct(lat, 0.99):9.1f} us"
+                f"   ({len(lat)} samples)"
+            )
         med = {k[1:]: statistics.median(v) for k, v in results.items() if k[0] == kind}
-        print(f"   {kind} ratio {big:,} / 100 syncs (median): starts recorded "
-              f"x{med[big, True] / med[100, True]:.2f}, not recorded "
-              f"x{med[big, False] / med[100, False]:.2f}; not recorded / recorded at "
-              f"{big:,}: x{med[big, False] / med[big, True]:.2f}")
+        print(
+            f"   {kind} ratio {big:,} / 100 syncs (median): starts recorded "
+            f"x{med[big, True] / med[100, True]:.2f}, not recorded "
+            f"x{med[big, False] / med[100, False]:.2f}; not recorded / recorded at "
+            f"{big:,}: x{med[big, False] / med[big, True]:.2f}"
+        )
 
 
 def bench_backfill(client: redis.Redis) -> None:
@@ -167,16 +199,20 @@ def bench_backfill(client: redis.Redis) -> None:
 
     reader = HistoryReader(client, PREFIX, 24 * 3600 * 1000)
     bulk_history(client, "decade", 3650, datetime(2016, 1, 1, 6, tzinfo=UTC), timedelta(days=1))
-    targets = [int((datetime(2016, 1, 1, tzinfo=UTC) + timedelta(days=d)).timestamp() * 1000)
-               for d in range(1, 3651)]
+    targets = [
+        int((datetime(2016, 1, 1, tzinfo=UTC) + timedelta(days=d)).timestamp() * 1000)
+        for d in range(1, 3651)
+    ]
     t = time.perf_counter()
     outcomes: dict[str, int] = {}
     for target in targets:
         d = decide(reader.facts("decade", target), propagate_failures_forward=True)
         outcomes[d.outcome.value] = outcomes.get(d.outcome.value, 0) + 1
     took = time.perf_counter() - t
-    print("2. 10-year @daily backfill: 3,650 targets decided in "
-          f"{took:.2f} s ({took / 3650 * 1e3:.3f} ms per target); outcomes {outcomes}")
+    print(
+        "2. 10-year @daily backfill: 3,650 targets decided in "
+        f"{took:.2f} s ({took / 3650 * 1e3:.3f} ms per target); outcomes {outcomes}"
+    )
 
 
 def _outcome(poke: Any) -> str:
@@ -200,38 +236,51 @@ def seed_calendar_calls(redis_url: str) -> None:
     writer = HistoryWriter(redis.Redis.from_url(redis_url), PREFIX, 10 * 365 * 86_400_000)
     api = FivetranStandIn()
     print("3a. seed January backfill, 15 targets, one poke each (poke mode):")
-    print("    scenario/propagate  | ours: seed calendar?  API calls "
-          "| provider FivetranSensor: seed calendar?  API calls")
+    print(
+        "    scenario/propagate  | ours: seed calendar?  API calls "
+        "| provider FivetranSensor: seed calendar?  API calls"
+    )
     with serving(api):
         FivetranHook.api_protocol, FivetranHook.api_host = api.base
         for (scenario, propagate), expected in CALENDARS.items():
             cid = f"seed_{scenario}_{propagate}".lower()
             rows = SCENARIO_A if scenario == "A" else SCENARIO_B
             for sid, ended, status in rows:
-                writer.record(parse_event(encode(payload("sync_end", cid, ended, sync_id=sid,
-                                                         status=status))))
-            api.connector(cid,
-                          succeeded_at=max(e for _, e, s in rows if s == "SUCCESSFUL"),
-                          failed_at=max(e for _, e, s in rows if s != "SUCCESSFUL"))
+                writer.record(
+                    parse_event(encode(payload("sync_end", cid, ended, sync_id=sid, status=status)))
+                )
+            api.connector(
+                cid,
+                succeeded_at=max(e for _, e, s in rows if s == "SUCCESSFUL"),
+                failed_at=max(e for _, e, s in rows if s != "SUCCESSFUL"),
+            )
             ours, theirs = {}, {}
             before = api.total_calls
             for day in expected:
-                sensor = FivetranDateTimeSensor(task_id=f"o{day}", connector_id=cid,
-                                                propagate_failures_forward=propagate)
-                ours[day] = _outcome(
-                    lambda s=sensor, d=day: s.poke({"data_interval_end": at(d)}))
+                sensor = FivetranDateTimeSensor(
+                    task_id=f"o{day}", connector_id=cid, propagate_failures_forward=propagate
+                )
+                ours[day] = _outcome(lambda s=sensor, d=day: s.poke({"data_interval_end": at(d)}))
             our_calls = api.total_calls - before
             before = api.total_calls
             for day in expected:
-                sensor = FivetranSensor(task_id=f"p{day}", connector_id=cid,
-                                        completed_after_time=at(day).isoformat(),
-                                        propagate_failures_forward=propagate, deferrable=False)
+                sensor = FivetranSensor(
+                    task_id=f"p{day}",
+                    connector_id=cid,
+                    completed_after_time=at(day).isoformat(),
+                    propagate_failures_forward=propagate,
+                    deferrable=False,
+                )
                 theirs[day] = _outcome(lambda s=sensor: s.poke({}))
             their_calls = api.total_calls - before
-            print(f"    {scenario} / {propagate!s:<5}           | {ours == expected!s:<21} "
-                  f"{our_calls:>9} | {theirs == expected!s:<39} {their_calls:>9}")
-    print("    every further poke of a waiting target: ours reads Redis (0 API calls), the "
-          "provider calls GET /v1/connectors/{id}")
+            print(
+                f"    {scenario} / {propagate!s:<5}           | {ours == expected!s:<21} "
+                f"{our_calls:>9} | {theirs == expected!s:<39} {their_calls:>9}"
+            )
+    print(
+        "    every further poke of a waiting target: ours reads Redis (0 API calls), the "
+        "provider calls GET /v1/connectors/{id}"
+    )
 
 
 _CLOCK = (time.time(), time.perf_counter())
@@ -267,39 +316,62 @@ async def deferred_latency(redis_url: str, trials: int, provider_poke: float) ->
                 if who == "ours":
                     trig: Any = FivetranSyncTrigger(cid, to_ms(now), recheck_interval=60)
                 else:
-                    trig = FivetranTrigger(task_id="t", connector_id=cid,
-                                           fivetran_conn_id="fivetran_default",
-                                           previous_completed_at=None, xcom=now.isoformat(),
-                                           poke_interval=provider_poke)
+                    trig = FivetranTrigger(
+                        task_id="t",
+                        connector_id=cid,
+                        fivetran_conn_id="fivetran_default",
+                        previous_completed_at=None,
+                        xcom=now.isoformat(),
+                        poke_interval=provider_poke,
+                    )
                 gen = trig.run()
                 task = asyncio.ensure_future(gen.__anext__())
                 # the sync ends at a random phase of the provider's polling
                 await asyncio.sleep(1.0 + rng.random() * provider_poke)
                 ended = datetime.now(UTC)
                 api.finish_sync(cid, ended)  # what Fivetran's API reports from now on
-                writer.record(parse_event(encode(payload(  # the webhook Fivetran sends
-                    "sync_end", cid, ended, sync_id=f"sync-{who}-{i}"))))
+                writer.record(
+                    parse_event(
+                        encode(
+                            payload(  # the webhook Fivetran sends
+                                "sync_end", cid, ended, sync_id=f"sync-{who}-{i}"
+                            )
+                        )
+                    )
+                )
                 event = await task
                 samples.append(time.perf_counter() - _perf_at(ended))
                 assert event.payload["status"] == "success", event.payload
                 await gen.aclose()
     calls = api.calls["GET /v1/connectors/{id}"]
-    print(f"3b. sync-to-success latency of a deferred wait ({trials} syncs each; "
-          f"the provider's trigger polls every {provider_poke:g} s):")
-    print(f"    ours (pub/sub wake-up):   median {statistics.median(ours) * 1e3:8.1f} ms   "
-          f"max {max(ours) * 1e3:8.1f} ms   Fivetran API calls 0")
-    print(f"    provider FivetranTrigger: median {statistics.median(theirs) * 1e3:8.1f} ms   "
-          f"max {max(theirs) * 1e3:8.1f} ms   Fivetran API calls {calls}")
-    print("    ratio provider/ours (median): "
-          f"x{statistics.median(theirs) / statistics.median(ours):.0f}")
+    print(
+        f"3b. sync-to-success latency of a deferred wait ({trials} syncs each; "
+        f"the provider's trigger polls every {provider_poke:g} s):"
+    )
+    print(
+        f"    ours (pub/sub wake-up):   median {statistics.median(ours) * 1e3:8.1f} ms   "
+        f"max {max(ours) * 1e3:8.1f} ms   Fivetran API calls 0"
+    )
+    print(
+        f"    provider FivetranTrigger: median {statistics.median(theirs) * 1e3:8.1f} ms   "
+        f"max {max(theirs) * 1e3:8.1f} ms   Fivetran API calls {calls}"
+    )
+    print(
+        "    ratio provider/ours (median): "
+        f"x{statistics.median(theirs) / statistics.median(ours):.0f}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10^5 syncs instead of 10^6")
     parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--provider-poke", type=float, default=4.0,
-                        help="the provider trigger's poll interval in s (its default: 4)")
+    parser.add_argument(
+        "--provider-poke",
+        type=float,
+        default=4.0,
+        help="the provider trigger's poll interval in s (its default: 4)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fte-bench-"))
     os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow"))

@@ -35,11 +35,19 @@ accesslog = "-"
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 # One JSON object per request; gunicorn substitutes the %(x)s atoms, json.dumps quotes them.
-access_log_format = json.dumps({
-    "time": "%(t)s", "remote": "%(h)s", "method": "%(m)s", "path": "%(U)s",
-    "status": "%(s)s", "bytes": "%(B)s", "duration_us": "%(D)s",
-    "user_agent": "%(a)s", "request_id": "%({x-request-id}i)s",
-})
+access_log_format = json.dumps(
+    {
+        "time": "%(t)s",
+        "remote": "%(h)s",
+        "method": "%(m)s",
+        "path": "%(U)s",
+        "status": "%(s)s",
+        "bytes": "%(B)s",
+        "duration_us": "%(D)s",
+        "user_agent": "%(a)s",
+        "request_id": "%({x-request-id}i)s",
+    }
+)
 
 
 def on_starting(server):  # type: ignore[no-untyped-def]

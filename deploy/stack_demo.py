@@ -30,6 +30,7 @@ _ORIGIN = time.monotonic() - float(os.environ.get("FTE_UP_STARTED", "0"))
 def say(text: str) -> None:
     print(f"[{time.monotonic() - _ORIGIN:3.0f}s] ==> {text}", flush=True)
 
+
 CONNECTOR = "demo_connector"
 CONSUMER_DAG = "fivetran_asset_consumer"
 
@@ -41,15 +42,22 @@ class Airflow:
 
     def token(self) -> str:
         if self._token is None:
-            r = requests.post(f"{self.url}/auth/token", timeout=10,
-                              json={"username": self.username, "password": self.password})
+            r = requests.post(
+                f"{self.url}/auth/token",
+                timeout=10,
+                json={"username": self.username, "password": self.password},
+            )
             r.raise_for_status()
             self._token = r.json()["access_token"]
         return self._token
 
     def get(self, path: str, **params: Any) -> requests.Response:
-        return requests.get(self.url + path, params=params, timeout=10,
-                            headers={"Authorization": f"Bearer {self.token()}"})
+        return requests.get(
+            self.url + path,
+            params=params,
+            timeout=10,
+            headers={"Authorization": f"Bearer {self.token()}"},
+        )
 
 
 def wait(what: str, check: Callable[[], T | None], deadline: float) -> T:
@@ -73,11 +81,19 @@ def wait(what: str, check: Callable[[], T | None], deadline: float) -> T:
 
 
 def signed_sync_end(sync_id: str) -> tuple[bytes, dict[str, str]]:
-    body = json.dumps({
-        "event": "sync_end", "created": iso(now_ms()), "connector_type": "postgres",
-        "connector_id": CONNECTOR, "connector_name": "fivetran_demo", "sync_id": sync_id,
-        "destination_group_id": "demo_group", "data": {"status": "SUCCESSFUL"}},
-        separators=(",", ":")).encode()
+    body = json.dumps(
+        {
+            "event": "sync_end",
+            "created": iso(now_ms()),
+            "connector_type": "postgres",
+            "connector_id": CONNECTOR,
+            "connector_name": "fivetran_demo",
+            "sync_id": sync_id,
+            "destination_group_id": "demo_group",
+            "data": {"status": "SUCCESSFUL"},
+        },
+        separators=(",", ":"),
+    ).encode()
     secret = os.environ["FIVETRAN_EVENTS_WEBHOOK_SECRETS"].split(",")[0].strip()
     return body, {SIGNATURE_HEADER: sign(body, secret), "Content-Type": "application/json"}
 
@@ -87,40 +103,53 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args()
     deadline = time.monotonic() + a.timeout
-    af = Airflow(os.environ["FIVETRAN_EVENTS_AIRFLOW_URL"],
-                 os.environ["FIVETRAN_EVENTS_AIRFLOW_USERNAME"],
-                 os.environ["FIVETRAN_EVENTS_AIRFLOW_PASSWORD"])
+    af = Airflow(
+        os.environ["FIVETRAN_EVENTS_AIRFLOW_URL"],
+        os.environ["FIVETRAN_EVENTS_AIRFLOW_USERNAME"],
+        os.environ["FIVETRAN_EVENTS_AIRFLOW_PASSWORD"],
+    )
 
     def healthy() -> bool:
         body = requests.get(af.url + "/api/v2/monitor/health", timeout=5).json()
-        return all(body.get(k, {}).get("status") == "healthy"
-                   for k in ("metadatabase", "scheduler", "dag_processor", "triggerer"))
+        return all(
+            body.get(k, {}).get("status") == "healthy"
+            for k in ("metadatabase", "scheduler", "dag_processor", "triggerer")
+        )
 
     wait("Airflow's components to be healthy", healthy, deadline)
-    wait(f"the example DAG {CONSUMER_DAG} to be parsed",
-         lambda: af.get(f"/api/v2/dags/{CONSUMER_DAG}").status_code == 200, deadline)
+    wait(
+        f"the example DAG {CONSUMER_DAG} to be parsed",
+        lambda: af.get(f"/api/v2/dags/{CONSUMER_DAG}").status_code == 200,
+        deadline,
+    )
     uri = dataset_uri(CONNECTOR)
-    wait(f"Airflow to know the dataset {uri}",
-         lambda: any(x["uri"] == uri for x in
-                     af.get("/api/v2/assets", uri_pattern=uri).json()["assets"]), deadline)
+    wait(
+        f"Airflow to know the dataset {uri}",
+        lambda: any(
+            x["uri"] == uri for x in af.get("/api/v2/assets", uri_pattern=uri).json()["assets"]
+        ),
+        deadline,
+    )
     before = af.get(f"/api/v2/dags/{CONSUMER_DAG}/dagRuns").json()["total_entries"]
     sync_id = f"demo-{uuid.uuid4()}"
     body, headers = signed_sync_end(sync_id)
-    r = requests.post(os.environ["FTE_WEBHOOK_URL"] + "/webhooks/fivetran", data=body,
-                      headers=headers, timeout=10)
+    r = requests.post(
+        os.environ["FTE_WEBHOOK_URL"] + "/webhooks/fivetran", data=body, headers=headers, timeout=10
+    )
     say(f"sent a signed sync_end ({sync_id}): {r.status_code} {r.text.strip()}")
     if r.status_code != 200:
         sys.exit("error: the webhook did not accept the demo sync_end")
     sent = time.monotonic()
 
     def new_run() -> dict[str, Any] | None:
-        runs = af.get(f"/api/v2/dags/{CONSUMER_DAG}/dagRuns", order_by="-run_after",
-                      limit=1).json()
+        runs = af.get(f"/api/v2/dags/{CONSUMER_DAG}/dagRuns", order_by="-run_after", limit=1).json()
         return runs["dag_runs"][0] if runs["total_entries"] > before else None
 
     run = wait(f"a run of {CONSUMER_DAG} triggered by that sync", new_run, deadline)
-    say(f"{CONSUMER_DAG} run {run['dag_run_id']} started "
-        f"{time.monotonic() - sent:.1f} s after the webhook ({run['state']})")
+    say(
+        f"{CONSUMER_DAG} run {run['dag_run_id']} started "
+        f"{time.monotonic() - sent:.1f} s after the webhook ({run['state']})"
+    )
     return 0
 
 

@@ -84,8 +84,13 @@ class RunningSync:
     started_ms: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sync_id": self.sync_id, "status": "RUNNING", "started_at": iso(self.started_ms),
-                "ended_at": None, "reason": None}
+        return {
+            "sync_id": self.sync_id,
+            "status": "RUNNING",
+            "started_at": iso(self.started_ms),
+            "ended_at": None,
+            "reason": None,
+        }
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,13 @@ class Facts:
     running: RunningSync | None = None
 
     @classmethod
-    def from_history(cls, completions: Iterable[Completion], starts: dict[str, int],
-                     running: RunningSync | None, target: datetime | int) -> Facts:
+    def from_history(
+        cls,
+        completions: Iterable[Completion],
+        starts: dict[str, int],
+        running: RunningSync | None,
+        target: datetime | int,
+    ) -> Facts:
         """Build facts from a whole in-memory history (tests, small tools)."""
         target_ms = target if isinstance(target, int) else to_ms(target)
         ordered = sorted(completions, key=Completion.order_key)
@@ -125,8 +135,9 @@ class Facts:
 def _with_start(c: Completion, starts: dict[str, int]) -> Completion:
     if c.started_ms is not None or c.sync_id not in starts:
         return c
-    return Completion(c.sync_id, c.status, c.ended_ms, c.succeeded, c.reason, c.task_type,
-                      starts[c.sync_id])
+    return Completion(
+        c.sync_id, c.status, c.ended_ms, c.succeeded, c.reason, c.task_type, starts[c.sync_id]
+    )
 
 
 @dataclass(frozen=True)
@@ -157,10 +168,14 @@ def counting_success(facts: Facts, criterion: Criterion) -> Completion | None:
     return None
 
 
-def decide(facts: Facts, target: datetime | int | None = None, *,
-           propagate_failures_forward: bool = True,
-           always_wait_when_syncing: bool = False,
-           criterion: Criterion | str = Criterion.ENDED_AFTER) -> Decision:
+def decide(
+    facts: Facts,
+    target: datetime | int | None = None,
+    *,
+    propagate_failures_forward: bool = True,
+    always_wait_when_syncing: bool = False,
+    criterion: Criterion | str = Criterion.ENDED_AFTER,
+) -> Decision:
     """Decide SUCCESS, FAIL or WAIT for ``facts`` fetched at ``target``."""
     target_ms = facts.target_ms
     if target is not None:
@@ -172,31 +187,49 @@ def decide(facts: Facts, target: datetime | int | None = None, *,
 
     if always_wait_when_syncing and facts.running is not None:
         run = facts.running
-        return Decision(Outcome.WAIT, f"sync {run.sync_id} is running (started "
-                        f"{iso(run.started_ms)}) and always_wait_when_syncing is set",
-                        target_ms, run)
+        return Decision(
+            Outcome.WAIT,
+            f"sync {run.sync_id} is running (started "
+            f"{iso(run.started_ms)}) and always_wait_when_syncing is set",
+            target_ms,
+            run,
+        )
     success = counting_success(facts, crit)
     if success is not None:
         how = "ended" if crit is Criterion.ENDED_AFTER else "started and ended"
-        return Decision(Outcome.SUCCESS, f"sync {success.sync_id} {how} at or after {when} "
-                        f"(ended {iso(success.ended_ms)})", target_ms, success)
+        return Decision(
+            Outcome.SUCCESS,
+            f"sync {success.sync_id} {how} at or after {when} (ended {iso(success.ended_ms)})",
+            target_ms,
+            success,
+        )
     failure = facts.first_failure_from_target
     if failure is not None:
-        return Decision(Outcome.FAIL, f"sync {failure.sync_id} failed at "
-                        f"{iso(failure.ended_ms)}, at or after {when}"
-                        f"{_because(failure)}", target_ms, failure)
+        return Decision(
+            Outcome.FAIL,
+            f"sync {failure.sync_id} failed at "
+            f"{iso(failure.ended_ms)}, at or after {when}"
+            f"{_because(failure)}",
+            target_ms,
+            failure,
+        )
     if facts.successes_from_target:
         # started_after only: a success ended after the target but started before it. A
         # sync did complete after the target, so a failure before it is not propagated.
-        return Decision(Outcome.WAIT, f"no successful sync started at or after {when} yet",
-                        target_ms, None)
+        return Decision(
+            Outcome.WAIT, f"no successful sync started at or after {when} yet", target_ms, None
+        )
     latest = facts.latest_before_target
     if propagate_failures_forward and latest is not None and latest.failed:
-        return Decision(Outcome.FAIL, f"the latest sync before {when}, {latest.sync_id}, "
-                        f"failed at {iso(latest.ended_ms)}{_because(latest)} and "
-                        "propagate_failures_forward is set", target_ms, latest)
-    return Decision(Outcome.WAIT, f"no sync has completed at or after {when} yet",
-                    target_ms, None)
+        return Decision(
+            Outcome.FAIL,
+            f"the latest sync before {when}, {latest.sync_id}, "
+            f"failed at {iso(latest.ended_ms)}{_because(latest)} and "
+            "propagate_failures_forward is set",
+            target_ms,
+            latest,
+        )
+    return Decision(Outcome.WAIT, f"no sync has completed at or after {when} yet", target_ms, None)
 
 
 def _because(c: Completion) -> str:

@@ -80,25 +80,35 @@ def decode_completion(member: str | bytes, score: float | None = None) -> Comple
     if ended is None:
         raise ValueError("completion without an end time")
     started = body.get("b")
-    return Completion(sync_id=body["s"], status=status, ended_ms=int(ended),
-                      succeeded=status == "SUCCESSFUL", reason=body.get("r"),
-                      task_type=body.get("tt"),
-                      started_ms=None if started is None else int(started))
+    return Completion(
+        sync_id=body["s"],
+        status=status,
+        ended_ms=int(ended),
+        succeeded=status == "SUCCESSFUL",
+        reason=body.get("r"),
+        task_type=body.get("tt"),
+        started_ms=None if started is None else int(started),
+    )
 
 
 class HistoryWriter:
     """Record Fivetran events into the history, idempotently and atomically."""
 
-    def __init__(self, client: redis.Redis, prefix: str, retention_ms: int,
-                 trim_every: int = TRIM_EVERY) -> None:
+    def __init__(
+        self, client: redis.Redis, prefix: str, retention_ms: int, trim_every: int = TRIM_EVERY
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.retention_ms = retention_ms
         self.trim_every = trim_every
 
-    def record(self, event: Event, on_success: OnSuccess | None = None,
-               now: int | None = None,
-               max_clock_skew_ms: int | None = None) -> WriteResult:
+    def record(
+        self,
+        event: Event,
+        on_success: OnSuccess | None = None,
+        now: int | None = None,
+        max_clock_skew_ms: int | None = None,
+    ) -> WriteResult:
         """Record ``event``; return whether it was new, a duplicate, or ignored.
 
         With ``max_clock_skew_ms``, an event dated further than that ahead of ``now``
@@ -108,17 +118,19 @@ class HistoryWriter:
         if event.kind is EventKind.OTHER:
             return WriteResult(WriteStatus.IGNORED, f"event '{event.event}' is not used")
         if event.kind is EventKind.TEST:
-            self.client.set(last_test_event_key(self.prefix),
-                            json.dumps({"received_at": iso(now or now_ms()),
-                                        "connector_id": event.connector_id}))
+            self.client.set(
+                last_test_event_key(self.prefix),
+                json.dumps(
+                    {"received_at": iso(now or now_ms()), "connector_id": event.connector_id}
+                ),
+            )
             return WriteResult(WriteStatus.IGNORED, "test_event received: the webhook works")
         now = now_ms() if now is None else now
         if max_clock_skew_ms is not None:
             check_not_future(event, now, max_clock_skew_ms)
         cutoff = now - self.retention_ms
         if event.created_ms < cutoff:
-            return WriteResult(WriteStatus.IGNORED,
-                               "event is older than the history retention")
+            return WriteResult(WriteStatus.IGNORED, "event is older than the history retention")
         keys = ConnectorKeys(self.prefix, event.connector_id)
         check = ("EVAL", CHECK, 2, keys.seen, keys.guard, event.dedup_id)
         with self.client.pipeline(transaction=True) as pipe:
@@ -151,23 +163,50 @@ class HistoryWriter:
                 body["tables"] = list(event.tables)
             member = json.dumps(body, separators=(",", ":"))
         # Absent fields are left out, so the script keeps what an earlier event said.
-        meta = json.dumps({k: v for k, v in (("name", event.connector_name),
-                                             ("type", event.connector_type),
-                                             ("group", event.group_id),
-                                             ("last_event_at", iso(t))) if v is not None})
+        meta = json.dumps(
+            {
+                k: v
+                for k, v in (
+                    ("name", event.connector_name),
+                    ("type", event.connector_type),
+                    ("group", event.group_id),
+                    ("last_event_at", iso(t)),
+                )
+                if v is not None
+            }
+        )
         # The dedup id is a uniform hash: use it to pick which writes trim, no RNG needed.
         trim = int(event.dedup_id[:8], 16) % self.trim_every == 0
-        pipe.eval(WRITE, 10, keys.seen, keys.starts, keys.running, keys.ends, keys.ok,
-                  keys.fail, keys.ended, keys.resyncs, keys.okstart, connectors_key(self.prefix),
-                  kind, t, event.dedup_id, event.sync_id or "", member, outcome,
-                  event.connector_id, meta, str(cutoff) if trim else "")
+        pipe.eval(
+            WRITE,
+            10,
+            keys.seen,
+            keys.starts,
+            keys.running,
+            keys.ends,
+            keys.ok,
+            keys.fail,
+            keys.ended,
+            keys.resyncs,
+            keys.okstart,
+            connectors_key(self.prefix),
+            kind,
+            t,
+            event.dedup_id,
+            event.sync_id or "",
+            member,
+            outcome,
+            event.connector_id,
+            meta,
+            str(cutoff) if trim else "",
+        )
         pipe.publish(keys.channel, event.event)  # wakes deferred sensors of the connector
 
 
 class Outcome(Enum):
     COMMITTED = "committed"
     DUPLICATE = "duplicate"  # the check said so; nothing was written
-    CONFLICT = "conflict"    # a watched key changed under us; nothing was written
+    CONFLICT = "conflict"  # a watched key changed under us; nothing was written
 
 
 def execute_checked(pipe: Pipeline, watch: Sequence[str], check: tuple[Any, ...]) -> Outcome:
@@ -223,20 +262,23 @@ def execute_checked(pipe: Pipeline, watch: Sequence[str], check: tuple[Any, ...]
     return Outcome.COMMITTED
 
 
-def facts_commands(pipe: Any, keys: ConnectorKeys, target_ms: int, running_from_ms: int,
-                   started_after: bool = False) -> None:
+def facts_commands(
+    pipe: Any,
+    keys: ConnectorKeys,
+    target_ms: int,
+    running_from_ms: int,
+    started_after: bool = False,
+) -> None:
     """Queue the reads that make up Facts on a sync or async pipeline (5 or 6 commands).
 
     A running sync counts from ``running_from_ms`` on, inclusive: one that started
     exactly the maximum sync duration ago is still running.
     """
-    pipe.zrangebyscore(keys.ok, target_ms, "+inf", start=0, num=SUCCESS_PAGE,
-                       withscores=True)
+    pipe.zrangebyscore(keys.ok, target_ms, "+inf", start=0, num=SUCCESS_PAGE, withscores=True)
     pipe.zrangebyscore(keys.fail, target_ms, "+inf", start=0, num=1, withscores=True)
     pipe.zrevrangebyscore(keys.ok, f"({target_ms}", "-inf", start=0, num=1, withscores=True)
     pipe.zrevrangebyscore(keys.fail, f"({target_ms}", "-inf", start=0, num=1, withscores=True)
-    pipe.zrevrangebyscore(keys.running, "+inf", running_from_ms, start=0, num=1,
-                          withscores=True)
+    pipe.zrevrangebyscore(keys.running, "+inf", running_from_ms, start=0, num=1, withscores=True)
     if started_after:
         # The first success that started at or after the target, from the start-scored
         # index: one O(log n) read however many successes started before the target.
@@ -259,15 +301,21 @@ def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
     for member, score in [*ok_rows, *by_start]:
         c = decode_completion(member, score)
         successes.setdefault((c.sync_id, c.ended_ms), c)
-    latest = max((c for c in (_one(ok_before), _one(fail_before)) if c is not None),
-                 key=Completion.order_key, default=None)
-    running = (RunningSync(_str(running_rows[0][0]), int(running_rows[0][1]))
-               if running_rows else None)
-    return Facts(target_ms=target_ms,
-                 successes_from_target=tuple(sorted(successes.values(),
-                                                    key=Completion.order_key)),
-                 first_failure_from_target=_one(fail_rows), latest_before_target=latest,
-                 running=running)
+    latest = max(
+        (c for c in (_one(ok_before), _one(fail_before)) if c is not None),
+        key=Completion.order_key,
+        default=None,
+    )
+    running = (
+        RunningSync(_str(running_rows[0][0]), int(running_rows[0][1])) if running_rows else None
+    )
+    return Facts(
+        target_ms=target_ms,
+        successes_from_target=tuple(sorted(successes.values(), key=Completion.order_key)),
+        first_failure_from_target=_one(fail_rows),
+        latest_before_target=latest,
+        running=running,
+    )
 
 
 def running_from(now: int | None, max_sync_duration_ms: int) -> int:
@@ -293,19 +341,26 @@ class HistoryReader:
     def running_from(self, now: int | None) -> int:
         return running_from(now, self.max_sync_duration_ms)
 
-    def facts(self, connector_id: str, target_ms: int, now: int | None = None,
-              started_after: bool = False) -> Facts:
+    def facts(
+        self, connector_id: str, target_ms: int, now: int | None = None, started_after: bool = False
+    ) -> Facts:
         """Fetch what decide() needs for ``target_ms``: one round trip, O(log n) reads."""
         pipe = self.client.pipeline(transaction=False)
-        facts_commands(pipe, self.keys(connector_id), target_ms, self.running_from(now),
-                       started_after)
+        facts_commands(
+            pipe, self.keys(connector_id), target_ms, self.running_from(now), started_after
+        )
         return facts_from_results(pipe.execute(), target_ms)
 
     def running(self, connector_id: str, now: int | None = None) -> RunningSync | None:
         """Return the newest running sync that is not stale, if any."""
-        rows: Any = self.client.zrevrangebyscore(self.keys(connector_id).running, "+inf",
-                                                 self.running_from(now), start=0, num=1,
-                                                 withscores=True)
+        rows: Any = self.client.zrevrangebyscore(
+            self.keys(connector_id).running,
+            "+inf",
+            self.running_from(now),
+            start=0,
+            num=1,
+            withscores=True,
+        )
         return RunningSync(_str(rows[0][0]), int(rows[0][1])) if rows else None
 
     def start_of(self, connector_id: str, sync_id: str) -> int | None:
@@ -316,8 +371,14 @@ class HistoryReader:
         score = self.client.zscore(self.keys(connector_id).starts, sync_id)
         return None if score is None else int(score)
 
-    def syncs(self, connector_id: str, since_ms: int | None = None, until_ms: int | None = None,
-              limit: int = 100, now: int | None = None) -> list[dict[str, Any]]:
+    def syncs(
+        self,
+        connector_id: str,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        limit: int = 100,
+        now: int | None = None,
+    ) -> list[dict[str, Any]]:
         """List the connector's syncs, newest first: completions, and running ones on top."""
         keys = self.keys(connector_id)
         lo = "-inf" if since_ms is None else since_ms
@@ -349,24 +410,30 @@ class HistoryReader:
             keys = self.keys(cid)
             pipe.zrevrange(keys.ok, 0, 0, withscores=True)
             pipe.zrevrange(keys.fail, 0, 0, withscores=True)
-            pipe.zrevrangebyscore(keys.running, "+inf", running_from, start=0, num=1,
-                                  withscores=True)
+            pipe.zrevrangebyscore(
+                keys.running, "+inf", running_from, start=0, num=1, withscores=True
+            )
         replies = pipe.execute()
         out = []
         for i, cid in enumerate(ids):
-            ok, fail, running = replies[3 * i: 3 * i + 3]
+            ok, fail, running = replies[3 * i : 3 * i + 3]
             meta = json.loads(raw[cid])
-            out.append({
-                "connector_id": cid,
-                "connector_name": meta.get("name"),
-                "connector_type": meta.get("type"),
-                "group_id": meta.get("group"),
-                "last_event_at": meta.get("last_event_at"),
-                "last_success": decode_completion(*ok[0]).to_dict() if ok else None,
-                "last_failure": decode_completion(*fail[0]).to_dict() if fail else None,
-                "running": (RunningSync(_str(running[0][0]), int(running[0][1])).to_dict()
-                            if running else None),
-            })
+            out.append(
+                {
+                    "connector_id": cid,
+                    "connector_name": meta.get("name"),
+                    "connector_type": meta.get("type"),
+                    "group_id": meta.get("group"),
+                    "last_event_at": meta.get("last_event_at"),
+                    "last_success": decode_completion(*ok[0]).to_dict() if ok else None,
+                    "last_failure": decode_completion(*fail[0]).to_dict() if fail else None,
+                    "running": (
+                        RunningSync(_str(running[0][0]), int(running[0][1])).to_dict()
+                        if running
+                        else None
+                    ),
+                }
+            )
         return out
 
     def known(self, connector_id: str) -> bool:

@@ -27,10 +27,16 @@ class AsyncHistoryReader:
     def keys(self, connector_id: str) -> ConnectorKeys:
         return ConnectorKeys(self.prefix, connector_id)
 
-    async def facts(self, connector_id: str, target_ms: int, now: int | None = None,
-                    started_after: bool = False) -> Facts:
+    async def facts(
+        self, connector_id: str, target_ms: int, now: int | None = None, started_after: bool = False
+    ) -> Facts:
         """Fetch what decide() needs for ``target_ms``: one round trip, O(log n) reads."""
         pipe = self.client.pipeline(transaction=False)
-        facts_commands(pipe, self.keys(connector_id), target_ms,
-                       running_from(now, self.max_sync_duration_ms), started_after)
+        facts_commands(
+            pipe,
+            self.keys(connector_id),
+            target_ms,
+            running_from(now, self.max_sync_duration_ms),
+            started_after,
+        )
         return facts_from_results(await pipe.execute(), target_ms)

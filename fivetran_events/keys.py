@@ -31,8 +31,7 @@ from dataclasses import dataclass
 
 DEFAULT_PREFIX = "fte:"
 
-CONNECTOR_SETS = ("ok", "okstart", "fail", "ends", "ended", "starts", "running", "resyncs",
-                  "seen")
+CONNECTOR_SETS = ("ok", "okstart", "fail", "ends", "ended", "starts", "running", "resyncs", "seen")
 
 
 @dataclass(frozen=True)

@@ -117,16 +117,24 @@ class Event:
         The status is part of it: a retried sync can end FAILED and then SUCCESSFUL under
         one ``sync_id``, and both are real completions.
         """
-        parts = (self.event, self.sync_id or "", str(self.created_ms), self.status or "",
-                 ",".join(self.tables))
+        parts = (
+            self.event,
+            self.sync_id or "",
+            str(self.created_ms),
+            self.status or "",
+            ",".join(self.tables),
+        )
         return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=12).hexdigest()
 
 
 def _rename(payload: dict[str, Any]) -> dict[str, Any]:
     """Map the newer ``connection_*`` and older ``destination_group_id`` names onto one set."""
     out = dict(payload)
-    for new, old in (("connection_id", "connector_id"), ("connection_name", "connector_name"),
-                     ("connection_type", "connector_type")):
+    for new, old in (
+        ("connection_id", "connector_id"),
+        ("connection_name", "connector_name"),
+        ("connection_type", "connector_type"),
+    ):
         if old not in out and new in out:
             out[old] = out[new]
     if "group_id" not in out and "destination_group_id" in out:
@@ -172,15 +180,19 @@ def parse_event(body: bytes | str) -> Event:
         raise InvalidPayload("body must be a JSON object", field="body")
     name = payload.get("event")
     if not isinstance(name, str) or not name or len(name) > 128:
-        raise InvalidPayload("field 'event' is required and must be a short string",
-                             field="event")
+        raise InvalidPayload("field 'event' is required and must be a short string", field="event")
     kind = event_kind(name)
     if kind in (EventKind.OTHER, EventKind.TEST):
         # test_event must always get a 2xx (Fivetran refuses to create the webhook
         # otherwise), and unknown events are accepted as ignored: check nothing more.
-        return Event(kind=kind, event=name, created=parse_iso("1970-01-01T00:00:00Z"),
-                     connector_id=str(payload.get("connector_id")
-                                      or payload.get("connection_id") or "")[:128])
+        return Event(
+            kind=kind,
+            event=name,
+            created=parse_iso("1970-01-01T00:00:00Z"),
+            connector_id=str(payload.get("connector_id") or payload.get("connection_id") or "")[
+                :128
+            ],
+        )
     try:
         env = _Envelope.model_validate(_rename(payload))
     except ValidationError as exc:
@@ -188,28 +200,41 @@ def parse_event(body: bytes | str) -> Event:
     try:
         created = parse_iso(env.created)
     except ValueError:
-        raise InvalidPayload("field 'created' must be an ISO 8601 timestamp",
-                             field="created") from None
+        raise InvalidPayload(
+            "field 'created' must be an ISO 8601 timestamp", field="created"
+        ) from None
     status = env.data.status
     if kind in (EventKind.SYNC_START, EventKind.SYNC_END) and env.sync_id is None:
         raise InvalidPayload("field 'sync_id' is required", field="sync_id")
     if kind is EventKind.SYNC_END:
         if status is None:
-            raise InvalidPayload("field 'data.status' is required on sync_end",
-                                 field="data.status")
+            raise InvalidPayload("field 'data.status' is required on sync_end", field="data.status")
         if status not in SYNC_END_STATUSES:
             allowed = ", ".join(sorted(SYNC_END_STATUSES))
-            raise InvalidPayload(f"field 'data.status' must be one of {allowed}",
-                                 field="data.status")
+            raise InvalidPayload(
+                f"field 'data.status' must be one of {allowed}", field="data.status"
+            )
     tables = tuple(env.data.tables or ())
     if any(not isinstance(t, str) or len(t) > 512 for t in tables):
-        raise InvalidPayload("field 'data.tables' must be a list of table names",
-                             field="data.tables")
-    return _refuse_unencodable(Event(
-        kind=kind, event=name, created=created, connector_id=env.connector_id,
-        connector_name=env.connector_name, connector_type=env.connector_type,
-        group_id=env.group_id, sync_id=env.sync_id, status=status,
-        reason=env.data.reason, task_type=env.data.taskType, tables=tables))
+        raise InvalidPayload(
+            "field 'data.tables' must be a list of table names", field="data.tables"
+        )
+    return _refuse_unencodable(
+        Event(
+            kind=kind,
+            event=name,
+            created=created,
+            connector_id=env.connector_id,
+            connector_name=env.connector_name,
+            connector_type=env.connector_type,
+            group_id=env.group_id,
+            sync_id=env.sync_id,
+            status=status,
+            reason=env.data.reason,
+            task_type=env.data.taskType,
+            tables=tables,
+        )
+    )
 
 
 def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
@@ -222,12 +247,18 @@ def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
     if event.created_ms - now_ms > max_skew_ms:
         raise InvalidPayload(
             f"field 'created' ({iso(event.created_ms)}) is more than {max_skew_ms / 1000:g} s "
-            f"ahead of the server's clock ({iso(now_ms)})", field="created")
+            f"ahead of the server's clock ({iso(now_ms)})",
+            field="created",
+        )
 
 
 #: The payload's name of each Event field, for the 400's ``field``.
-_PAYLOAD_FIELDS = {"reason": "data.reason", "task_type": "data.taskType",
-                   "tables": "data.tables", "status": "data.status"}
+_PAYLOAD_FIELDS = {
+    "reason": "data.reason",
+    "task_type": "data.taskType",
+    "tables": "data.tables",
+    "status": "data.status",
+}
 
 
 def _refuse_unencodable(event: Event) -> Event:
@@ -244,7 +275,9 @@ def _refuse_unencodable(event: Event) -> Event:
                     text.encode()
                 except UnicodeEncodeError:
                     name = _PAYLOAD_FIELDS.get(f.name, f.name)
-                    raise InvalidPayload(f"field '{name}' is not valid Unicode (a lone "
-                                         "surrogate escape such as \\ud800)",
-                                         field=name) from None
+                    raise InvalidPayload(
+                        f"field '{name}' is not valid Unicode (a lone "
+                        "surrogate escape such as \\ud800)",
+                        field=name,
+                    ) from None
     return event

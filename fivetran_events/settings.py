@@ -24,9 +24,12 @@ CommaList = Annotated[list[str], NoDecode]
 class Settings(BaseSettings):
     """Configuration from ``FIVETRAN_EVENTS_*`` environment variables."""
 
-    model_config = SettingsConfigDict(env_prefix="FIVETRAN_EVENTS_", extra="ignore",
-                                      str_strip_whitespace=True,
-                                      validate_default=True)
+    model_config = SettingsConfigDict(
+        env_prefix="FIVETRAN_EVENTS_",
+        extra="ignore",
+        str_strip_whitespace=True,
+        validate_default=True,
+    )
 
     #: Where the history and the job queue live.
     redis_url: str = "redis://127.0.0.1:6379/0"

@@ -46,11 +46,20 @@ def check_template(template: str) -> str:
     return template
 
 
-def render(template: str, connector_id: str, connector_name: str | None = None,
-           connector_type: str | None = None, group_id: str | None = None) -> str:
+def render(
+    template: str,
+    connector_id: str,
+    connector_name: str | None = None,
+    connector_type: str | None = None,
+    group_id: str | None = None,
+) -> str:
     """Fill ``template`` in; a missing name, type or group renders as an empty string."""
-    return template.format(connector_id=connector_id, connector_name=connector_name or "",
-                           connector_type=connector_type or "", group_id=group_id or "")
+    return template.format(
+        connector_id=connector_id,
+        connector_name=connector_name or "",
+        connector_type=connector_type or "",
+        group_id=group_id or "",
+    )
 
 
 @dataclass(frozen=True)
@@ -61,8 +70,13 @@ class UriMap:
     mapping: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     source: str | None = None
 
-    def uris(self, connector_id: str, connector_name: str | None = None,
-             connector_type: str | None = None, group_id: str | None = None) -> list[str]:
+    def uris(
+        self,
+        connector_id: str,
+        connector_name: str | None = None,
+        connector_type: str | None = None,
+        group_id: str | None = None,
+    ) -> list[str]:
         """Return the URIs a successful sync of ``connector_id`` updates, without duplicates."""
         templates = self.mapping.get(connector_id, (self.template,))
         out: list[str] = []
@@ -76,9 +90,15 @@ class UriMap:
         return sorted(self.mapping)
 
 
-def dataset_uris(connector_id: str, connector_name: str | None = None,
-                 connector_type: str | None = None, group_id: str | None = None, *,
-                 template: str | None = None, mapping_file: str | Path | None = None) -> list[str]:
+def dataset_uris(
+    connector_id: str,
+    connector_name: str | None = None,
+    connector_type: str | None = None,
+    group_id: str | None = None,
+    *,
+    template: str | None = None,
+    mapping_file: str | Path | None = None,
+) -> list[str]:
     """Return the dataset URIs of ``connector_id`` (template and mapping file as configured).
 
     Without arguments the template and mapping file come from the environment
@@ -98,8 +118,10 @@ def dataset_uri(connector_id: str, **kwargs: Any) -> str:
     """Return the one URI of ``connector_id``; raise ConfigurationError if it maps to several."""
     uris = dataset_uris(connector_id, **kwargs)
     if len(uris) != 1:
-        raise ConfigurationError(f"connector '{connector_id}' maps to {len(uris)} dataset URIs "
-                                 f"({', '.join(uris)}): use dataset_uris()")
+        raise ConfigurationError(
+            f"connector '{connector_id}' maps to {len(uris)} dataset URIs "
+            f"({', '.join(uris)}): use dataset_uris()"
+        )
     return uris[0]
 
 
@@ -108,8 +130,9 @@ def load_uri_map_from_settings(settings: Any) -> UriMap:
     return load_uri_map(settings.dataset_uri_template, settings.dataset_mapping_file)
 
 
-def load_uri_map(template: str = DEFAULT_URI_TEMPLATE,
-                 mapping_file: str | Path | None = None) -> UriMap:
+def load_uri_map(
+    template: str = DEFAULT_URI_TEMPLATE, mapping_file: str | Path | None = None
+) -> UriMap:
     """Load the mapping file (if any); raise ConfigurationError saying what to fix."""
     try:
         check_template(template)
@@ -138,8 +161,9 @@ def _read_mapping(path: Path) -> Any:
             try:
                 import yaml
             except ImportError:
-                raise ConfigurationError(f"{where}: reading YAML needs PyYAML "
-                                         "(pip install pyyaml), or use TOML") from None
+                raise ConfigurationError(
+                    f"{where}: reading YAML needs PyYAML (pip install pyyaml), or use TOML"
+                ) from None
             return yaml.safe_load(text)
         if suffix == ".json":
             return json.loads(text)
@@ -153,15 +177,21 @@ def _read_mapping(path: Path) -> Any:
 def _parse_mapping(data: Any, path: Path) -> dict[str, tuple[str, ...]]:
     where = f"FIVETRAN_EVENTS_DATASET_MAPPING_FILE ({path})"
     if not isinstance(data, dict) or not isinstance(data.get("connectors"), dict):
-        raise ConfigurationError(f"{where}: expected a 'connectors' table mapping connector "
-                                 "ids to a URI or a list of URIs")
+        raise ConfigurationError(
+            f"{where}: expected a 'connectors' table mapping connector "
+            "ids to a URI or a list of URIs"
+        )
     out: dict[str, tuple[str, ...]] = {}
     for cid, value in data["connectors"].items():
         uris = [value] if isinstance(value, str) else value
-        if (not isinstance(uris, list) or not uris
-                or not all(isinstance(u, str) and u for u in uris)):
-            raise ConfigurationError(f"{where}: connector '{cid}' must map to a URI or a "
-                                     "non-empty list of URIs")
+        if (
+            not isinstance(uris, list)
+            or not uris
+            or not all(isinstance(u, str) and u for u in uris)
+        ):
+            raise ConfigurationError(
+                f"{where}: connector '{cid}' must map to a URI or a non-empty list of URIs"
+            )
         for u in uris:
             try:
                 check_template(u)

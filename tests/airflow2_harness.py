@@ -66,11 +66,14 @@ def ensure_airflow2() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test sessions must not install at once
         marker = VENV / f".installed-{VERSION}"
         if not marker.exists():
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True,
-                           timeout=120)
-            subprocess.run([str(VENV / "bin" / "pip"), "install", "-q",
-                            f"apache-airflow=={VERSION}"], check=True,
-                           timeout=max(1.0, deadline - time.monotonic()))
+            subprocess.run(
+                [sys.executable, "-m", "venv", "--clear", str(VENV)], check=True, timeout=120
+            )
+            subprocess.run(
+                [str(VENV / "bin" / "pip"), "install", "-q", f"apache-airflow=={VERSION}"],
+                check=True,
+                timeout=max(1.0, deadline - time.monotonic()),
+            )
             marker.touch()
         # The editable install points at this checkout, and the core's dependencies may
         # change: a venv made for another clone or other dependencies redoes the step.
@@ -88,10 +91,16 @@ def _install_project(core: list[str], deadline: float) -> None:
     """Make this checkout importable in the Airflow 2 venv, entry point included."""
     pip = [str(VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
     # Airflow named again: pip then keeps every requirement of the installed Airflow.
-    subprocess.run([*pip, f"apache-airflow=={VERSION}", *core], check=True,
-                   timeout=max(1.0, deadline - time.monotonic()))
-    subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True,
-                   timeout=max(1.0, deadline - time.monotonic()))
+    subprocess.run(
+        [*pip, f"apache-airflow=={VERSION}", *core],
+        check=True,
+        timeout=max(1.0, deadline - time.monotonic()),
+    )
+    subprocess.run(
+        [*pip, "--no-deps", "-e", str(REPO)],
+        check=True,
+        timeout=max(1.0, deadline - time.monotonic()),
+    )
 
 
 def airflow2_env(home: Path, exe: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -100,16 +109,21 @@ def airflow2_env(home: Path, exe: Path, extra: dict[str, str]) -> dict[str, str]
     Nothing of the test process's Airflow 3 setup (``AIRFLOW*``), venv or Python
     settings may leak into Airflow 2.
     """
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHON"))}
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "PATH": f"{exe.parent}:{os.environ.get('PATH', '')}",
-        **extra,
-    })
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHON"))
+    }
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "PATH": f"{exe.parent}:{os.environ.get('PATH', '')}",
+            **extra,
+        }
+    )
     return env
 
 
@@ -127,26 +141,49 @@ class Airflow2Server:
         return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
-        return airflow2_env(self.home, self.exe, {
-            "AIRFLOW__API__AUTH_BACKENDS": "airflow.api.auth.backend.basic_auth",
-            "AIRFLOW__WEBSERVER__SECRET_KEY": secrets.token_hex(32),
-            "AIRFLOW__WEBSERVER__WORKERS": "1",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        })
+        return airflow2_env(
+            self.home,
+            self.exe,
+            {
+                "AIRFLOW__API__AUTH_BACKENDS": "airflow.api.auth.backend.basic_auth",
+                "AIRFLOW__WEBSERVER__SECRET_KEY": secrets.token_hex(32),
+                "AIRFLOW__WEBSERVER__WORKERS": "1",
+                "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            },
+        )
 
     def _run(self, *args: str, timeout: float = START_TIMEOUT) -> None:
         with open(self.home / "setup.log", "ab") as log:
-            subprocess.run([str(self.exe), *args], env=self.env(), check=True, stdout=log,
-                           stderr=subprocess.STDOUT, timeout=timeout)
+            subprocess.run(
+                [str(self.exe), *args],
+                env=self.env(),
+                check=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
 
     def prepare(self) -> None:
         (self.home / "dags").mkdir(parents=True, exist_ok=True)
         for src in DAGS_SOURCE.glob("*.py"):
             shutil.copy(src, self.home / "dags" / src.name)
         self._run("db", "migrate")
-        self._run("users", "create", "--username", self.username, "--password", self.password,
-                  "--role", "Admin", "--firstname", "Test", "--lastname", "Admin",
-                  "--email", "admin@example.invalid")
+        self._run(
+            "users",
+            "create",
+            "--username",
+            self.username,
+            "--password",
+            self.password,
+            "--role",
+            "Admin",
+            "--firstname",
+            "Test",
+            "--lastname",
+            "Admin",
+            "--email",
+            "admin@example.invalid",
+        )
         self.reserialize()
 
     def reserialize(self) -> None:
@@ -156,9 +193,23 @@ class Airflow2Server:
     def start(self) -> None:
         log = open(self.home / "webserver.log", "ab")  # noqa: SIM115 (the child keeps it)
         self.proc = subprocess.Popen(
-            [str(self.exe), "webserver", "--hostname", "127.0.0.1", "--port", str(self.port),
-             "--workers", "1"], env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
+            [
+                str(self.exe),
+                "webserver",
+                "--hostname",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "1",
+            ],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         log.close()
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:

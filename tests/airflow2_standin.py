@@ -57,8 +57,9 @@ class Airflow2:
             return (user, pw) == (self.username, self.password)
 
         def problem(status: int, title: str) -> Response:
-            resp = jsonify({"status": status, "title": title, "type": "about:blank",
-                            "detail": title})
+            resp = jsonify(
+                {"status": status, "title": title, "type": "about:blank", "detail": title}
+            )
             resp.status_code = status
             return resp
 
@@ -79,8 +80,9 @@ class Airflow2:
 
         @app.get("/api/v1/health")
         def health() -> Response:
-            return jsonify({"metadatabase": {"status": "healthy"},
-                            "scheduler": {"status": "healthy"}})
+            return jsonify(
+                {"metadatabase": {"status": "healthy"}, "scheduler": {"status": "healthy"}}
+            )
 
         @app.get("/api/v1/datasets/<path:uri>")
         def dataset(uri: str) -> Response:
@@ -89,22 +91,27 @@ class Airflow2:
                 return events()
             if uri not in self.datasets:
                 return problem(404, "Dataset not found")
-            return jsonify({"id": self.datasets[uri], "uri": uri, "extra": {},
-                            "created_at": "2026-01-01T00:00:00+00:00",
-                            "updated_at": "2026-01-01T00:00:00+00:00",
-                            "consuming_dags": [], "producing_tasks": []})
+            return jsonify(
+                {
+                    "id": self.datasets[uri],
+                    "uri": uri,
+                    "extra": {},
+                    "created_at": "2026-01-01T00:00:00+00:00",
+                    "updated_at": "2026-01-01T00:00:00+00:00",
+                    "consuming_dags": [],
+                    "producing_tasks": [],
+                }
+            )
 
         def events() -> Response:
             found = self.events
             if request.args.get("dataset_id"):
-                found = [e for e in found
-                         if e["dataset_id"] == int(request.args["dataset_id"])]
+                found = [e for e in found if e["dataset_id"] == int(request.args["dataset_id"])]
             if request.args.get("order_by") == "-timestamp":
                 found = sorted(found, key=lambda e: e["timestamp"], reverse=True)
             off = int(request.args.get("offset", 0))
             lim = int(request.args.get("limit", 100))
-            return jsonify({"dataset_events": found[off:off + lim],
-                            "total_entries": len(found)})
+            return jsonify({"dataset_events": found[off : off + lim], "total_entries": len(found)})
 
         @app.post("/api/v1/datasets/events")
         def create() -> Response:
@@ -119,12 +126,18 @@ class Airflow2:
                 self.uncommitted += 1
                 time.sleep(self.first_commit_delay)
                 self.uncommitted -= 1
-            event = {"id": len(self.events) + 1, "dataset_id": self.datasets[uri],
-                     "dataset_uri": uri, "extra": {**body.get("extra", {}),
-                                                   "from_rest_api": True},
-                     "source_dag_id": None, "source_task_id": None, "source_run_id": None,
-                     "source_map_index": -1, "created_dagruns": [],
-                     "timestamp": datetime.now(timezone.utc).isoformat()}
+            event = {
+                "id": len(self.events) + 1,
+                "dataset_id": self.datasets[uri],
+                "dataset_uri": uri,
+                "extra": {**body.get("extra", {}), "from_rest_api": True},
+                "source_dag_id": None,
+                "source_task_id": None,
+                "source_run_id": None,
+                "source_map_index": -1,
+                "created_dagruns": [],
+                "timestamp": datetime.now(timezone.utc).isoformat(),
+            }
             self.events.append(event)
             if self.answer_delay:
                 time.sleep(self.answer_delay)

@@ -35,7 +35,11 @@ os.environ.update(AIRFLOW_ENV)
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """Run ``airflow db migrate`` once per session; return AIRFLOW_HOME."""
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
-                   env={**os.environ, **AIRFLOW_ENV}, timeout=300,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        check=True,
+        env={**os.environ, **AIRFLOW_ENV},
+        timeout=300,
+        stdout=subprocess.DEVNULL,
+    )
     return _HOME

@@ -116,8 +116,9 @@ class AirflowServer:
     password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     jwt_secret: str = field(default_factory=lambda: secrets.token_urlsafe(64))
     #: Passwords of the ROLE_USERS, by username.
-    role_passwords: dict[str, str] = field(default_factory=lambda: {
-        name: secrets.token_urlsafe(16) for name in ROLE_USERS.values()})
+    role_passwords: dict[str, str] = field(
+        default_factory=lambda: {name: secrets.token_urlsafe(16) for name in ROLE_USERS.values()}
+    )
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     #: More environment for every component (connections, log level).
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -146,39 +147,46 @@ class AirflowServer:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-        env.update({
-            "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__PARALLELISM": "2",
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
-            "AIRFLOW__CORE__AUTH_MANAGER": ("airflow.api_fastapi.auth.managers.simple."
-                                            "simple_auth_manager.SimpleAuthManager"),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
-                [f"{USERNAME}:admin", *(f"{u}:{r}" for r, u in ROLE_USERS.items())]),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
-            "AIRFLOW__API_AUTH__JWT_SECRET": self.jwt_secret,
-            "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API__PORT": str(self.port),
-            "AIRFLOW__API__WORKERS": "1",
-            "AIRFLOW__API__BASE_URL": self.url,
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3",
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
-            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
-            # Heartbeats of 1 s: a deferred sensor's release is timed in the tests, and
-            # the scheduler and triggerer loops are most of it.
-            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
-            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
-            "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "1",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-            "FTE_TEST_OUTPUT": str(self.output_dir),
-            "AIRFLOW_CONN_WAREHOUSE": json.dumps(
-                {"conn_type": "sqlite", "host": str(self.warehouse_dir / "warehouse.db")}),
-            "PYTHONUNBUFFERED": "1",
-        })
+        env.update(
+            {
+                "AIRFLOW_HOME": str(self.home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                "AIRFLOW__CORE__PARALLELISM": "2",
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+                "AIRFLOW__CORE__AUTH_MANAGER": (
+                    "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+                ),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
+                    [f"{USERNAME}:admin", *(f"{u}:{r}" for r, u in ROLE_USERS.items())]
+                ),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(
+                    self.home / "passwords.json"
+                ),
+                "AIRFLOW__API_AUTH__JWT_SECRET": self.jwt_secret,
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.port),
+                "AIRFLOW__API__WORKERS": "1",
+                "AIRFLOW__API__BASE_URL": self.url,
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3",
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
+                "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+                # Heartbeats of 1 s: a deferred sensor's release is timed in the tests, and
+                # the scheduler and triggerer loops are most of it.
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+                "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+                "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "1",
+                "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+                "FTE_TEST_OUTPUT": str(self.output_dir),
+                "AIRFLOW_CONN_WAREHOUSE": json.dumps(
+                    {"conn_type": "sqlite", "host": str(self.warehouse_dir / "warehouse.db")}
+                ),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         env.update(self.extra_env)
         return env
 
@@ -191,17 +199,28 @@ class AirflowServer:
         for src in DAGS_SOURCE.glob("*.py"):
             shutil.copy(src, self.dags_folder / src.name)
         (self.home / "passwords.json").write_text(
-            json.dumps({USERNAME: self.password, **self.role_passwords}))
-        subprocess.run([airflow_bin(), "db", "migrate"], env=self.env(), check=True,
-                       stdout=open(self.home / "migrate.log", "wb"),  # noqa: SIM115
-                       stderr=subprocess.STDOUT, timeout=START_TIMEOUT)
+            json.dumps({USERNAME: self.password, **self.role_passwords})
+        )
+        subprocess.run(
+            [airflow_bin(), "db", "migrate"],
+            env=self.env(),
+            check=True,
+            stdout=open(self.home / "migrate.log", "wb"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            timeout=START_TIMEOUT,
+        )
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
-        self.procs[name] = subprocess.Popen([airflow_bin(), *args], env=self.env(),
-                                            stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True,
-                                            preexec_fn=_die_with_parent)
+        self.procs[name] = subprocess.Popen(
+            [airflow_bin(), *args],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         log.close()
 
     def start(self) -> None:
@@ -212,8 +231,7 @@ class AirflowServer:
         self.wait_healthy()
 
     def start_api(self, wait: bool = True) -> None:
-        self._spawn("api-server", ["api-server", "--host", "127.0.0.1", "--port",
-                                   str(self.port)])
+        self._spawn("api-server", ["api-server", "--host", "127.0.0.1", "--port", str(self.port)])
         if wait:
             self.wait_healthy(components=("metadatabase",))
 
@@ -230,27 +248,32 @@ class AirflowServer:
         for name in list(self.procs):
             self._stop(name)
 
-    def wait_healthy(self, timeout: float = START_TIMEOUT,
-                     components: tuple[str, ...] = ("metadatabase", "scheduler",
-                                                    "dag_processor", "triggerer")) -> None:
+    def wait_healthy(
+        self,
+        timeout: float = START_TIMEOUT,
+        components: tuple[str, ...] = ("metadatabase", "scheduler", "dag_processor", "triggerer"),
+    ) -> None:
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
-                    raise RuntimeError(f"Airflow {name} exited with {proc.returncode}:\n"
-                                       + self.logs(name))
+                    raise RuntimeError(
+                        f"Airflow {name} exited with {proc.returncode}:\n" + self.logs(name)
+                    )
             try:
                 resp = requests.get(f"{self.url}/api/v2/monitor/health", timeout=5)
                 last = resp.json() if resp.status_code == 200 else resp.status_code
                 if resp.status_code == 200 and all(
-                        (last.get(c) or {}).get("status") == "healthy" for c in components):
+                    (last.get(c) or {}).get("status") == "healthy" for c in components
+                ):
                     return
             except (requests.RequestException, ValueError) as exc:
                 last = exc
             time.sleep(0.5)
-        raise TimeoutError(f"Airflow not healthy after {timeout:.0f}s (last: {last})\n"
-                           + self.logs())
+        raise TimeoutError(
+            f"Airflow not healthy after {timeout:.0f}s (last: {last})\n" + self.logs()
+        )
 
     def logs(self, name: str | None = None, tail: int = 40) -> str:
         names = [name] if name else ["migrate", *self.procs]
@@ -266,8 +289,11 @@ class AirflowServer:
 
     def token(self, fresh: bool = False) -> str:
         if self._token is None or fresh:
-            resp = requests.post(f"{self.url}/auth/token", timeout=10,
-                                 json={"username": USERNAME, "password": self.password})
+            resp = requests.post(
+                f"{self.url}/auth/token",
+                timeout=10,
+                json={"username": USERNAME, "password": self.password},
+            )
             resp.raise_for_status()
             self._token = str(resp.json()["access_token"])
         return self._token
@@ -280,8 +306,7 @@ class AirflowServer:
         """
         for attempt in range(5):
             headers = {"Authorization": f"Bearer {self.token(fresh=attempt > 0)}"}
-            resp = requests.request(method, self.url + path, headers=headers, timeout=15,
-                                    **kwargs)
+            resp = requests.request(method, self.url + path, headers=headers, timeout=15, **kwargs)
             if resp.status_code != 401 and resp.status_code < 500:
                 return resp
             time.sleep(0.5)
@@ -299,8 +324,12 @@ class AirflowServer:
         claims = jwt.decode(real, options={"verify_signature": False})
         claims["exp"] = int(time.time()) - 60
         claims["iat"] = claims["nbf"] = int(time.time()) - 3600
-        return jwt.encode(claims, self.jwt_secret, algorithm=header["alg"],
-                          headers={k: v for k, v in header.items() if k not in ("alg", "typ")})
+        return jwt.encode(
+            claims,
+            self.jwt_secret,
+            algorithm=header["alg"],
+            headers={k: v for k, v in header.items() if k not in ("alg", "typ")},
+        )
 
     def add_dag(self, filename: str, source: str) -> Path:
         """Write a DAG file into the DAGs folder; the dag-processor picks it up."""
@@ -310,21 +339,23 @@ class AirflowServer:
         tmp.rename(path)
         return path
 
-    def wait_for(self, what: str, check: Any, timeout: float = 90.0,
-                 interval: float = 0.5) -> Any:
+    def wait_for(self, what: str, check: Any, timeout: float = 90.0, interval: float = 0.5) -> Any:
         """Poll ``check()`` until it returns something truthy; fail after ``timeout``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
-                    raise RuntimeError(f"Airflow {name} exited with {proc.returncode} while "
-                                       f"waiting for {what}:\n" + self.logs(name))
+                    raise RuntimeError(
+                        f"Airflow {name} exited with {proc.returncode} while "
+                        f"waiting for {what}:\n" + self.logs(name)
+                    )
             value = check()
             if value:
                 return value
             time.sleep(interval)
-        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}\n"
-                           + self.logs(tail=20))
+        raise TimeoutError(
+            f"timed out after {timeout:.0f}s waiting for {what}\n" + self.logs(tail=20)
+        )
 
     def wait_for_dag(self, dag_id: str, timeout: float = 120.0) -> dict[str, Any]:
         def found() -> dict[str, Any] | None:
@@ -341,29 +372,38 @@ class AirflowServer:
         return None
 
     def wait_for_asset(self, uri: str, timeout: float = 120.0) -> int:
-        return self.wait_for(f"asset {uri}", lambda: self.asset_id(uri),  # type: ignore[no-any-return]
-                             timeout)
+        return self.wait_for(
+            f"asset {uri}",
+            lambda: self.asset_id(uri),  # type: ignore[no-any-return]
+            timeout,
+        )
 
     def asset_events(self, uri: str) -> list[dict[str, Any]]:
         asset = self.asset_id(uri)
         if asset is None:
             return []
-        resp = self.get("/api/v2/assets/events",
-                        params={"asset_id": asset, "limit": 1000, "order_by": "timestamp"})
+        resp = self.get(
+            "/api/v2/assets/events",
+            params={"asset_id": asset, "limit": 1000, "order_by": "timestamp"},
+        )
         resp.raise_for_status()
         return list(resp.json()["asset_events"])
 
     def post_asset_event(self, uri: str, extra: dict[str, Any]) -> None:
         """Post an asset event through the REST API, as the forwarder does."""
         asset = self.wait_for_asset(uri)
-        resp = self.request("POST", "/api/v2/assets/events",
-                            json={"asset_id": asset, "extra": extra})
+        resp = self.request(
+            "POST", "/api/v2/assets/events", json={"asset_id": asset, "extra": extra}
+        )
         assert resp.status_code == 200, (resp.status_code, resp.text)
 
     def trigger(self, dag_id: str, run_id: str) -> None:
         """Start a manual run (no logical date: Airflow 3 gives it no data interval)."""
-        resp = self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns",
-                            json={"dag_run_id": run_id, "logical_date": None})
+        resp = self.request(
+            "POST",
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            json={"dag_run_id": run_id, "logical_date": None},
+        )
         assert resp.status_code == 200, (resp.status_code, resp.text)
 
     # --- the metadata database, read directly (faster than the API in a polling loop) --
@@ -373,15 +413,22 @@ class AirflowServer:
             return c.execute(sql, params).fetchall()
 
     def ti_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
-        rows = self.query("select state from task_instance where dag_id=? and run_id=? "
-                          "and task_id=?", dag_id, run_id, task_id)
+        rows = self.query(
+            "select state from task_instance where dag_id=? and run_id=? and task_id=?",
+            dag_id,
+            run_id,
+            task_id,
+        )
         return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def wait_for_parsed(self, *dag_ids: str, timeout: float = 120.0) -> None:
         """Wait until the dag-processor has serialized each DAG (so the scheduler runs it)."""
         for dag_id in dag_ids:
-            self.wait_for(f"DAG {dag_id} parsed", lambda d=dag_id: self.query(
-                "select 1 from serialized_dag where dag_id=?", d), timeout)
+            self.wait_for(
+                f"DAG {dag_id} parsed",
+                lambda d=dag_id: self.query("select 1 from serialized_dag where dag_id=?", d),
+                timeout,
+            )
 
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
         resp = self.get(f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100})
@@ -409,8 +456,12 @@ def airflow(redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-d
     """A real Airflow 3 for the whole test session (see the module docstring)."""
     home = Path(tempfile.mkdtemp(prefix="fte-airflow-"))
     redis_url = f"redis://{redis_proc.host}:{redis_proc.port}/0"
-    server = AirflowServer(home=home, extra_env={
-        "AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": conn_uri(redis_url, "test:"),
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"})
+    server = AirflowServer(
+        home=home,
+        extra_env={
+            "AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": conn_uri(redis_url, "test:"),
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        },
+    )
     with running(server, home):
         yield server

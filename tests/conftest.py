@@ -23,9 +23,13 @@ def redis_url(redis_proc, redisdb: redis.Redis) -> str:  # type: ignore[no-untyp
 def settings(redis_url: str) -> Settings:
     # Forwarding on (the web app creates deliveries only then); the web process never
     # calls Airflow, so the URL need not answer. Tests of forwarding off clear it.
-    return Settings(redis_url=redis_url, webhook_secrets=[SECRET, OTHER_SECRET],
-                    api_tokens=[TOKEN], key_prefix="test:",
-                    airflow_url="http://127.0.0.1:9")
+    return Settings(
+        redis_url=redis_url,
+        webhook_secrets=[SECRET, OTHER_SECRET],
+        api_tokens=[TOKEN],
+        key_prefix="test:",
+        airflow_url="http://127.0.0.1:9",
+    )
 
 
 @pytest.fixture
@@ -54,6 +58,7 @@ def app(settings: Settings):  # type: ignore[no-untyped-def]
 def http(app) -> Iterator:  # type: ignore[no-untyped-def]
     with app.test_client() as c:
         yield c
+
 
 # The real-Airflow fixtures (session scope), for every test package: ``airflow`` (3.x,
 # tests/airflow_harness.py) and ``airflow2`` (2.11 in its own venv, tests/airflow2_harness.py).

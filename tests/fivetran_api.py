@@ -26,8 +26,9 @@ from .servers import serving_in_thread
 class FivetranStandIn:
     """The connectors' state and the calls received."""
 
-    def __init__(self, sync_seconds: float = 0.5,
-                 on_sync_end: Callable[[str, datetime], None] | None = None) -> None:
+    def __init__(
+        self, sync_seconds: float = 0.5, on_sync_end: Callable[[str, datetime], None] | None = None
+    ) -> None:
         self.connectors: dict[str, dict[str, Any]] = {}
         self.calls: Counter[str] = Counter()
         self.sync_seconds = sync_seconds
@@ -35,17 +36,30 @@ class FivetranStandIn:
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
 
-    def connector(self, connector_id: str, succeeded_at: datetime | None = None,
-                  failed_at: datetime | None = None, sync_state: str = "scheduled") -> None:
+    def connector(
+        self,
+        connector_id: str,
+        succeeded_at: datetime | None = None,
+        failed_at: datetime | None = None,
+        sync_state: str = "scheduled",
+    ) -> None:
         """Set a connector's state as Fivetran would report it."""
         with self.lock:
             self.connectors[connector_id] = {
-                "id": connector_id, "group_id": "inappropriate_implode",
-                "service": "google_cloud_postgresql", "schema": "ftar_pg",
-                "paused": False, "schedule_type": "manual",
-                "succeeded_at": iso(succeeded_at), "failed_at": iso(failed_at),
-                "status": {"setup_state": "connected", "sync_state": sync_state,
-                           "update_state": "on_schedule", "is_historical_sync": False},
+                "id": connector_id,
+                "group_id": "inappropriate_implode",
+                "service": "google_cloud_postgresql",
+                "schema": "ftar_pg",
+                "paused": False,
+                "schedule_type": "manual",
+                "succeeded_at": iso(succeeded_at),
+                "failed_at": iso(failed_at),
+                "status": {
+                    "setup_state": "connected",
+                    "sync_state": sync_state,
+                    "update_state": "on_schedule",
+                    "is_historical_sync": False,
+                },
             }
 
     def finish_sync(self, connector_id: str, ended: datetime, ok: bool = True) -> None:
@@ -97,8 +111,7 @@ class FivetranStandIn:
                     self._answer(404, {"code": "NotFound"})
                     return
                 cid = parts[2]
-                key = f"{method} /v1/connectors/{{id}}" + ("/" + parts[3] if len(parts) > 3
-                                                          else "")
+                key = f"{method} /v1/connectors/{{id}}" + ("/" + parts[3] if len(parts) > 3 else "")
                 with api.lock:
                     api.calls[key] += 1
                     known = cid in api.connectors

@@ -16,9 +16,15 @@ class Sync:
     status: str  # SUCCESSFUL, FAILED, ... or RESCHEDULED
 
 
-def reference_decide(completions: list[Sync], starts: dict[str, int], running: bool,
-                     target_ms: int, propagate_failures_forward: bool,
-                     always_wait_when_syncing: bool, criterion: str) -> str:
+def reference_decide(
+    completions: list[Sync],
+    starts: dict[str, int],
+    running: bool,
+    target_ms: int,
+    propagate_failures_forward: bool,
+    always_wait_when_syncing: bool,
+    criterion: str,
+) -> str:
     if always_wait_when_syncing and running:
         return "wait"
     real = [c for c in completions if c.status != "RESCHEDULED"]

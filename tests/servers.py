@@ -40,23 +40,41 @@ def wait_ready(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = 
 
 
 @contextmanager
-def webhook_server(redis_url: str, tmp: Path, workers: int = 2, config: Path | None = None,
-                   **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+def webhook_server(
+    redis_url: str, tmp: Path, workers: int = 2, config: Path | None = None, **env: str
+) -> Iterator[tuple[str, subprocess.Popen]]:
     """Run ``fivetran-events serve`` in its own process group; yield (base URL, process).
 
     ``config``: a gunicorn configuration file (``serve --config``), e.g. deploy's.
     """
     port = free_port()
-    environ = {**os.environ, "FIVETRAN_EVENTS_REDIS_URL": redis_url,
-               "FIVETRAN_EVENTS_WEBHOOK_SECRETS": f"{SECRET},{OTHER_SECRET}",
-               "FIVETRAN_EVENTS_API_TOKENS": TOKEN, "FIVETRAN_EVENTS_KEY_PREFIX": "test:",
-               "PROMETHEUS_MULTIPROC_DIR": str(tmp), **env}
+    environ = {
+        **os.environ,
+        "FIVETRAN_EVENTS_REDIS_URL": redis_url,
+        "FIVETRAN_EVENTS_WEBHOOK_SECRETS": f"{SECRET},{OTHER_SECRET}",
+        "FIVETRAN_EVENTS_API_TOKENS": TOKEN,
+        "FIVETRAN_EVENTS_KEY_PREFIX": "test:",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp),
+        **env,
+    }
     log = (tmp / f"gunicorn-{port}.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook_app", "serve", "--port", str(port),
-         "--workers", str(workers), *(["--config", str(config)] if config else [])],
-        env=environ, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "webhook_app",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            *(["--config", str(config)] if config else []),
+        ],
+        env=environ,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base + "/readyz", proc=proc)

@@ -21,10 +21,15 @@ def at(day: int, hour: int = 0, minute: int = 0, month: int = 1, year: int = 202
     return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
-def payload(event: str = "sync_end", connector_id: str = "assimilate_seem",
-            created: datetime | str | None = None, sync_id: str | None = None,
-            status: str | None = "SUCCESSFUL", new_names: bool = False,
-            **data: Any) -> dict[str, Any]:
+def payload(
+    event: str = "sync_end",
+    connector_id: str = "assimilate_seem",
+    created: datetime | str | None = None,
+    sync_id: str | None = None,
+    status: str | None = "SUCCESSFUL",
+    new_names: bool = False,
+    **data: Any,
+) -> dict[str, Any]:
     """Build a payload shaped like Fivetran's (DESIGN.md's real capture)."""
     created = created or datetime.now(UTC)
     body: dict[str, Any] = {
@@ -46,8 +51,9 @@ def payload(event: str = "sync_end", connector_id: str = "assimilate_seem",
 
 def conn_uri(redis_url: str, prefix: str, **extra: str) -> str:
     """The ``AIRFLOW_CONN_...`` URI of the history's Redis with its key prefix."""
-    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in
-                     {"key_prefix": prefix, **extra}.items())
+    query = "&".join(
+        f"{k}={quote(str(v), safe='')}" for k, v in {"key_prefix": prefix, **extra}.items()
+    )
     return f"{redis_url}?{query}"
 
 

@@ -28,7 +28,8 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
     if not settings.webhook_secrets:
         raise ConfigurationError(
             "FIVETRAN_EVENTS_WEBHOOK_SECRETS is empty: set it to the secret(s) of your "
-            "Fivetran webhook (comma-separated)")
+            "Fivetran webhook (comma-separated)"
+        )
     app = Flask(__name__)
     app.config.from_mapping(MAX_CONTENT_LENGTH=settings.max_body_bytes)
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep "status"/"decision" first
@@ -59,8 +60,9 @@ def _refusal_behind_execabort(app: Flask) -> str | None:
         return None
 
 
-def _json_error(status: int, message: str, headers: dict[str, str] | None = None,
-                **extra: Any) -> Response:
+def _json_error(
+    status: int, message: str, headers: dict[str, str] | None = None, **extra: Any
+) -> Response:
     resp = jsonify({"status": "error", "error": message, **extra})
     resp.status_code = status
     for k, v in (headers or {}).items():
@@ -76,8 +78,9 @@ def _register_errors(app: Flask, settings: Settings) -> None:
         headers = dict(exc.headers)
         if exc.status_code == 503:
             headers.update(retry)
-        return _json_error(exc.status_code, exc.message, headers,
-                           **({"field": exc.field} if exc.field else {}))
+        return _json_error(
+            exc.status_code, exc.message, headers, **({"field": exc.field} if exc.field else {})
+        )
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

@@ -55,8 +55,13 @@ class AirflowUnavailable(AirflowError):
     connection was refused or not made), so an event cannot have been created.
     """
 
-    def __init__(self, message: str, retry_after: float | None = None,
-                 maybe_sent: bool = True, status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        retry_after: float | None = None,
+        maybe_sent: bool = True,
+        status: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.maybe_sent = maybe_sent
@@ -87,9 +92,12 @@ class AirflowEvent:
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> AirflowEvent:
-        return cls(id=int(body["id"]), uri=body.get("uri") or body.get("dataset_uri"),
-                   timestamp=parse_iso(str(body["timestamp"])),
-                   extra=dict(body.get("extra") or {}))
+        return cls(
+            id=int(body["id"]),
+            uri=body.get("uri") or body.get("dataset_uri"),
+            timestamp=parse_iso(str(body["timestamp"])),
+            extra=dict(body.get("extra") or {}),
+        )
 
 
 def read_credentials(settings: Settings) -> tuple[str, str]:
@@ -106,16 +114,19 @@ def read_credentials(settings: Settings) -> tuple[str, str]:
                 data = json.loads(text)
                 return str(data["username"]), str(data["password"])
             except (ValueError, KeyError, TypeError):
-                raise ConfigurationError(f"{where}: expected JSON with 'username' and "
-                                         "'password'") from None
+                raise ConfigurationError(
+                    f"{where}: expected JSON with 'username' and 'password'"
+                ) from None
         user, sep, password = text.splitlines()[0].partition(":") if text else ("", "", "")
         if not sep or not user:
             raise ConfigurationError(f"{where}: expected 'username:password' on the first line")
         return user, password
     if not settings.airflow_username or settings.airflow_password is None:
-        raise ConfigurationError("set FIVETRAN_EVENTS_AIRFLOW_USERNAME and "
-                                 "FIVETRAN_EVENTS_AIRFLOW_PASSWORD, or "
-                                 "FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE")
+        raise ConfigurationError(
+            "set FIVETRAN_EVENTS_AIRFLOW_USERNAME and "
+            "FIVETRAN_EVENTS_AIRFLOW_PASSWORD, or "
+            "FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE"
+        )
     return settings.airflow_username, settings.airflow_password.get_secret_value()
 
 
@@ -160,10 +171,18 @@ def _body(resp: requests.Response) -> str:
 class AirflowClient:
     """Talk to one Airflow; keeps the JWT and the asset ids it found (per process)."""
 
-    def __init__(self, base_url: str, username: str, password: str, *,
-                 api_version: str = "auto", timeout: float = 10.0,
-                 verify: bool | str = True, session: requests.Session | None = None,
-                 asset_cache_seconds: float = ASSET_CACHE_SECONDS) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        username: str,
+        password: str,
+        *,
+        api_version: str = "auto",
+        timeout: float = 10.0,
+        verify: bool | str = True,
+        session: requests.Session | None = None,
+        asset_cache_seconds: float = ASSET_CACHE_SECONDS,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.username = username
         self.password = password
@@ -181,33 +200,42 @@ class AirflowClient:
     @classmethod
     def from_settings(cls, settings: Settings) -> AirflowClient:
         if not settings.airflow_url:
-            raise ConfigurationError("FIVETRAN_EVENTS_AIRFLOW_URL is not set: set it to "
-                                     "Airflow's API server, e.g. http://127.0.0.1:8080")
+            raise ConfigurationError(
+                "FIVETRAN_EVENTS_AIRFLOW_URL is not set: set it to "
+                "Airflow's API server, e.g. http://127.0.0.1:8080"
+            )
         user, password = read_credentials(settings)
         verify: bool | str = settings.airflow_verify_tls
         if settings.airflow_ca_bundle:
             verify = settings.airflow_ca_bundle
-        return cls(settings.airflow_url, user, password,
-                   api_version=settings.airflow_api_version,
-                   timeout=settings.airflow_timeout_seconds, verify=verify)
+        return cls(
+            settings.airflow_url,
+            user,
+            password,
+            api_version=settings.airflow_api_version,
+            timeout=settings.airflow_timeout_seconds,
+            verify=verify,
+        )
 
     # --- transport -----------------------------------------------------------------------
 
     def _send(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         url = self.base_url + path
         try:
-            resp = self.session.request(method, url, timeout=(self.timeout, self.timeout),
-                                        **kwargs)
+            resp = self.session.request(method, url, timeout=(self.timeout, self.timeout), **kwargs)
         except requests.RequestException as exc:
-            raise AirflowUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}",
-                                     maybe_sent=_maybe_sent(exc)) from None
+            raise AirflowUnavailable(
+                f"{method} {path}: {type(exc).__name__}: {exc}", maybe_sent=_maybe_sent(exc)
+            ) from None
         if resp.status_code == 429 or resp.status_code >= 500:
             # 429 and 503 say the request was not handled; a 500, 502 or 504 may come
             # after Airflow committed it (or while it still does), so its outcome is open.
             raise AirflowUnavailable(
                 f"{method} {path}: Airflow answered {resp.status_code}: {_body(resp)}",
                 retry_after=retry_after_seconds(resp.headers.get("Retry-After")),
-                maybe_sent=resp.status_code not in NOT_HANDLED, status=resp.status_code)
+                maybe_sent=resp.status_code not in NOT_HANDLED,
+                status=resp.status_code,
+            )
         return resp
 
     def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
@@ -226,11 +254,13 @@ class AirflowClient:
         return {"Authorization": f"Bearer {self._token}"}
 
     def _fetch_token(self) -> str:
-        resp = self._send("POST", "/auth/token",
-                          json={"username": self.username, "password": self.password})
+        resp = self._send(
+            "POST", "/auth/token", json={"username": self.username, "password": self.password}
+        )
         if resp.status_code not in (200, 201):
-            raise AirflowRejected(resp.status_code, f"cannot get a token for user "
-                                  f"'{self.username}': {_body(resp)}")
+            raise AirflowRejected(
+                resp.status_code, f"cannot get a token for user '{self.username}': {_body(resp)}"
+            )
         token = str(resp.json()["access_token"])
         self.tokens_fetched += 1
         self._token_expires = time.time() + renew_after(token)
@@ -249,9 +279,12 @@ class AirflowClient:
             elif self._send("GET", "/api/v1/health").status_code == 200:
                 self._version = "2"
             else:
-                raise AirflowRejected(404, f"{self.base_url} answers neither /api/v2 nor "
-                                      "/api/v1: is FIVETRAN_EVENTS_AIRFLOW_URL Airflow's "
-                                      "API server?")
+                raise AirflowRejected(
+                    404,
+                    f"{self.base_url} answers neither /api/v2 nor "
+                    "/api/v1: is FIVETRAN_EVENTS_AIRFLOW_URL Airflow's "
+                    "API server?",
+                )
         return self._version
 
     # --- assets --------------------------------------------------------------------------
@@ -264,8 +297,10 @@ class AirflowClient:
         found = self._lookup_asset(uri)
         if found is None:
             self._assets.pop(uri, None)
-            raise AssetNotFound(f"Airflow has no dataset with URI '{uri}': no DAG schedules "
-                                "on it or produces it yet")
+            raise AssetNotFound(
+                f"Airflow has no dataset with URI '{uri}': no DAG schedules "
+                "on it or produces it yet"
+            )
         self._assets[uri] = (found, time.monotonic() + self.asset_cache_seconds)
         return found
 
@@ -278,9 +313,11 @@ class AirflowClient:
             return int(resp.json()["id"])
         offset = 0
         while True:
-            resp = self._request("GET", "/api/v2/assets",
-                                 params={"uri_pattern": uri, "limit": 100, "offset": offset,
-                                         "order_by": "id"})
+            resp = self._request(
+                "GET",
+                "/api/v2/assets",
+                params={"uri_pattern": uri, "limit": 100, "offset": offset, "order_by": "id"},
+            )
             self._check(resp)
             body = resp.json()
             assets = body.get("assets", [])
@@ -313,43 +350,50 @@ class AirflowClient:
     def post_event(self, uri: str, extra: Mapping[str, Any]) -> AirflowEvent:
         """Create one event on the dataset ``uri``; return it as Airflow recorded it."""
         if self.version() == "2":
-            resp = self._request("POST", "/api/v1/datasets/events",
-                                 json={"dataset_uri": uri, "extra": dict(extra)})
+            resp = self._request(
+                "POST", "/api/v1/datasets/events", json={"dataset_uri": uri, "extra": dict(extra)}
+            )
             if resp.status_code == 404:
-                raise AssetNotFound(f"Airflow 2 answered 404 for dataset '{uri}': "
-                                    f"{_body(resp)}")
+                raise AssetNotFound(f"Airflow 2 answered 404 for dataset '{uri}': {_body(resp)}")
         else:
             asset = self.asset_id(uri)
-            resp = self._request("POST", "/api/v2/assets/events",
-                                 json={"asset_id": asset, "extra": dict(extra)})
+            resp = self._request(
+                "POST", "/api/v2/assets/events", json={"asset_id": asset, "extra": dict(extra)}
+            )
             if resp.status_code == 404:
                 # The asset went away since we cached its id: look it up once more.
                 asset = self.asset_id(uri, refresh=True)
-                resp = self._request("POST", "/api/v2/assets/events",
-                                     json={"asset_id": asset, "extra": dict(extra)})
+                resp = self._request(
+                    "POST", "/api/v2/assets/events", json={"asset_id": asset, "extra": dict(extra)}
+                )
                 if resp.status_code == 404:
-                    raise AssetNotFound(f"Airflow answered 404 for asset '{uri}' "
-                                        f"(id {asset}): {_body(resp)}")
+                    raise AssetNotFound(
+                        f"Airflow answered 404 for asset '{uri}' (id {asset}): {_body(resp)}"
+                    )
         self._check(resp)
         return AirflowEvent.from_json(resp.json())
 
-    def find_event(self, uri: str, since: datetime,
-                   match: Mapping[str, Any]) -> AirflowEvent | None:
+    def find_event(
+        self, uri: str, since: datetime, match: Mapping[str, Any]
+    ) -> AirflowEvent | None:
         """Return the event on ``uri`` at or after ``since`` whose extra contains ``match``."""
         if self.version() == "2":
             path = "/api/v1/datasets/events"
-            params: dict[str, Any] = {"dataset_id": self.asset_id(uri),
-                                      "order_by": "-timestamp"}
+            params: dict[str, Any] = {"dataset_id": self.asset_id(uri), "order_by": "-timestamp"}
             key = "dataset_events"
         else:
             path = "/api/v2/assets/events"
-            params = {"asset_id": self.asset_id(uri), "order_by": "-timestamp",
-                      "timestamp_gte": iso(since)}
+            params = {
+                "asset_id": self.asset_id(uri),
+                "order_by": "-timestamp",
+                "timestamp_gte": iso(since),
+            }
             key = "asset_events"
         offset = 0
         while True:
-            resp = self._request("GET", path, params={**params, "limit": LOOKUP_PAGE,
-                                                      "offset": offset})
+            resp = self._request(
+                "GET", path, params={**params, "limit": LOOKUP_PAGE, "offset": offset}
+            )
             self._check(resp)
             body = resp.json()
             events = [AirflowEvent.from_json(e) for e in body.get(key, [])]
@@ -358,8 +402,11 @@ class AirflowClient:
                     return ev
             offset += len(events)
             # Newest first: once a page reaches before ``since`` nothing older can match.
-            if (not events or offset >= int(body.get("total_entries", 0))
-                    or events[-1].timestamp < since):
+            if (
+                not events
+                or offset >= int(body.get("total_entries", 0))
+                or events[-1].timestamp < since
+            ):
                 return None
 
     @staticmethod

@@ -30,8 +30,9 @@ def require_token() -> None:
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
-        raise ApiError(401, "send 'Authorization: Bearer <token>'",
-                       headers={"WWW-Authenticate": "Bearer"})
+        raise ApiError(
+            401, "send 'Authorization: Bearer <token>'", headers={"WWW-Authenticate": "Bearer"}
+        )
     given_b = given.strip().encode("utf-8", "replace")
     ok = False
     for token in tokens:
@@ -39,8 +40,11 @@ def require_token() -> None:
     if not ok:
         # RFC 6750: a token that does not authenticate is 401 with error="invalid_token";
         # 403 stays for "no token could ever pass" (none configured).
-        raise ApiError(401, "the bearer token is not valid",
-                       headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        raise ApiError(
+            401,
+            "the bearer token is not valid",
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
 
 
 def _bool(name: str, default: bool) -> bool:
@@ -58,20 +62,27 @@ def _time(name: str, required: bool = False) -> int | None:
     raw = request.args.get(name)
     if raw is None or raw == "":
         if required:
-            raise ApiError(400, f"parameter '{name}' is required (ISO 8601, e.g. "
-                           "2026-01-10T00:00:00Z)", field=name)
+            raise ApiError(
+                400,
+                f"parameter '{name}' is required (ISO 8601, e.g. 2026-01-10T00:00:00Z)",
+                field=name,
+            )
         return None
     try:
         return to_ms(parse_iso(raw))
     except (ValueError, OverflowError):
-        raise ApiError(400, f"parameter '{name}' must be an ISO 8601 timestamp",
-                       field=name) from None
+        raise ApiError(
+            400, f"parameter '{name}' must be an ISO 8601 timestamp", field=name
+        ) from None
 
 
 def _connector(connector_id: str) -> str:
     if not is_valid_id(connector_id):
-        raise ApiError(400, "connector id must be 1-128 characters of letters, digits, "
-                       "'_', '.' or '-'", field="connector_id")
+        raise ApiError(
+            400,
+            "connector id must be 1-128 characters of letters, digits, '_', '.' or '-'",
+            field="connector_id",
+        )
     if not state().reader.known(connector_id):
         raise ApiError(404, f"no events recorded for connector '{connector_id}'")
     return connector_id
@@ -92,8 +103,7 @@ def syncs(connector_id: str) -> Response:
     except ValueError:
         raise ApiError(400, "parameter 'limit' must be a whole number", field="limit") from None
     if not 1 <= limit <= MAX_LIMIT:
-        raise ApiError(400, f"parameter 'limit' must be between 1 and {MAX_LIMIT}",
-                       field="limit")
+        raise ApiError(400, f"parameter 'limit' must be between 1 and {MAX_LIMIT}", field="limit")
     if since is not None and until is not None and since > until:
         raise ApiError(400, "parameter 'since' must not be after 'until'", field="since")
     rows = state().reader.syncs(cid, since, until, limit)
@@ -113,8 +123,12 @@ def decision(connector_id: str) -> Response:
     except ValueError as exc:
         raise ApiError(400, f"parameter {exc}", field="criterion") from None
     facts = state().reader.facts(cid, target, started_after=criterion is Criterion.STARTED_AFTER)
-    result = decide(facts, propagate_failures_forward=propagate,
-                    always_wait_when_syncing=always_wait, criterion=criterion)
+    result = decide(
+        facts,
+        propagate_failures_forward=propagate,
+        always_wait_when_syncing=always_wait,
+        criterion=criterion,
+    )
     body = result.to_dict()
     body["connector_id"] = cid
     return jsonify(body)

@@ -53,15 +53,20 @@ def clean_errors(func: F) -> F:
 
 def _reader() -> HistoryReader:
     settings = load_settings()
-    client = redis.Redis.from_url(settings.redis_url, socket_timeout=settings.redis_timeout_seconds,
-                                  socket_connect_timeout=settings.redis_timeout_seconds)
+    client = redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_seconds,
+        socket_connect_timeout=settings.redis_timeout_seconds,
+    )
     return HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms)
 
 
 def _check_connector(reader: HistoryReader, connector_id: str) -> None:
     if not is_valid_id(connector_id):
-        raise click.BadParameter("must be 1-128 characters of letters, digits, '_', '.' or '-'",
-                                 param_hint="CONNECTOR_ID")
+        raise click.BadParameter(
+            "must be 1-128 characters of letters, digits, '_', '.' or '-'",
+            param_hint="CONNECTOR_ID",
+        )
     if not reader.known(connector_id):
         raise click.ClickException(f"no events recorded for connector '{connector_id}'")
 
@@ -75,13 +80,21 @@ def main() -> None:
 @main.command()
 @click.option("--host", help="Address to bind.  [default: 127.0.0.1]")
 @click.option("--port", type=click.IntRange(1, 65535), help="Port.  [default: 8000]")
-@click.option("--workers", type=click.IntRange(1, 64),
-              help="gunicorn worker processes.  [default: 2 x cores + 1]")
-@click.option("--config", "gunicorn_config", type=click.Path(exists=True, dir_okay=False),
-              help="A gunicorn configuration file (deploy/gunicorn.conf.py for production).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    help="gunicorn worker processes.  [default: 2 x cores + 1]",
+)
+@click.option(
+    "--config",
+    "gunicorn_config",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A gunicorn configuration file (deploy/gunicorn.conf.py for production).",
+)
 @clean_errors
-def serve(host: str | None, port: int | None, workers: int | None,
-          gunicorn_config: str | None) -> None:
+def serve(
+    host: str | None, port: int | None, workers: int | None, gunicorn_config: str | None
+) -> None:
     """Run the webhook server under gunicorn.
 
     With --config, the file decides whatever --host, --port and --workers do not.
@@ -101,8 +114,14 @@ def serve(host: str | None, port: int | None, workers: int | None,
         if workers:
             argv += ["--workers", str(workers)]
     else:
-        argv += ["--bind", f"{host or '127.0.0.1'}:{port or 8000}",
-                 "--workers", str(workers or DEFAULT_WORKERS), "--graceful-timeout", "20"]
+        argv += [
+            "--bind",
+            f"{host or '127.0.0.1'}:{port or 8000}",
+            "--workers",
+            str(workers or DEFAULT_WORKERS),
+            "--graceful-timeout",
+            "20",
+        ]
     argv.append("webhook_app:create_app()")
     os.execv(sys.executable, argv)  # noqa: S606 (argv is ours, no shell involved)
 
@@ -122,22 +141,35 @@ def history(connector_id: str, limit: int, as_json: bool) -> None:
         return
     click.echo(f"{'SYNC ID':38} {'STATUS':18} {'STARTED':25} {'ENDED':25} REASON")
     for r in rows:
-        click.echo(f"{r['sync_id']:38} {r['status']:18} {r['started_at'] or '-':25} "
-                   f"{r['ended_at'] or '-':25} {r['reason'] or ''}")
+        click.echo(
+            f"{r['sync_id']:38} {r['status']:18} {r['started_at'] or '-':25} "
+            f"{r['ended_at'] or '-':25} {r['reason'] or ''}"
+        )
 
 
 @main.command(name="decide")
 @click.argument("connector_id")
 @click.option("--target", required=True, help="ISO 8601 time; naive means UTC.")
-@click.option("--propagate-failures-forward/--no-propagate-failures-forward", default=True,
-              show_default=True)
+@click.option(
+    "--propagate-failures-forward/--no-propagate-failures-forward", default=True, show_default=True
+)
 @click.option("--always-wait-when-syncing", is_flag=True, default=False)
-@click.option("--criterion", type=click.Choice([c.value for c in Criterion]),
-              default=Criterion.ENDED_AFTER.value, show_default=True)
+@click.option(
+    "--criterion",
+    type=click.Choice([c.value for c in Criterion]),
+    default=Criterion.ENDED_AFTER.value,
+    show_default=True,
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @clean_errors
-def decide_cmd(connector_id: str, target: str, propagate_failures_forward: bool,
-               always_wait_when_syncing: bool, criterion: str, as_json: bool) -> None:
+def decide_cmd(
+    connector_id: str,
+    target: str,
+    propagate_failures_forward: bool,
+    always_wait_when_syncing: bool,
+    criterion: str,
+    as_json: bool,
+) -> None:
     """Decide whether CONNECTOR_ID was synced as of TARGET (exit 0 success, 1 fail, 3 wait)."""
     try:
         target_ms = to_ms(parse_iso(target))
@@ -147,8 +179,12 @@ def decide_cmd(connector_id: str, target: str, propagate_failures_forward: bool,
     reader = _reader()
     _check_connector(reader, connector_id)
     facts = reader.facts(connector_id, target_ms, started_after=crit is Criterion.STARTED_AFTER)
-    result = decide(facts, propagate_failures_forward=propagate_failures_forward,
-                    always_wait_when_syncing=always_wait_when_syncing, criterion=crit)
+    result = decide(
+        facts,
+        propagate_failures_forward=propagate_failures_forward,
+        always_wait_when_syncing=always_wait_when_syncing,
+        criterion=crit,
+    )
     if as_json:
         click.echo(json.dumps({"connector_id": connector_id, **result.to_dict()}, indent=2))
     else:

@@ -39,14 +39,21 @@ def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) 
 
 @click.command()
 @click.option("--burst", is_flag=True, help="Work until the queue is empty, then exit.")
-@click.option("--sweep-interval", default=1.0, show_default=True, type=click.FloatRange(0.05),
-              help="Seconds between checks for due retries and expired leases.")
-@click.option("--metrics-port", type=click.IntRange(1, 65535),
-              help="Serve Prometheus metrics on 127.0.0.1:PORT.")
+@click.option(
+    "--sweep-interval",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.05),
+    help="Seconds between checks for due retries and expired leases.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    help="Serve Prometheus metrics on 127.0.0.1:PORT.",
+)
 @click.option("--name", help="Worker name (default: RQ's host.pid).")
 @clean_errors
-def worker(burst: bool, sweep_interval: float, metrics_port: int | None,
-           name: str | None) -> None:
+def worker(burst: bool, sweep_interval: float, metrics_port: int | None, name: str | None) -> None:
     """Run an RQ worker that forwards successful syncs to Airflow."""
     from rq import SimpleWorker
 
@@ -59,8 +66,9 @@ def worker(burst: bool, sweep_interval: float, metrics_port: int | None,
         start_http_server(metrics_port, addr="127.0.0.1")
     stop = threading.Event()
     forwarder.sweep()  # what came due while no worker ran
-    sweeper = threading.Thread(target=sweep_forever, args=(forwarder, sweep_interval, stop),
-                               name="sweeper", daemon=True)
+    sweeper = threading.Thread(
+        target=sweep_forever, args=(forwarder, sweep_interval, stop), name="sweeper", daemon=True
+    )
     sweeper.start()
     # SimpleWorker runs jobs in this process: the JWT and asset ids stay cached, and a
     # kill of this process is a kill mid-delivery (the lease and sweeper recover it).
@@ -72,25 +80,31 @@ def worker(burst: bool, sweep_interval: float, metrics_port: int | None,
 
 
 @click.command()
-@click.option("--state", "state_", type=click.Choice([s.value for s in DeliveryState]),
-              help="Only deliveries in this state.")
+@click.option(
+    "--state",
+    "state_",
+    type=click.Choice([s.value for s in DeliveryState]),
+    help="Only deliveries in this state.",
+)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @clean_errors
 def deliveries(state_: str | None, limit: int, as_json: bool) -> None:
     """List recent deliveries of syncs to Airflow datasets, newest first."""
     fw = _forwarder(with_airflow=False)
-    rows = [d.to_dict() for d in fw.store.recent(limit, DeliveryState(state_) if state_
-                                                 else None)]
+    rows = [d.to_dict() for d in fw.store.recent(limit, DeliveryState(state_) if state_ else None)]
     if as_json:
         click.echo(json.dumps({"deliveries": rows}, indent=2))
         return
-    click.echo(f"{'CONNECTOR':20} {'SYNC ID':38} {'STATE':12} {'TRIES':>5} {'EVENT':>7} "
-               "URI / REASON")
+    click.echo(
+        f"{'CONNECTOR':20} {'SYNC ID':38} {'STATE':12} {'TRIES':>5} {'EVENT':>7} URI / REASON"
+    )
     for r in rows:
         event = str(r["airflow_event_id"] or "-")
-        click.echo(f"{r['connector_id']:20} {r['sync_id']:38} {r['state']:12} "
-                   f"{r['attempts']:>5} {event:>7} {r['uri']}")
+        click.echo(
+            f"{r['connector_id']:20} {r['sync_id']:38} {r['state']:12} "
+            f"{r['attempts']:>5} {event:>7} {r['uri']}"
+        )
         if r["reason"] and r["state"] != "delivered":
             click.echo(f"{'':20} {'':38} {'':12} {'':>5} {'':>7}   {r['reason']}")
 
@@ -101,21 +115,29 @@ def _since_ms(value: str | None) -> int | None:
     try:
         return to_ms(parse_iso(value))
     except (ValueError, OverflowError) as exc:
-        raise click.BadParameter(f"{exc} (give an ISO 8601 time, e.g. 2026-01-01T00:00:00Z)",
-                                 param_hint="--since") from None
+        raise click.BadParameter(
+            f"{exc} (give an ISO 8601 time, e.g. 2026-01-01T00:00:00Z)", param_hint="--since"
+        ) from None
 
 
 @click.command()
 @click.argument("sync_id", required=False)
-@click.option("--all-undelivered", is_flag=True,
-              help="Replay every delivery given up (undelivered or failed).")
-@click.option("--since", "since",
-              help="Forward every success that ended at or after this ISO 8601 time "
-                   "(naive means UTC), also those recorded while forwarding was off.")
+@click.option(
+    "--all-undelivered",
+    is_flag=True,
+    help="Replay every delivery given up (undelivered or failed).",
+)
+@click.option(
+    "--since",
+    "since",
+    help="Forward every success that ended at or after this ISO 8601 time "
+    "(naive means UTC), also those recorded while forwarding was off.",
+)
 @click.option("--connector", "connector_id", help="Only this connector's deliveries.")
 @clean_errors
-def replay(sync_id: str | None, all_undelivered: bool, since: str | None,
-           connector_id: str | None) -> None:
+def replay(
+    sync_id: str | None, all_undelivered: bool, since: str | None, connector_id: str | None
+) -> None:
     """Forward a sync (or every given-up delivery, or every success since a time) again,
     with a new retry window.
 
@@ -129,27 +151,35 @@ def replay(sync_id: str | None, all_undelivered: bool, since: str | None,
     fw = _forwarder(with_airflow=False)
     if since_ms is not None:
         if not fw.settings.airflow_url:
-            raise click.ClickException("forwarding is off: set FIVETRAN_EVENTS_AIRFLOW_URL "
-                                       "(the workers' Airflow) before replaying the past")
+            raise click.ClickException(
+                "forwarding is off: set FIVETRAN_EVENTS_AIRFLOW_URL "
+                "(the workers' Airflow) before replaying the past"
+            )
         if connector_id is not None:
             raise click.UsageError("--connector does not apply to --since")
         created, replayed, delivered = fw.forward_since(since_ms)
-        click.echo(f"queued {len(created)} new and {len(replayed)} replayed "
-                   f"deliver{'y' if len(created) + len(replayed) == 1 else 'ies'} since "
-                   f"{iso(since_ms)}" + (f" ({delivered} already delivered)" if delivered
-                                         else ""))
+        click.echo(
+            f"queued {len(created)} new and {len(replayed)} replayed "
+            f"deliver{'y' if len(created) + len(replayed) == 1 else 'ies'} since "
+            f"{iso(since_ms)}" + (f" ({delivered} already delivered)" if delivered else "")
+        )
         return
     if all_undelivered:
-        ids = [i for i in fw.store.given_up()
-               if connector_id is None or i.split(":")[0] == connector_id]
+        ids = [
+            i
+            for i in fw.store.given_up()
+            if connector_id is None or i.split(":")[0] == connector_id
+        ]
     else:
         assert sync_id is not None
         ids = fw.deliveries_of_sync(sync_id, connector_id)
         if not ids:
             raise click.ClickException(f"no deliveries recorded for sync '{sync_id}'")
     done = fw.replay(ids)
-    click.echo(f"replayed {len(done)} deliver{'y' if len(done) == 1 else 'ies'}"
-               + (f" ({len(ids) - len(done)} already delivered)" if len(ids) > len(done) else ""))
+    click.echo(
+        f"replayed {len(done)} deliver{'y' if len(done) == 1 else 'ies'}"
+        + (f" ({len(ids) - len(done)} already delivered)" if len(ids) > len(done) else "")
+    )
 
 
 @click.group()
@@ -170,16 +200,24 @@ def check(as_json: bool) -> None:
     rows = []
     for cid in sorted(set(recorded) | set(fw.uri_map.mapped_connectors())):
         meta = recorded.get(cid, {})
-        for uri in fw.uri_map.uris(cid, meta.get("connector_name"), meta.get("connector_type"),
-                                   meta.get("group_id")):
+        for uri in fw.uri_map.uris(
+            cid, meta.get("connector_name"), meta.get("connector_type"), meta.get("group_id")
+        ):
             assert fw.airflow is not None
             try:
                 known: bool | None = fw.airflow.known(uri)
                 error = None
             except AirflowError as exc:
                 known, error = None, str(exc)
-            rows.append({"connector_id": cid, "uri": uri, "recorded": cid in recorded,
-                         "known_to_airflow": known, "error": error})
+            rows.append(
+                {
+                    "connector_id": cid,
+                    "uri": uri,
+                    "recorded": cid in recorded,
+                    "known_to_airflow": known,
+                    "error": error,
+                }
+            )
     if as_json:
         click.echo(json.dumps({"datasets": rows}, indent=2))
     else:
@@ -187,8 +225,10 @@ def check(as_json: bool) -> None:
         for r in rows:
             state_ = r["known_to_airflow"]
             mark = "ERROR" if state_ is None else "ok" if state_ else "MISSING"
-            click.echo(f"{r['connector_id']:24} {mark:8} {r['uri']}"
-                       + (f"  ({r['error']})" if r["error"] else ""))
+            click.echo(
+                f"{r['connector_id']:24} {mark:8} {r['uri']}"
+                + (f"  ({r['error']})" if r["error"] else "")
+            )
     if any(r["known_to_airflow"] is not True for r in rows):
         sys.exit(1)
 

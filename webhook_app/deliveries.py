@@ -29,11 +29,11 @@ from fivetran_events.timeutil import iso
 
 
 class DeliveryState(str, Enum):
-    PENDING = "pending"          # queued or being attempted
-    RETRYING = "retrying"        # an attempt failed in a way that may pass; next_attempt_at
-    DELIVERED = "delivered"      # Airflow has the event; event_id is its id
+    PENDING = "pending"  # queued or being attempted
+    RETRYING = "retrying"  # an attempt failed in a way that may pass; next_attempt_at
+    DELIVERED = "delivered"  # Airflow has the event; event_id is its id
     UNDELIVERED = "undelivered"  # 404 (no DAG uses the URI) or retries ran out: replayable
-    FAILED = "failed"            # Airflow refused it (4xx); the reason holds its answer
+    FAILED = "failed"  # Airflow refused it (4xx); the reason holds its answer
 
 
 FINAL = frozenset({DeliveryState.DELIVERED, DeliveryState.UNDELIVERED, DeliveryState.FAILED})
@@ -106,8 +106,9 @@ class Delivery:
             "airflow_event_at": self.get("event_at"),
             "reason": self.get("reason"),
             "received_at": iso(self.ms("received_ms")),
-            "next_attempt_at": (iso(self.ms("next_attempt_ms"))
-                                if self.state is DeliveryState.RETRYING else None),
+            "next_attempt_at": (
+                iso(self.ms("next_attempt_ms")) if self.state is DeliveryState.RETRYING else None
+            ),
             "updated_at": iso(self.ms("updated_ms")),
         }
 
@@ -128,19 +129,28 @@ class DeliveryStore:
         assert event.sync_id is not None
         return delivery_id(event.connector_id, event.sync_id, uri)
 
-    def create(self, pipe: Pipeline, event: Event, uri: str, received_ms: int,
-               due_ms: int, job_id: str) -> str:
+    def create(
+        self, pipe: Pipeline, event: Event, uri: str, received_ms: int, due_ms: int, job_id: str
+    ) -> str:
         """Queue the writes that create a delivery (kept as is if it already exists)."""
         assert event.sync_id is not None
         did = self.id_of(event, uri)
         key = self.key(did)
-        base = {"connector_id": event.connector_id, "sync_id": event.sync_id, "uri": uri,
-                "connector_name": event.connector_name or "",
-                "connector_type": event.connector_type or "",
-                "group_id": event.group_id or "", "status": event.status or "",
-                "ended_ms": str(event.created_ms), "received_ms": str(received_ms),
-                "window_ms": str(received_ms), "state": DeliveryState.PENDING.value,
-                "attempts": "0", "updated_ms": str(received_ms)}
+        base = {
+            "connector_id": event.connector_id,
+            "sync_id": event.sync_id,
+            "uri": uri,
+            "connector_name": event.connector_name or "",
+            "connector_type": event.connector_type or "",
+            "group_id": event.group_id or "",
+            "status": event.status or "",
+            "ended_ms": str(event.created_ms),
+            "received_ms": str(received_ms),
+            "window_ms": str(received_ms),
+            "state": DeliveryState.PENDING.value,
+            "attempts": "0",
+            "updated_ms": str(received_ms),
+        }
         skey = sync_deliveries_key(self.prefix, event.connector_id, event.sync_id)
         # The listing keeps as long as the history does (the hashes expire by themselves).
         cutoff = received_ms - self.retention_s * 1000
@@ -148,8 +158,21 @@ class DeliveryStore:
         # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error would fail this command alone
         # while the history write commits; redis-py's script objects also cost a SCRIPT
         # EXISTS round trip per transaction. Redis caches the compiled script anyway.
-        pipe.eval(_CREATE, 4, key, skey, deliveries_key(self.prefix), due_key(self.prefix),
-                  did, self.retention_s, received_ms, due_ms, cutoff, job_id, *pairs)
+        pipe.eval(
+            _CREATE,
+            4,
+            key,
+            skey,
+            deliveries_key(self.prefix),
+            due_key(self.prefix),
+            did,
+            self.retention_s,
+            received_ms,
+            due_ms,
+            cutoff,
+            job_id,
+            *pairs,
+        )
         return did
 
     def get(self, did: str) -> Delivery | None:
@@ -184,15 +207,18 @@ class DeliveryStore:
             out[sid] = sorted(found, key=lambda d: d.uri)
         return out
 
-    def recent(self, limit: int = 100, state: DeliveryState | None = None,
-               scan_limit: int = 100_000) -> list[Delivery]:
+    def recent(
+        self, limit: int = 100, state: DeliveryState | None = None, scan_limit: int = 100_000
+    ) -> list[Delivery]:
         """Return the newest deliveries (of one state), newest first."""
         out: list[Delivery] = []
         start = 0
         page = max(limit, 200)
         while len(out) < limit and start < scan_limit:
-            ids = [_s(m) or "" for m in self.client.zrevrange(deliveries_key(self.prefix),
-                                                               start, start + page - 1)]
+            ids = [
+                _s(m) or ""
+                for m in self.client.zrevrange(deliveries_key(self.prefix), start, start + page - 1)
+            ]
             if not ids:
                 break
             for d in self.many(ids):
@@ -205,15 +231,20 @@ class DeliveryStore:
         return [_s(m) or "" for m in self.client.zrange(undelivered_key(self.prefix), 0, -1)]
 
 
-def attach_forwarding(store: DeliveryStore, connector_id: str,
-                      rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def attach_forwarding(
+    store: DeliveryStore, connector_id: str, rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Add each successful sync's forwarding state per URI to the syncs listing's rows."""
     wanted = [r["sync_id"] for r in rows if r.get("status") == "SUCCESSFUL"]
     found = store.for_syncs(connector_id, wanted) if wanted else {}
     for r in rows:
         if r.get("status") == "SUCCESSFUL":
             r["forwarding"] = [
-                {k: v for k, v in d.to_dict().items()
-                 if k not in ("connector_id", "sync_id", "delivery_id")}
-                for d in found.get(r["sync_id"], [])]
+                {
+                    k: v
+                    for k, v in d.to_dict().items()
+                    if k not in ("connector_id", "sync_id", "delivery_id")
+                }
+                for d in found.get(r["sync_id"], [])
+            ]
     return rows

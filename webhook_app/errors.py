@@ -13,8 +13,13 @@ import redis
 class ApiError(Exception):
     """Raised by a view for any error the client caused (or 503 when a dependency is down)."""
 
-    def __init__(self, status_code: int, message: str, field: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status_code: int,
+        message: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.message = message
@@ -32,8 +37,9 @@ class ApiError(Exception):
 #: while (out of memory under noeviction, a replica after a failover, a failed save, a
 #: busy script, loading its data set, no reachable primary or replicas). The same write
 #: succeeds once it recovers, so the answer is 503 and Fivetran retries.
-REFUSAL_CODES = frozenset({"OOM", "READONLY", "MISCONF", "BUSY", "LOADING", "MASTERDOWN",
-                           "NOREPLICAS", "TRYAGAIN"})
+REFUSAL_CODES = frozenset(
+    {"OOM", "READONLY", "MISCONF", "BUSY", "LOADING", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN"}
+)
 
 
 def redis_refusal(exc: BaseException) -> str | None:

@@ -68,8 +68,17 @@ from .deliveries import (
 )
 from .replay import ReplayMixin
 
-__all__ = ["FINAL", "FORWARD_JOB", "GIVEN_UP", "Delivery", "DeliveryState", "DeliveryStore",
-           "Forwarder", "attach_forwarding", "forward_job_id"]
+__all__ = [
+    "FINAL",
+    "FORWARD_JOB",
+    "GIVEN_UP",
+    "Delivery",
+    "DeliveryState",
+    "DeliveryStore",
+    "Forwarder",
+    "attach_forwarding",
+    "forward_job_id",
+]
 
 log = logging.getLogger(__name__)
 
@@ -105,24 +114,34 @@ return 1
 class Forwarder(ReplayMixin):
     """Make forwarding attempts, schedule retries, sweep due deliveries, replay."""
 
-    def __init__(self, settings: Settings, client: redis.Redis, airflow: AirflowClient | None,
-                 queue: Queue, uri_map: UriMap, *, clock: Callable[[], int] = now_ms,
-                 rng: Callable[[], float] = random.random) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        airflow: AirflowClient | None,
+        queue: Queue,
+        uri_map: UriMap,
+        *,
+        clock: Callable[[], int] = now_ms,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
         self.settings = settings
         self.redis = client
         self.airflow = airflow
         self.queue = queue
         self.uri_map = uri_map
-        self.store = DeliveryStore(client, settings.key_prefix,
-                                   int(settings.retention_days * 86_400))
+        self.store = DeliveryStore(
+            client, settings.key_prefix, int(settings.retention_days * 86_400)
+        )
         self.clock = clock
         self.rng = rng
         # A lease outlives the longest attempt: a token, an asset lookup, an event lookup
         # and the POST, each up to a connect and a read timeout, a 401 doubling one. RQ
         # stops a job at the lease's end (job_timeout), so no request of an attempt is
         # sent after its lease.
-        self.lease_ms = int(max(settings.forward_lease_seconds,
-                                12 * settings.airflow_timeout_seconds) * 1000)
+        self.lease_ms = int(
+            max(settings.forward_lease_seconds, 12 * settings.airflow_timeout_seconds) * 1000
+        )
         self.margin_ms = int(settings.forward_unknown_outcome_seconds * 1000)
         self._claim = client.register_script(_CLAIM)
 
@@ -140,8 +159,9 @@ class Forwarder(ReplayMixin):
         """
         now = self.clock() if received_ms is None else received_ms
         ids = []
-        for uri in self.uri_map.uris(event.connector_id, event.connector_name,
-                                     event.connector_type, event.group_id):
+        for uri in self.uri_map.uris(
+            event.connector_id, event.connector_name, event.connector_type, event.group_id
+        ):
             job = forward_job_id(self.store.id_of(event, uri))
             did = self.store.create(pipe, event, uri, now, now + self.lease_ms, job)
             self._enqueue(did, pipe, job)
@@ -149,17 +169,26 @@ class Forwarder(ReplayMixin):
         return ids
 
     def _enqueue(self, did: str, pipe: Pipeline | None, job_id: str) -> None:
-        self.queue.enqueue(FORWARD_JOB, kwargs={"delivery": did}, job_id=job_id,
-                           pipeline=pipe, result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL,
-                           job_timeout=int(self.lease_ms / 1000),
-                           description=f"forward {did}")
+        self.queue.enqueue(
+            FORWARD_JOB,
+            kwargs={"delivery": did},
+            job_id=job_id,
+            pipeline=pipe,
+            result_ttl=RESULT_TTL,
+            failure_ttl=FAILURE_TTL,
+            job_timeout=int(self.lease_ms / 1000),
+            description=f"forward {did}",
+        )
 
     # --- the worker's side -----------------------------------------------------------------
 
     def attempt(self, did: str) -> dict[str, Any]:
         """Make one attempt at delivery ``did``; return what happened."""
-        lock = self.redis.lock(delivery_lock_key(self.settings.key_prefix, did),
-                               timeout=self.lease_ms / 1000, blocking=False)
+        lock = self.redis.lock(
+            delivery_lock_key(self.settings.key_prefix, did),
+            timeout=self.lease_ms / 1000,
+            blocking=False,
+        )
         if not lock.acquire():
             metrics.FORWARD_OUTCOMES.labels(outcome="busy").inc()
             return {"delivery": did, "outcome": "busy"}
@@ -191,9 +220,14 @@ class Forwarder(ReplayMixin):
 
     def not_before(self, d: Delivery) -> int | None:
         """Return the earliest time an attempt may talk to Airflow about ``d``."""
-        times = [t for t in (self.settles_at(d),
-                             d.ms("next_attempt_ms") if d.state is DeliveryState.RETRYING
-                             else None) if t is not None]
+        times = [
+            t
+            for t in (
+                self.settles_at(d),
+                d.ms("next_attempt_ms") if d.state is DeliveryState.RETRYING else None,
+            )
+            if t is not None
+        ]
         return max(times) if times else None
 
     def _attempt_locked(self, did: str) -> dict[str, Any]:
@@ -219,8 +253,9 @@ class Forwarder(ReplayMixin):
         with self.redis.pipeline(transaction=True) as pipe:
             pipe.hincrby(key, "attempts", 1)
             pipe.hsetnx(key, "first_attempt_ms", str(now))
-            pipe.hset(key, mapping={"extra": json.dumps(extra, sort_keys=True),
-                                    "updated_ms": str(now)})
+            pipe.hset(
+                key, mapping={"extra": json.dumps(extra, sort_keys=True), "updated_ms": str(now)}
+            )
             pipe.zadd(due, {did: now + self.lease_ms})
             pipe.execute()
         mark = d.ms("inflight_ms")
@@ -229,9 +264,11 @@ class Forwarder(ReplayMixin):
         try:
             if mark is not None:
                 since = lookup_window_start(min(mark, d.ms("first_attempt_ms") or mark))
-                found = self.airflow.find_event(d.uri, since,
-                                                {"sync_id": extra["sync_id"],
-                                                 "connector_id": extra["connector_id"]})
+                found = self.airflow.find_event(
+                    d.uri,
+                    since,
+                    {"sync_id": extra["sync_id"], "connector_id": extra["connector_id"]},
+                )
                 if found is not None:
                     return self._delivered(d, found, recovered=True)
                 resolved = True  # looked after it settled: it never landed
@@ -246,16 +283,16 @@ class Forwarder(ReplayMixin):
         except AirflowRejected as exc:
             return self._give_up(d, DeliveryState.FAILED, str(exc), clear_mark=resolved)
         except AirflowUnavailable as exc:
-            return self._retry(d, exc, self._after_failure(d, posting, exc.maybe_sent,
-                                                           resolved))
+            return self._retry(d, exc, self._after_failure(d, posting, exc.maybe_sent, resolved))
         except (ValueError, KeyError, TypeError) as exc:
             # A 2xx that is not Airflow's JSON (a proxy's error page, say): retry, in time.
-            return self._retry(d, AirflowUnavailable(
-                f"unexpected answer from Airflow: {type(exc).__name__}: {exc}"),
-                self._after_failure(d, posting, True, resolved))
+            return self._retry(
+                d,
+                AirflowUnavailable(f"unexpected answer from Airflow: {type(exc).__name__}: {exc}"),
+                self._after_failure(d, posting, True, resolved),
+            )
 
-    def _set_mark(self, key: str, inflight: int | None = None,
-                  unknown: int | None = None) -> None:
+    def _set_mark(self, key: str, inflight: int | None = None, unknown: int | None = None) -> None:
         with self.redis.pipeline(transaction=True) as pipe:
             if inflight is not None:
                 pipe.hset(key, "inflight_ms", str(inflight))
@@ -264,8 +301,9 @@ class Forwarder(ReplayMixin):
                 pipe.hset(key, "unknown_ms", str(unknown))
             pipe.execute()
 
-    def _after_failure(self, d: Delivery, posting: bool, maybe_sent: bool,
-                       resolved: bool) -> int | None:
+    def _after_failure(
+        self, d: Delivery, posting: bool, maybe_sent: bool, resolved: bool
+    ) -> int | None:
         """Record what a failed attempt leaves open; return when it settles (or None)."""
         key = self.store.key(d.id)
         if posting and maybe_sent:
@@ -290,14 +328,22 @@ class Forwarder(ReplayMixin):
         same_end, first_start, previous = pipe.execute()
         # The success's own record carries the start of the attempt that succeeded (a
         # retried sync id has several); the sync's first start is the fallback.
-        started = next((c.started_ms for c in map(decode_completion, same_end)
-                        if c.sync_id == sid and c.started_ms is not None), first_start)
+        started = next(
+            (
+                c.started_ms
+                for c in map(decode_completion, same_end)
+                if c.sync_id == sid and c.started_ms is not None
+            ),
+            first_start,
+        )
         since = f"({int(previous[0][1])}" if previous else "-inf"
-        resyncs = [json.loads(_s(m) or "{}")
-                   for m in self.redis.zrangebyscore(keys.resyncs, since, ended)]
+        resyncs = [
+            json.loads(_s(m) or "{}") for m in self.redis.zrangebyscore(keys.resyncs, since, ended)
+        ]
         whole = any(r.get("e") == "resync_connector" for r in resyncs)
-        tables = sorted({t for r in resyncs if r.get("e") == "resync_table"
-                         for t in r.get("tables") or []})
+        tables = sorted(
+            {t for r in resyncs if r.get("e") == "resync_table" for t in r.get("tables") or []}
+        )
         extra: dict[str, Any] = {
             "source": "fivetran-events",
             "connector_id": cid,
@@ -316,8 +362,7 @@ class Forwarder(ReplayMixin):
             extra["full_refresh_tables"] = tables
         return extra
 
-    def _finish(self, d: Delivery, fields: dict[str, str], drop: list[str],
-                given_up: bool) -> None:
+    def _finish(self, d: Delivery, fields: dict[str, str], drop: list[str], given_up: bool) -> None:
         prefix = self.settings.key_prefix
         key = self.store.key(d.id)
         mapping: dict[Any, Any] = {**fields, "updated_ms": str(self.clock())}
@@ -333,23 +378,29 @@ class Forwarder(ReplayMixin):
             pipe.execute()
 
     def _delivered(self, d: Delivery, event: AirflowEvent, recovered: bool) -> dict[str, Any]:
-        self._finish(d, {"state": DeliveryState.DELIVERED.value, "event_id": str(event.id),
-                         "event_at": iso(event.timestamp) or "",
-                         # found in Airflow after an attempt died between POST and record
-                         "recovered": "1" if recovered else "0"},
-                     ["inflight_ms", "unknown_ms", "reason", "next_attempt_ms"],
-                     given_up=False)
+        self._finish(
+            d,
+            {
+                "state": DeliveryState.DELIVERED.value,
+                "event_id": str(event.id),
+                "event_at": iso(event.timestamp) or "",
+                # found in Airflow after an attempt died between POST and record
+                "recovered": "1" if recovered else "0",
+            },
+            ["inflight_ms", "unknown_ms", "reason", "next_attempt_ms"],
+            given_up=False,
+        )
         received = d.ms("received_ms")
         if received is not None and not recovered:
-            metrics.FORWARD_LATENCY.observe(max(0.0, event.timestamp.timestamp()
-                                                - received / 1000))
+            metrics.FORWARD_LATENCY.observe(max(0.0, event.timestamp.timestamp() - received / 1000))
         outcome = "recovered" if recovered else "delivered"
         metrics.FORWARD_OUTCOMES.labels(outcome=outcome).inc()
         log.info("delivery %s: %s as Airflow event %s", d.id, outcome, event.id)
         return {"delivery": d.id, "outcome": outcome, "event_id": event.id}
 
-    def _give_up(self, d: Delivery, state: DeliveryState, reason: str,
-                 clear_mark: bool) -> dict[str, Any]:
+    def _give_up(
+        self, d: Delivery, state: DeliveryState, reason: str, clear_mark: bool
+    ) -> dict[str, Any]:
         drop = ["next_attempt_ms"] + (["inflight_ms", "unknown_ms"] if clear_mark else [])
         self._finish(d, {"state": state.value, "reason": reason}, drop, given_up=True)
         metrics.FORWARD_OUTCOMES.labels(outcome=state.value).inc()
@@ -363,48 +414,62 @@ class Forwarder(ReplayMixin):
         infinite here and is clamped into the retry window by the caller.
         """
         s = self.settings
-        ceiling = min(s.forward_backoff_max_seconds,
-                      s.forward_backoff_seconds * 2 ** min(max(attempts - 1, 0), 30))
+        ceiling = min(
+            s.forward_backoff_max_seconds,
+            s.forward_backoff_seconds * 2 ** min(max(attempts - 1, 0), 30),
+        )
         delay = ceiling / 2 + self.rng() * ceiling / 2
         if retry_after is None or math.isnan(retry_after):
             return delay
         return max(delay, retry_after)
 
-    def _retry(self, d: Delivery, exc: AirflowUnavailable,
-               settles: int | None) -> dict[str, Any]:
+    def _retry(self, d: Delivery, exc: AirflowUnavailable, settles: int | None) -> dict[str, Any]:
         now = self.clock()
         attempts = int(self.redis.hget(self.store.key(d.id), "attempts") or 1)
         deadline = (d.ms("window_ms") or now) + int(self.settings.forward_retry_hours * 3_600_000)
         if now >= deadline:
-            reason = (f"gave up after {attempts} attempts over "
-                      f"{self.settings.forward_retry_hours:g} h; last error: {exc}")
+            reason = (
+                f"gave up after {attempts} attempts over "
+                f"{self.settings.forward_retry_hours:g} h; last error: {exc}"
+            )
             return self._give_up(d, DeliveryState.UNDELIVERED, reason, clear_mark=False)
         # Clamped into the window, so an absurd Retry-After still gets a last attempt.
         wait_ms = min(self.backoff_seconds(attempts, exc.retry_after) * 1000, deadline - now)
         at = max(now + int(wait_ms), settles or 0)
         prefix = self.settings.key_prefix
         with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(self.store.key(d.id), mapping={
-                "state": DeliveryState.RETRYING.value, "reason": str(exc),
-                "next_attempt_ms": str(at), "updated_ms": str(now)})
+            pipe.hset(
+                self.store.key(d.id),
+                mapping={
+                    "state": DeliveryState.RETRYING.value,
+                    "reason": str(exc),
+                    "next_attempt_ms": str(at),
+                    "updated_ms": str(now),
+                },
+            )
             pipe.zadd(due_key(prefix), {d.id: at})
             pipe.execute()
         metrics.FORWARD_OUTCOMES.labels(outcome="retrying").inc()
         log.info("delivery %s: retry in %.1fs: %s", d.id, (at - now) / 1000, exc)
-        return {"delivery": d.id, "outcome": "retrying", "retry_in_s": (at - now) / 1000,
-                "reason": str(exc)}
+        return {
+            "delivery": d.id,
+            "outcome": "retrying",
+            "retry_in_s": (at - now) / 1000,
+            "reason": str(exc),
+        }
 
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
         """Queue an attempt for every delivery that is due; return how many were queued."""
         now = self.clock() if now is None else now
         due = due_key(self.settings.key_prefix)
-        ids = [_s(m) or "" for m in self.redis.zrangebyscore(due, "-inf", now, start=0,
-                                                              num=limit)]
+        ids = [_s(m) or "" for m in self.redis.zrangebyscore(due, "-inf", now, start=0, num=limit)]
         queued = 0
         for did in ids:
             job = forward_job_id(did, now)
-            if self._claim(keys=[due, self.store.key(did)],
-                           args=[did, now, now + self.lease_ms, self.job_prefix, job]):
+            if self._claim(
+                keys=[due, self.store.key(did)],
+                args=[did, now, now + self.lease_ms, self.job_prefix, job],
+            ):
                 self._enqueue(did, None, job)
                 queued += 1
         return queued

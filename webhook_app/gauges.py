@@ -63,6 +63,7 @@ class Snapshot:
 
     def families(self) -> Iterator[Metric]:
         """Yield the gauges (ages in seconds, computed against the scrape's clock)."""
+
         def age(ms: int) -> float:
             return max(0.0, (self.now - ms) / 1000)
 
@@ -70,40 +71,48 @@ class Snapshot:
             "fivetran_events_forward_deliveries",
             "Deliveries to Airflow by state: pending (queued or in an attempt), retrying, "
             "undelivered (404 or retries ran out) and failed (Airflow refused it).",
-            labels=["state"])
+            labels=["state"],
+        )
         for state in STATES:
             by_state.add_metric([state], self.counts[state])
         yield by_state
         oldest = GaugeMetricFamily(
             "fivetran_events_forward_oldest_delivery_age_seconds",
             "Seconds since the webhook received the oldest delivery in each state.",
-            labels=["state"])
+            labels=["state"],
+        )
         for state, received in sorted(self.oldest_received.items()):
             oldest.add_metric([state], age(received))
         yield oldest
         yield GaugeMetricFamily(
             "fivetran_events_forward_due_deliveries",
             "Deliveries waiting for an attempt or a retry (the due queue's depth).",
-            value=self.due)
+            value=self.due,
+        )
         yield GaugeMetricFamily(
             "fivetran_events_forward_given_up_deliveries",
             "Deliveries given up (undelivered or failed), waiting for a replay.",
-            value=self.given_up)
+            value=self.given_up,
+        )
         yield GaugeMetricFamily(
             "fivetran_events_forward_overdue_seconds",
             "How far past its due time the most overdue delivery is (0: none is late); "
             "grows when no worker sweeps the due queue.",
-            value=max(0, self.overdue_ms) / 1000)
+            value=max(0, self.overdue_ms) / 1000,
+        )
         info = GaugeMetricFamily(
-            "fivetran_events_connector_info", "Known connectors (value 1) and their names.",
-            labels=["connector_id", "connector_name", "connector_type", "group_id"])
+            "fivetran_events_connector_info",
+            "Known connectors (value 1) and their names.",
+            labels=["connector_id", "connector_name", "connector_type", "group_id"],
+        )
         for cid, (name, kind, group) in sorted(self.connectors.items()):
             info.add_metric([cid, name, kind, group], 1)
         yield info
         since = GaugeMetricFamily(
             "fivetran_events_connector_seconds_since_success",
             "Seconds since the connector's newest successful sync ended.",
-            labels=["connector_id"])
+            labels=["connector_id"],
+        )
         for cid, ended in sorted(self.last_success.items()):
             since.add_metric([cid], age(ended))
         yield since
@@ -111,7 +120,8 @@ class Snapshot:
             "fivetran_events_connector_last_sync_succeeded",
             "1 if the connector's newest completed sync succeeded, 0 if it failed; "
             "status is Fivetran's.",
-            labels=["connector_id", "status"])
+            labels=["connector_id", "status"],
+        )
         for cid, (ok, text) in sorted(self.last_status.items()):
             status.add_metric([cid, text], 1 if ok else 0)
         yield status
@@ -119,14 +129,20 @@ class Snapshot:
             yield GaugeMetricFamily(
                 "fivetran_events_seconds_since_last_webhook",
                 "Seconds since the newest recorded event (its Fivetran time) or test_event.",
-                value=age(self.last_webhook))
+                value=age(self.last_webhook),
+            )
 
 
 class RedisGauges(Collector):
     """A prometheus_client collector reading the shared state at scrape time."""
 
-    def __init__(self, client: redis.Redis, prefix: str,
-                 clock: Callable[[], int] = now_ms, sample: int = STATE_SAMPLE) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        clock: Callable[[], int] = now_ms,
+        sample: int = STATE_SAMPLE,
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.clock = clock
@@ -143,7 +159,8 @@ class RedisGauges(Collector):
         yield GaugeMetricFamily(
             "fivetran_events_gauges_up",
             "1 if this scrape could read the Redis gauges, 0 if Redis did not answer.",
-            value=up)
+            value=up,
+        )
 
     def read(self) -> Snapshot:
         """Read everything in two pipelined round trips (see the module docstring)."""
@@ -157,8 +174,7 @@ class RedisGauges(Collector):
         pipe.zrange(undelivered_key(p), 0, self.sample - 1)
         pipe.hgetall(connectors_key(p))
         pipe.get(last_test_event_key(p))
-        snap.due, snap.given_up, first_due, due_ids, given_up_ids, raw, test_event = (
-            pipe.execute())
+        snap.due, snap.given_up, first_due, due_ids, given_up_ids, raw, test_event = pipe.execute()
         if first_due:
             snap.overdue_ms = snap.now - int(first_due[0][1])
         ids = [_text(m) for m in (*due_ids, *given_up_ids)]
@@ -174,7 +190,7 @@ class RedisGauges(Collector):
             pipe.zrevrange(keys.fail, 0, 0, withscores=True)
         replies = pipe.execute()
 
-        for state_raw, received_raw in replies[:len(ids)]:
+        for state_raw, received_raw in replies[: len(ids)]:
             if state_raw is None:  # the record expired with the retention
                 continue
             state = _text(state_raw)
@@ -183,19 +199,26 @@ class RedisGauges(Collector):
             snap.counts[state] += 1
             if received_raw is not None:
                 received = int(_text(received_raw))
-                snap.oldest_received[state] = min(snap.oldest_received.get(state, received),
-                                                  received)
+                snap.oldest_received[state] = min(
+                    snap.oldest_received.get(state, received), received
+                )
         newest_event: list[int] = []
         for i, cid in enumerate(connectors):
             meta = metas[cid]
-            snap.connectors[cid] = (meta.get("name") or "", meta.get("type") or "",
-                                    meta.get("group") or "")
-            ok, fail = replies[len(ids) + 2 * i: len(ids) + 2 * i + 2]
+            snap.connectors[cid] = (
+                meta.get("name") or "",
+                meta.get("type") or "",
+                meta.get("group") or "",
+            )
+            ok, fail = replies[len(ids) + 2 * i : len(ids) + 2 * i + 2]
             if ok:
                 snap.last_success[cid] = int(ok[0][1])
             # At the same millisecond a success counts as the later one, as in decide().
-            newest = max((decode_completion(m, s) for m, s in (*ok, *fail)), default=None,
-                         key=lambda c: (c.ended_ms, c.succeeded))
+            newest = max(
+                (decode_completion(m, s) for m, s in (*ok, *fail)),
+                default=None,
+                key=lambda c: (c.ended_ms, c.succeeded),
+            )
             if newest is not None:
                 snap.last_status[cid] = (newest.succeeded, newest.status)
             if meta.get("last_event_at"):

@@ -27,12 +27,19 @@ _forwarder: Forwarder | None = None
 
 def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
     """Build a Forwarder from ``settings`` (the web process passes with_airflow=False)."""
-    client = redis.Redis.from_url(settings.redis_url,
-                                  socket_timeout=settings.redis_timeout_seconds,
-                                  socket_connect_timeout=settings.redis_timeout_seconds)
+    client = redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_seconds,
+        socket_connect_timeout=settings.redis_timeout_seconds,
+    )
     airflow = AirflowClient.from_settings(settings) if with_airflow else None
-    return Forwarder(settings, client, airflow, Queue(settings.queue_name, connection=client),
-                     load_uri_map_from_settings(settings))
+    return Forwarder(
+        settings,
+        client,
+        airflow,
+        Queue(settings.queue_name, connection=client),
+        load_uri_map_from_settings(settings),
+    )
 
 
 def configure(forwarder: Forwarder | None) -> None:

@@ -38,8 +38,15 @@ LATENCY = Histogram(
 #: Every outcome the webhook counts. Each series exists at 0 from the start: Prometheus's
 #: increase() needs a sample before the first increment, or an alert on the first 503
 #: after a restart would never see it.
-WEBHOOK_OUTCOMES = ("recorded", "duplicate", "ignored", "invalid", "unauthorized",
-                    "too_large", "unavailable")
+WEBHOOK_OUTCOMES = (
+    "recorded",
+    "duplicate",
+    "ignored",
+    "invalid",
+    "unauthorized",
+    "too_large",
+    "unavailable",
+)
 for _outcome in WEBHOOK_OUTCOMES:
     DELIVERIES.labels(outcome=_outcome)
 

@@ -71,10 +71,16 @@ class ReplayMixin:
                     now = self.clock()
                     job = forward_job_id(did, f"r{now}")
                     pipe.multi()  # RQ's enqueue(pipeline=) expects the MULTI already open
-                    pipe.hset(key, mapping={
-                        "state": DeliveryState.PENDING.value, "window_ms": str(now),
-                        "reason": f"replayed at {iso(now)}", "updated_ms": str(now),
-                        "job": job})
+                    pipe.hset(
+                        key,
+                        mapping={
+                            "state": DeliveryState.PENDING.value,
+                            "window_ms": str(now),
+                            "reason": f"replayed at {iso(now)}",
+                            "updated_ms": str(now),
+                            "job": job,
+                        },
+                    )
                     pipe.hdel(key, "next_attempt_ms")
                     pipe.zrem(undelivered_key(prefix), did)
                     pipe.zadd(due_key(prefix), {did: now + self.lease_ms})
@@ -99,16 +105,28 @@ class ReplayMixin:
         for cid_raw, meta_raw in sorted(connectors.items()):
             cid = _s(cid_raw) or ""
             meta = json.loads(meta_raw)
-            rows = cast("list[tuple[bytes, float]]", self.redis.zrangebyscore(
-                ConnectorKeys(prefix, cid).ok, since_ms, "+inf", withscores=True))
+            rows = cast(
+                "list[tuple[bytes, float]]",
+                self.redis.zrangebyscore(
+                    ConnectorKeys(prefix, cid).ok, since_ms, "+inf", withscores=True
+                ),
+            )
             for member, score in rows:
                 c = decode_completion(member, score)
-                event = Event(kind=EventKind.SYNC_END, event="sync_end",
-                              created=from_ms(c.ended_ms), connector_id=cid,
-                              connector_name=meta.get("name"), connector_type=meta.get("type"),
-                              group_id=meta.get("group"), sync_id=c.sync_id, status=c.status)
-                for uri in self.uri_map.uris(cid, event.connector_name, event.connector_type,
-                                             event.group_id):
+                event = Event(
+                    kind=EventKind.SYNC_END,
+                    event="sync_end",
+                    created=from_ms(c.ended_ms),
+                    connector_id=cid,
+                    connector_name=meta.get("name"),
+                    connector_type=meta.get("type"),
+                    group_id=meta.get("group"),
+                    sync_id=c.sync_id,
+                    status=c.status,
+                )
+                for uri in self.uri_map.uris(
+                    cid, event.connector_name, event.connector_type, event.group_id
+                ):
                     did = self.store.id_of(event, uri)
                     if self.redis.exists(self.store.key(did)):
                         existing.append(did)
@@ -125,7 +143,12 @@ class ReplayMixin:
 
     def deliveries_of_sync(self, sync_id: str, connector_id: str | None = None) -> list[str]:
         """Return the delivery ids of ``sync_id`` (of any connector unless one is named)."""
-        ids = [_s(m) or "" for m in self.redis.zrange(deliveries_key(self.settings.key_prefix),
-                                                        0, -1)]
-        return [i for i in ids if i.split(":")[1] == sync_id
-                and (connector_id is None or i.split(":")[0] == connector_id)]
+        ids = [
+            _s(m) or "" for m in self.redis.zrange(deliveries_key(self.settings.key_prefix), 0, -1)
+        ]
+        return [
+            i
+            for i in ids
+            if i.split(":")[1] == sync_id
+            and (connector_id is None or i.split(":")[0] == connector_id)
+        ]

@@ -41,8 +41,9 @@ class State:
             reader=HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms),
             queue=queue,
             # The web process only creates deliveries; workers talk to Airflow.
-            forwarder=Forwarder(settings, client, None, queue,
-                                load_uri_map_from_settings(settings)),
+            forwarder=Forwarder(
+                settings, client, None, queue, load_uri_map_from_settings(settings)
+            ),
         )
 
     @property

@@ -51,8 +51,9 @@ def _receive() -> dict[str, str]:
         raise ApiError(401, f"missing or invalid {SIGNATURE_HEADER} signature")
     try:
         event = parse_event(body)
-        result = st.writer.record(event, on_success=st.enqueue_forward,
-                                  max_clock_skew_ms=st.settings.max_clock_skew_ms)
+        result = st.writer.record(
+            event, on_success=st.enqueue_forward, max_clock_skew_ms=st.settings.max_clock_skew_ms
+        )
     except InvalidPayload as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
     answer = {"status": result.status.value, "event": event.event}
@@ -88,8 +89,11 @@ def read_body(limit: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
     except Exception:  # the server's stream raises its own errors (gunicorn: ParseException)
-        raise ApiError(400, "the request body could not be read: broken chunked framing "
-                       "or the client went away", field="body") from None
+        raise ApiError(
+            400,
+            "the request body could not be read: broken chunked framing or the client went away",
+            field="body",
+        ) from None
     _drain(stream)
     raise RequestEntityTooLarge()
 

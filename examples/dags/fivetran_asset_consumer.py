@@ -31,9 +31,14 @@ with DAG(
         for asset, events in (triggering_asset_events or {}).items():
             for event in events:
                 extra = dict(event.extra or {})
-                log.info("sync %s of %s ended %s (full refresh: %s) -> %s",
-                         extra.get("sync_id"), extra.get("connector_id"),
-                         extra.get("ended_at"), extra.get("full_refresh"), asset)
+                log.info(
+                    "sync %s of %s ended %s (full refresh: %s) -> %s",
+                    extra.get("sync_id"),
+                    extra.get("connector_id"),
+                    extra.get("ended_at"),
+                    extra.get("full_refresh"),
+                    asset,
+                )
                 seen.append(extra)
         return seen
 

@@ -29,7 +29,7 @@ with DAG(
         task_id="wait_for_demo_connector",
         connector_id="demo_connector",
         propagate_failures_forward=True,
-        deferrable=True,       # waits in the triggerer, woken by the webhook's publish
+        deferrable=True,  # waits in the triggerer, woken by the webhook's publish
         timeout=6 * 3600,
     )
 

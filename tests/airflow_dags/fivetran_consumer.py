@@ -19,21 +19,31 @@ CONNECTORS = ("e2e_conn", "e2e", "fault_conn", "kill_conn", "bench_conn")
 
 def _make(connector_id: str) -> DAG:
     asset = Asset(f"fivetran://connector/{connector_id}")
-    with DAG(dag_id=f"consume_{connector_id}", schedule=[asset], catchup=False,
-             max_active_runs=16, tags=["fivetran-events-tests"]) as dag:
+    with DAG(
+        dag_id=f"consume_{connector_id}",
+        schedule=[asset],
+        catchup=False,
+        max_active_runs=16,
+        tags=["fivetran-events-tests"],
+    ) as dag:
 
         @task
         def record(triggering_asset_events=None, run_id=None) -> None:  # type: ignore[no-untyped-def]
             seen = []
             for _asset, events in (triggering_asset_events or {}).items():
                 for ev in events:
-                    seen.append({"uri": getattr(ev, "uri", None) or str(_asset),
-                                 "extra": dict(ev.extra or {}),
-                                 "timestamp": ev.timestamp.isoformat()})
+                    seen.append(
+                        {
+                            "uri": getattr(ev, "uri", None) or str(_asset),
+                            "extra": dict(ev.extra or {}),
+                            "timestamp": ev.timestamp.isoformat(),
+                        }
+                    )
             out = Path(os.environ.get("FTE_TEST_OUTPUT", "/tmp")) / connector_id
             out.mkdir(parents=True, exist_ok=True)
             (out / f"{run_id}.json".replace(":", "_").replace("+", "_")).write_text(
-                json.dumps({"run_id": run_id, "events": seen}))
+                json.dumps({"run_id": run_id, "events": seen})
+            )
 
         record()
     return dag

@@ -33,14 +33,18 @@ def at(day: int, hour: int = 0) -> datetime:
 
 def remember_failure(context: Any) -> None:
     ERRORS[(context["dag"].dag_id, context["data_interval_end"].day)] = str(
-        context.get("exception"))
+        context.get("exception")
+    )
 
 
 def run(dag: Any, day: int) -> dict[str, Any]:
     """Run one DAG run for Jan ``day``; return each task's state and return value."""
     dr = dag.test(execution_date=at(day))
-    out: dict[str, Any] = {"dag_run": str(dr.state), "data_interval_end":
-                           dr.data_interval_end.isoformat(), "tasks": {}}
+    out: dict[str, Any] = {
+        "dag_run": str(dr.state),
+        "data_interval_end": dr.data_interval_end.isoformat(),
+        "tasks": {},
+    }
     for ti in dr.get_task_instances():
         out["tasks"][ti.task_id] = {
             "state": str(ti.state),
@@ -63,16 +67,26 @@ def calendar() -> dict[str, Any]:
     from airflow_plugin.sensors import FivetranDateTimeSensor
 
     results: dict[str, Any] = {}
-    for variant, propagate in (("a_prop", True), ("a_noprop", False), ("b_prop", True),
-                               ("b_noprop", False)):
-        with DAG(f"af2_calendar_{variant}", schedule="@daily", start_date=at(1),
-                 catchup=False) as dag:
+    for variant, propagate in (
+        ("a_prop", True),
+        ("a_noprop", False),
+        ("b_prop", True),
+        ("b_noprop", False),
+    ):
+        with DAG(
+            f"af2_calendar_{variant}", schedule="@daily", start_date=at(1), catchup=False
+        ) as dag:
             FivetranDateTimeSensor(
                 task_id="wait_for_fivetran",
                 connector_id=f"{variant}_{{{{ data_interval_end.day }}}}",
-                propagate_failures_forward=propagate, mode="poke", deferrable=False,
-                poke_interval=0.2, timeout=1, soft_fail=True,
-                on_failure_callback=remember_failure)
+                propagate_failures_forward=propagate,
+                mode="poke",
+                deferrable=False,
+                poke_interval=0.2,
+                timeout=1,
+                soft_fail=True,
+                on_failure_callback=remember_failure,
+            )
         results[variant] = {str(day): run(dag, day) for day in range(1, 16)}
     results["timetable"] = type(dag.timetable).__name__
     return results
@@ -87,14 +101,18 @@ def deferrable(progress: str) -> dict[str, Any]:
     results: dict[str, Any] = {}
     # (connector, day): d_now is decided before deferring; the others wait (their only
     # success is on Jan 10, the target Jan 12) until the test records a new sync.
-    for connector, day, waits in (("d_now", 5, False), ("d_ok", 12, True),
-                                  ("d_fail", 12, True)):
-        with DAG(f"af2_deferrable_{connector}", schedule="@daily", start_date=at(1),
-                 catchup=False) as dag:
+    for connector, day, waits in (("d_now", 5, False), ("d_ok", 12, True), ("d_fail", 12, True)):
+        with DAG(
+            f"af2_deferrable_{connector}", schedule="@daily", start_date=at(1), catchup=False
+        ) as dag:
             FivetranDateTimeSensor(
-                task_id="wait_for_fivetran", connector_id=connector, deferrable=True,
-                propagate_failures_forward=False, recheck_interval=30,
-                on_failure_callback=remember_failure)
+                task_id="wait_for_fivetran",
+                connector_id=connector,
+                deferrable=True,
+                propagate_failures_forward=False,
+                recheck_interval=30,
+                on_failure_callback=remember_failure,
+            )
         if waits:
             with open(progress, "a") as f:
                 f.write(f"defer {connector}\n")
@@ -119,15 +137,19 @@ def misc() -> dict[str, Any]:
     out: dict[str, Any] = {"airflow_v_3": AIRFLOW_V_3, "plugin_file": airflow_plugin.__file__}
 
     with DAG("af2_short_circuit", schedule="@daily", start_date=at(1), catchup=False) as dag:
-        FivetranSyncShortCircuitOperator(task_id="needs_sync", connector_id="sc") >> \
-            EmptyOperator(task_id="fivetran_sync")
+        FivetranSyncShortCircuitOperator(task_id="needs_sync", connector_id="sc") >> EmptyOperator(
+            task_id="fivetran_sync"
+        )
     out["short_circuit"] = {str(day): run(dag, day) for day in (5, 7)}
 
     asset = connector_asset("sc")
     scheduled = DAG("af2_on_asset", schedule=connector_assets("sc", "sc2"), start_date=at(1))
-    out["asset"] = {"is_dataset": isinstance(asset, Dataset), "uri": asset.uri,
-                    "templated": connector_asset("sc", "fivetran://w/{connector_id}").uri,
-                    "timetable": type(scheduled.timetable).__name__}
+    out["asset"] = {
+        "is_dataset": isinstance(asset, Dataset),
+        "uri": asset.uri,
+        "templated": connector_asset("sc", "fivetran://w/{connector_id}").uri,
+        "timetable": type(scheduled.timetable).__name__,
+    }
 
     path, kwargs = FivetranSyncTrigger("sc", 123, recheck_interval=5).serialize()
     out["trigger_roundtrip"] = import_string(path)(**kwargs).serialize() == (path, kwargs)
@@ -140,10 +162,15 @@ def misc() -> dict[str, Any]:
         return {"uri": uri, "last": last}
 
     with DAG("af2_macros", schedule="@daily", start_date=at(1), catchup=False) as dag:
-        PythonOperator(task_id="render", python_callable=show, op_kwargs={
-            "uri": "{{ macros.fivetran_events.asset_uri('sc') }}",
-            "last": "{{ macros.fivetran_events.last_successful_sync('sc', data_interval_end)"
-                    "['sync_id'] }}"})
+        PythonOperator(
+            task_id="render",
+            python_callable=show,
+            op_kwargs={
+                "uri": "{{ macros.fivetran_events.asset_uri('sc') }}",
+                "last": "{{ macros.fivetran_events.last_successful_sync('sc', data_interval_end)"
+                "['sync_id'] }}",
+            },
+        )
     out["macros"] = run(dag, 7)
     return out
 

@@ -29,11 +29,15 @@ def run(dag: Any, logical_date: datetime | None, **kwargs: Any) -> dict[str, Any
     out: dict[str, Any] = {"_run": dr}
     with create_session() as session:
         for ti in dr.get_task_instances(session=session):
-            value = session.scalars(XComModel.get_many(
-                run_id=dr.run_id, key="return_value", dag_ids=dag.dag_id,
-                task_ids=ti.task_id)).first()
-            out[ti.task_id] = (str(ti.state), XComModel.deserialize_value(value)
-                               if value is not None else None)
+            value = session.scalars(
+                XComModel.get_many(
+                    run_id=dr.run_id, key="return_value", dag_ids=dag.dag_id, task_ids=ti.task_id
+                )
+            ).first()
+            out[ti.task_id] = (
+                str(ti.state),
+                XComModel.deserialize_value(value) if value is not None else None,
+            )
     return out
 
 
@@ -44,9 +48,15 @@ def post(http: Any, body: dict[str, Any]) -> None:
     assert resp.status_code == 200, resp.get_json()
 
 
-def sync(http: Any, connector_id: str, ended: datetime, status: str = "SUCCESSFUL",
-         sync_id: str | None = None, started: datetime | None = None,
-         **data: Any) -> None:
+def sync(
+    http: Any,
+    connector_id: str,
+    ended: datetime,
+    status: str = "SUCCESSFUL",
+    sync_id: str | None = None,
+    started: datetime | None = None,
+    **data: Any,
+) -> None:
     """Record one sync (its start when given, then its end) through the webhook."""
     if started is not None:
         post(http, payload("sync_start", connector_id, started, sync_id=sync_id))

@@ -32,9 +32,15 @@ class OwnRedis:
     def __init__(self, datadir: Path) -> None:
         self.port = free_port()
         self.executor = RedisExecutor(
-            shutil.which("redis-server") or "redis-server", databases=1, redis_timeout=30,
-            loglevel="warning", host="127.0.0.1", port=self.port, appendonly="yes",
-            datadir=datadir)
+            shutil.which("redis-server") or "redis-server",
+            databases=1,
+            redis_timeout=30,
+            loglevel="warning",
+            host="127.0.0.1",
+            port=self.port,
+            appendonly="yes",
+            datadir=datadir,
+        )
         self._timers: list[threading.Timer] = []
 
     @property

@@ -31,8 +31,12 @@ from .dagtest import sync
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SCRIPT = Path(__file__).with_name("airflow2_dagtest.py")
-VARIANTS = {"a_prop": ("A", True), "a_noprop": ("A", False),
-            "b_prop": ("B", True), "b_noprop": ("B", False)}
+VARIANTS = {
+    "a_prop": ("A", True),
+    "a_noprop": ("A", False),
+    "b_prop": ("B", True),
+    "b_noprop": ("B", False),
+}
 #: Seconds a part may take (dag.test() never times a deferral out: this bounds it).
 PART_TIMEOUT = 240.0
 
@@ -59,27 +63,39 @@ class Airflow2Home:
     def command(self, *args: str, redis_conn: str | None = None, timeout: float = 300) -> str:
         """Run ``airflow ARGS``; return its stdout (its stderr goes to a log file)."""
         with open(self.root / "commands.log", "ab") as log:
-            done = subprocess.run([str(self.exe), *args], env=self.env(redis_conn),
-                                  stdout=subprocess.PIPE, stderr=log, timeout=timeout,
-                                  check=False)
+            done = subprocess.run(
+                [str(self.exe), *args],
+                env=self.env(redis_conn),
+                stdout=subprocess.PIPE,
+                stderr=log,
+                timeout=timeout,
+                check=False,
+            )
         assert done.returncode == 0, (args, self.log_tail("commands.log"))
         return done.stdout.decode()
 
-    def start(self, part: str, redis_conn: str, progress: Path | None = None
-              ) -> tuple[subprocess.Popen[bytes], Path]:
+    def start(
+        self, part: str, redis_conn: str, progress: Path | None = None
+    ) -> tuple[subprocess.Popen[bytes], Path]:
         out = self.root / f"{part}.json"
         out.unlink(missing_ok=True)
         log = open(self.root / f"{part}.log", "wb")  # noqa: SIM115 (the child keeps it)
         args = [str(self.python), str(SCRIPT), part, str(out)]
         if progress is not None:
             args.append(str(progress))
-        proc = subprocess.Popen(args, env=self.env(redis_conn), stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            args,
+            env=self.env(redis_conn),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         log.close()
         return proc, out
 
-    def finish(self, part: str, proc: subprocess.Popen[bytes], out: Path,
-               timeout: float = PART_TIMEOUT) -> dict[str, Any]:
+    def finish(
+        self, part: str, proc: subprocess.Popen[bytes], out: Path, timeout: float = PART_TIMEOUT
+    ) -> dict[str, Any]:
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -129,8 +145,9 @@ class TestSensorCalendarsOnAirflow2:
         assert result["timetable"] == "CronDataIntervalTimetable"
         for variant, key in VARIANTS.items():
             runs = result[variant]
-            got = {day: outcome(runs[str(day)]["tasks"]["wait_for_fivetran"])
-                   for day in range(1, 16)}
+            got = {
+                day: outcome(runs[str(day)]["tasks"]["wait_for_fivetran"]) for day in range(1, 16)
+            }
             assert got == CALENDARS[key], variant
             for day in range(1, 16):
                 run = runs[str(day)]
@@ -147,8 +164,9 @@ class TestSensorCalendarsOnAirflow2:
 
 
 class TestDeferrableOnAirflow2:
-    def test_a_sync_recorded_while_deferred_releases_the_sensor(self, af2, af2_conn, http,
-                                                                app, client) -> None:
+    def test_a_sync_recorded_while_deferred_releases_the_sensor(
+        self, af2, af2_conn, http, app, client
+    ) -> None:
         """dag.test() on 2.11 runs the trigger in line; the webhook's publish decides it.
 
         d_now succeeds before deferring. d_ok and d_fail defer (their only success is
@@ -159,8 +177,10 @@ class TestDeferrableOnAirflow2:
         sync(http, "d_now", at(5, 6), sync_id="now-ok")
         sync(http, "d_ok", at(10, 6), sync_id="old-ok")
         sync(http, "d_fail", at(10, 6), sync_id="old-ok")
-        releases = {"d_ok": ("SUCCESSFUL", "release-ok", {}),
-                    "d_fail": ("FAILURE", "release-fail", {"reason": "quota exceeded"})}
+        releases = {
+            "d_ok": ("SUCCESSFUL", "release-ok", {}),
+            "d_fail": ("FAILURE", "release-fail", {"reason": "quota exceeded"}),
+        }
 
         progress = af2.root / "deferrable.progress"
         progress.write_text("")
@@ -215,9 +235,12 @@ class TestOperatorAssetPluginOnAirflow2:
         assert synced["tasks"]["fivetran_sync"]["state"] == "skipped"
         assert unsynced["tasks"]["needs_sync"]["state"] == "success"
         assert unsynced["tasks"]["fivetran_sync"]["state"] == "success"
-        assert result["asset"] == {"is_dataset": True, "uri": "fivetran://connector/sc",
-                                   "templated": "fivetran://w/sc",
-                                   "timetable": "DatasetTriggeredTimetable"}
+        assert result["asset"] == {
+            "is_dataset": True,
+            "uri": "fivetran://connector/sc",
+            "templated": "fivetran://w/sc",
+            "timetable": "DatasetTriggeredTimetable",
+        }
         assert result["trigger_roundtrip"] is True
         assert result["plugins"].get("fivetran_events") == "airflow_plugin.plugin"
         assert result["plugin_import_errors"] == {}
@@ -230,8 +253,10 @@ class TestOperatorAssetPluginOnAirflow2:
         listed = json.loads(af2.command("plugins", "--output", "json"))
         ours = [p for p in listed if p.get("name") == "fivetran_events"]
         assert len(ours) == 1, listed
-        assert ours[0]["macros"] == ["airflow_plugin.plugin.last_successful_sync",
-                                     "airflow_plugin.plugin.asset_uri"]
+        assert ours[0]["macros"] == [
+            "airflow_plugin.plugin.last_successful_sync",
+            "airflow_plugin.plugin.asset_uri",
+        ]
         source = ours[0]["source"]
         assert source.startswith("fivetran-events==") and "group='airflow.plugins'" in source
         assert "airflow_plugin.plugin:FivetranEventsPlugin" in source, source

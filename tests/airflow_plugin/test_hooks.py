@@ -22,8 +22,11 @@ class TestConfigFromConnection:
         """A redis:// URI carries auth, database number and the key prefix (URL-encoded)."""
         from airflow_plugin.hooks import config_from_connection
 
-        cfg = config_from_connection(connection(
-            "redis://:s%40cret@10.1.2.3:6380/2?key_prefix=prod%3A&max_sync_duration_hours=6"))
+        cfg = config_from_connection(
+            connection(
+                "redis://:s%40cret@10.1.2.3:6380/2?key_prefix=prod%3A&max_sync_duration_hours=6"
+            )
+        )
         assert cfg.url == "redis://:s%40cret@10.1.2.3:6380/2"
         assert cfg.key_prefix == "prod:"
         assert cfg.max_sync_duration_ms == 6 * 3600 * 1000
@@ -44,7 +47,8 @@ class TestConfigFromConnection:
 
         assert config_from_connection(connection("rediss://h:1/0")).url.startswith("rediss://")
         assert config_from_connection(connection("redis://h:1/0?ssl=true")).url.startswith(
-            "rediss://")
+            "rediss://"
+        )
 
     def test_bad_db(self, af) -> None:
         from airflow_plugin.hooks import config_from_connection

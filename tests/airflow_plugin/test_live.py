@@ -27,7 +27,7 @@ from .dagtest import post, sync
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-DAG_FILE = '''
+DAG_FILE = """
 from datetime import datetime, timezone
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
@@ -75,7 +75,7 @@ with DAG("live_backfill", schedule=CronDataIntervalTimetable("@daily", timezone=
                     poke_interval=15 if mode == "reschedule" else 1,
                     timeout={"poke": 2, "reschedule": 5, "deferrable": 3600}[mode],
                     soft_fail=mode != "deferrable")
-'''
+"""
 RECHECK_LOST = 4
 #: The triggerer supervisor's own loop: it writes fired events once per iteration (<= 1 s).
 SUPERVISOR_LOOP = 1.0
@@ -83,8 +83,14 @@ SUPERVISOR_LOOP = 1.0
 LOAD_MARGIN = 3.0
 
 
-LIVE_DAGS = ("live_wake", "live_lost", "live_timeout", "live_on_asset", "live_backfill",
-             "live_restart")
+LIVE_DAGS = (
+    "live_wake",
+    "live_lost",
+    "live_timeout",
+    "live_on_asset",
+    "live_backfill",
+    "live_restart",
+)
 
 
 @pytest.fixture(scope="module")
@@ -102,52 +108,73 @@ def live(airflow: AirflowServer, redis_proc) -> Iterator[AirflowServer]:  # type
 
     url = f"redis://{redis_proc.host}:{redis_proc.port}/0"
     client = redis.Redis.from_url(url)
-    app = create_app(Settings(redis_url=url, webhook_secrets=[SECRET], api_tokens=[TOKEN],
-                              key_prefix="test:"))
+    app = create_app(
+        Settings(redis_url=url, webhook_secrets=[SECRET], api_tokens=[TOKEN], key_prefix="test:")
+    )
     with app.test_client() as http:  # signed POSTs through the webhook's view
         for scenario, rows in (("a", SCENARIO_A), ("b", SCENARIO_B)):
             for sid, ended, status in rows:
-                post(http, payload("sync_end", f"live_{scenario}", ended, sync_id=sid,
-                                   status=status))
+                post(
+                    http, payload("sync_end", f"live_{scenario}", ended, sync_id=sid, status=status)
+                )
     airflow.add_dag("live_dags.py", DAG_FILE)
     airflow.wait_for_parsed(*LIVE_DAGS[:-1])
     yield airflow
     for dag_id, run_id in airflow.query(
-            "select dag_id, run_id from dag_run where state in ('queued', 'running') and "
-            f"dag_id in ({','.join('?' * len(LIVE_DAGS))})", *LIVE_DAGS):
-        resp = airflow.request("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}",
-                               json={"state": "failed"})
+        "select dag_id, run_id from dag_run where state in ('queued', 'running') and "
+        f"dag_id in ({','.join('?' * len(LIVE_DAGS))})",
+        *LIVE_DAGS,
+    ):
+        resp = airflow.request(
+            "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", json={"state": "failed"}
+        )
         assert resp.status_code == 200, (resp.status_code, resp.text)
-    airflow.wait_for("the triggerer to stop listening",
-                     lambda: pattern_listeners(client) == 0, timeout=120)
+    airflow.wait_for(
+        "the triggerer to stop listening", lambda: pattern_listeners(client) == 0, timeout=120
+    )
 
 
 def return_value(live: AirflowServer, dag_id: str, task_id: str = "wait") -> dict[str, str]:
     """The XCom return value of the DAG's only run's task (JSON in the metadata DB)."""
-    ((raw,),) = live.query("select value from xcom where dag_id=? and task_id=? and "
-                           "key='return_value'", dag_id, task_id)
+    ((raw,),) = live.query(
+        "select value from xcom where dag_id=? and task_id=? and key='return_value'",
+        dag_id,
+        task_id,
+    )
     value = json.loads(raw)
     return json.loads(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
 
 
 def task_log(live: AirflowServer, dag_id: str, attempt: int, task_id: str = "wait") -> str:
     """The task's log of one attempt ("" until it exists); the DAG has a single run."""
-    paths = sorted((live.home / "logs" / f"dag_id={dag_id}").glob(
-        f"run_id=*/task_id={task_id}/attempt={attempt}.log"))
+    paths = sorted(
+        (live.home / "logs" / f"dag_id={dag_id}").glob(
+            f"run_id=*/task_id={task_id}/attempt={attempt}.log"
+        )
+    )
     return "".join(p.read_text(errors="replace") for p in paths)
 
 
-def deferred_and_listening(live: AirflowServer, client: redis.Redis, dag_id: str,
-                           run_id: str) -> None:
+def deferred_and_listening(
+    live: AirflowServer, client: redis.Redis, dag_id: str, run_id: str
+) -> None:
     live.trigger(dag_id, run_id)
-    live.wait_for("the sensor to defer",
-                  lambda: live.ti_state(dag_id, run_id, "wait") == "deferred", timeout=120)
-    live.wait_for("a triggerer to take the trigger", lambda: live.query(
-        "select 1 from task_instance ti join \"trigger\" t on t.id = ti.trigger_id where "
-        "ti.dag_id=? and ti.run_id=? and t.triggerer_id is not null", dag_id, run_id),
-        timeout=60)
-    live.wait_for("the triggerer to subscribe",
-                  lambda: pattern_listeners(client) >= 1, timeout=60)
+    live.wait_for(
+        "the sensor to defer",
+        lambda: live.ti_state(dag_id, run_id, "wait") == "deferred",
+        timeout=120,
+    )
+    live.wait_for(
+        "a triggerer to take the trigger",
+        lambda: live.query(
+            'select 1 from task_instance ti join "trigger" t on t.id = ti.trigger_id where '
+            "ti.dag_id=? and ti.run_id=? and t.triggerer_id is not null",
+            dag_id,
+            run_id,
+        ),
+        timeout=60,
+    )
+    live.wait_for("the triggerer to subscribe", lambda: pattern_listeners(client) >= 1, timeout=60)
     time.sleep(2.0)  # the runner starts it within a loop (<= 1 s); it reads once, then waits
 
 
@@ -166,13 +193,18 @@ def trigger_decided_at(live: AirflowServer, dag_id: str, run_id: str) -> tuple[f
 
 def release_time(live: AirflowServer, dag_id: str, run_id: str, timeout: float) -> float:
     t0 = time.monotonic()
-    live.wait_for("the trigger to fire",
-                  lambda: live.ti_state(dag_id, run_id, "wait") != "deferred",
-                  timeout=timeout, interval=0.02)
+    live.wait_for(
+        "the trigger to fire",
+        lambda: live.ti_state(dag_id, run_id, "wait") != "deferred",
+        timeout=timeout,
+        interval=0.02,
+    )
     t1 = time.monotonic()
-    live.wait_for("the sensor to succeed",
-                  lambda: live.ti_state(dag_id, run_id, "wait") in ("success", "failed"),
-                  timeout=120)
+    live.wait_for(
+        "the sensor to succeed",
+        lambda: live.ti_state(dag_id, run_id, "wait") in ("success", "failed"),
+        timeout=120,
+    )
     assert live.ti_state(dag_id, run_id, "wait") == "success"
     return t1 - t0
 
@@ -192,14 +224,19 @@ class TestBackfillOnRealScheduler:
         total = 3 * len(CALENDARS) * 15
 
         def states() -> dict[tuple[str, str], str]:
-            rows = live.query("select ti.task_id, dr.data_interval_end, ti.state from "
-                              "task_instance ti join dag_run dr on dr.run_id = ti.run_id and "
-                              "dr.dag_id = ti.dag_id where ti.dag_id = 'live_backfill'")
+            rows = live.query(
+                "select ti.task_id, dr.data_interval_end, ti.state from "
+                "task_instance ti join dag_run dr on dr.run_id = ti.run_id and "
+                "dr.dag_id = ti.dag_id where ti.dag_id = 'live_backfill'"
+            )
             return {(str(t), str(end)): str(state) for t, end, state in rows}
 
-        live.wait_for(f"all {total} sensors to decide or defer", lambda: (
-            len(s := states()) == total and all(v in names for v in s.values())),
-            timeout=900, interval=1.0)
+        live.wait_for(
+            f"all {total} sensors to decide or defer",
+            lambda: len(s := states()) == total and all(v in names for v in s.values()),
+            timeout=900,
+            interval=1.0,
+        )
         got: dict[str, dict[tuple[str, bool], dict[int, str]]] = {}
         for (task_id, end), state in states().items():
             mode, scenario, propagate = task_id.split("_")
@@ -212,19 +249,25 @@ class TestBackfillOnRealScheduler:
                 raise AssertionError(f"{task_id} deferred in {mode} mode")
         assert got == {"poke": CALENDARS, "reschedule": CALENDARS, "deferrable": CALENDARS}
 
-        rescheduled = {(str(t), str(end)) for t, end in live.query(
-            "select distinct ti.task_id, dr.data_interval_end from task_reschedule tr "
-            "join task_instance ti on ti.id = tr.ti_id join dag_run dr on "
-            "dr.run_id = ti.run_id and dr.dag_id = ti.dag_id where ti.dag_id = 'live_backfill'")}
-        waited = {k for k, v in states().items() if k[0].startswith("reschedule_")
-                  and v == "skipped"}
+        rescheduled = {
+            (str(t), str(end))
+            for t, end in live.query(
+                "select distinct ti.task_id, dr.data_interval_end from task_reschedule tr "
+                "join task_instance ti on ti.id = tr.ti_id join dag_run dr on "
+                "dr.run_id = ti.run_id and dr.dag_id = ti.dag_id where ti.dag_id = 'live_backfill'"
+            )
+        }
+        waited = {
+            k for k, v in states().items() if k[0].startswith("reschedule_") and v == "skipped"
+        }
         assert waited and waited <= rescheduled
         assert all(t.startswith("reschedule_") for t, _ in rescheduled)
 
 
 class TestDeferredOnRealTriggerer:
-    def test_sync_arriving_while_deferred_releases_within_a_second(self, live, client,
-                                                                   http) -> None:
+    def test_sync_arriving_while_deferred_releases_within_a_second(
+        self, live, client, http
+    ) -> None:
         """The webhook write publishes; the triggerer's shared listener wakes the trigger.
 
         Inside the real triggerer the trigger decides within a second of the webhook
@@ -238,14 +281,17 @@ class TestDeferredOnRealTriggerer:
         post(http, payload("sync_end", "live_wake", sync_id="s-wake"))
         took = release_time(live, "live_wake", "wake1", timeout=30)
         fired, how = trigger_decided_at(live, "live_wake", "wake1")
-        print(f"trigger decided {fired - posted:.3f} s and the task left DEFERRED "
-              f"{took:.2f} s after the sync was recorded")
+        print(
+            f"trigger decided {fired - posted:.3f} s and the task left DEFERRED "
+            f"{took:.2f} s after the sync was recorded"
+        )
         assert how == "a change message"
         assert fired - posted < 1.0
         assert took < 1.0 + SUPERVISOR_LOOP + LOAD_MARGIN
 
-    def test_lost_publish_releases_within_one_recheck_interval(self, live, client, http,
-                                                               monkeypatch) -> None:
+    def test_lost_publish_releases_within_one_recheck_interval(
+        self, live, client, http, monkeypatch
+    ) -> None:
         """With the publish lost, the trigger's periodic re-check finds the sync."""
         monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
         deferred_and_listening(live, client, "live_lost", "lost1")
@@ -253,8 +299,10 @@ class TestDeferredOnRealTriggerer:
         posted = time.time()
         took = release_time(live, "live_lost", "lost1", timeout=30)
         fired, how = trigger_decided_at(live, "live_lost", "lost1")
-        print(f"trigger decided {fired - posted:.3f} s and the task left DEFERRED "
-              f"{took:.2f} s after the (unpublished) sync was recorded")
+        print(
+            f"trigger decided {fired - posted:.3f} s and the task left DEFERRED "
+            f"{took:.2f} s after the (unpublished) sync was recorded"
+        )
         assert how == "the periodic re-check"
         assert fired - posted < RECHECK_LOST + 0.5
         assert took < RECHECK_LOST + SUPERVISOR_LOOP + LOAD_MARGIN
@@ -263,10 +311,16 @@ class TestDeferredOnRealTriggerer:
         """The deferral carries the sensor's timeout (the provider's uses execution_timeout,
         None by default, so its deferred wait never ends): nothing synced -> failed."""
         live.trigger("live_timeout", "timeout1")
-        live.wait_for("the sensor to defer", lambda: live.ti_state(
-            "live_timeout", "timeout1", "wait") == "deferred", timeout=120)
-        live.wait_for("the deferral to time out", lambda: live.ti_state(
-            "live_timeout", "timeout1", "wait") == "failed", timeout=60)
+        live.wait_for(
+            "the sensor to defer",
+            lambda: live.ti_state("live_timeout", "timeout1", "wait") == "deferred",
+            timeout=120,
+        )
+        live.wait_for(
+            "the deferral to time out",
+            lambda: live.ti_state("live_timeout", "timeout1", "wait") == "failed",
+            timeout=60,
+        )
 
 
 class TestAssetTriggeredRun:
@@ -275,16 +329,22 @@ class TestAssetTriggeredRun:
         target is the event's extra.ended_at, so the sync that triggered it counts."""
         ended = datetime.now(timezone.utc) - timedelta(minutes=1)
         post(http, payload("sync_end", "live_asset", ended, sync_id="s-asset"))
-        live.post_asset_event("fivetran://connector/live_asset",
-                              {"sync_id": "s-asset", "ended_at": iso(ended)})
-        live.wait_for("the asset-triggered run to succeed", lambda: live.query(
-            "select 1 from task_instance where dag_id='live_on_asset' and state='success'"),
-            timeout=120, interval=0.5)
+        live.post_asset_event(
+            "fivetran://connector/live_asset", {"sync_id": "s-asset", "ended_at": iso(ended)}
+        )
+        live.wait_for(
+            "the asset-triggered run to succeed",
+            lambda: live.query(
+                "select 1 from task_instance where dag_id='live_on_asset' and state='success'"
+            ),
+            timeout=120,
+            interval=0.5,
+        )
         value = return_value(live, "live_on_asset")
         assert (value["target"], value["sync_id"]) == (iso(ended), "s-asset")
 
 
-RESTART_DAG = '''
+RESTART_DAG = """
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
@@ -297,7 +357,7 @@ with DAG("live_restart", schedule=CronDataIntervalTimetable("@daily", timezone="
          end_date=datetime(2026, 2, 1, tzinfo=timezone.utc), catchup=True) as dag:
     FivetranDateTimeSensor(task_id="wait", connector_id="live_restart", poke_interval=1,
                            timeout=600, retries=1, retry_delay=timedelta(seconds=2))
-'''
+"""
 
 
 class TestKilledAndRetried:
@@ -313,25 +373,42 @@ class TestKilledAndRetried:
         sync(http, "live_restart", at(1, 12, month=2), sync_id="s-before")
         live.add_dag("live_restart.py", RESTART_DAG)
         live.wait_for_parsed("live_restart")
-        live.wait_for("the first try to wait", lambda: (
-            f"target {target}" in (log := task_log(live, "live_restart", 1))
-            and "waiting:" in log), timeout=180)
+        live.wait_for(
+            "the first try to wait",
+            lambda: (
+                f"target {target}" in (log := task_log(live, "live_restart", 1))
+                and "waiting:" in log
+            ),
+            timeout=180,
+        )
 
         ((pid, try_number),) = live.query(
-            "select pid, try_number from task_instance where dag_id='live_restart'")
+            "select pid, try_number from task_instance where dag_id='live_restart'"
+        )
         # The task process is a descendant of the scheduler this suite started (its session).
         assert os.getsid(pid) == live.procs["scheduler"].pid, pid
         os.kill(pid, signal.SIGKILL)
-        live.wait_for("the killed try to be up for retry", lambda: live.query(
-            "select 1 from task_instance where dag_id='live_restart' and "
-            "state='up_for_retry'"), timeout=60, interval=0.1)
+        live.wait_for(
+            "the killed try to be up for retry",
+            lambda: live.query(
+                "select 1 from task_instance where dag_id='live_restart' and state='up_for_retry'"
+            ),
+            timeout=60,
+            interval=0.1,
+        )
 
         sync(http, "live_restart", at(2, 6, month=2), sync_id="s-new")
-        live.wait_for("the retry to end", lambda: live.query(
-            "select 1 from task_instance where dag_id='live_restart' and "
-            "state in ('success', 'failed')"), timeout=120)
+        live.wait_for(
+            "the retry to end",
+            lambda: live.query(
+                "select 1 from task_instance where dag_id='live_restart' and "
+                "state in ('success', 'failed')"
+            ),
+            timeout=120,
+        )
         ((state, retried),) = live.query(
-            "select state, try_number from task_instance where dag_id='live_restart'")
+            "select state, try_number from task_instance where dag_id='live_restart'"
+        )
         assert (state, retried) == ("success", try_number + 1)
         assert f"target {target}" in task_log(live, "live_restart", retried)
         value = return_value(live, "live_restart")

@@ -34,11 +34,21 @@ def short_circuit_dag(dag_id: str) -> Any:
 
     from airflow_plugin.operators import FivetranSyncShortCircuitOperator
 
-    with DAG(dag_id, schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-             start_date=at(1), catchup=False) as dag:
-        FivetranSyncShortCircuitOperator(task_id="needs_sync", connector_id="c1") >> \
-            FivetranOperator(task_id="fivetran_sync", connector_id="c1", deferrable=False,
-                             poll_frequency=1, fivetran_retry_delay=0)
+    with DAG(
+        dag_id,
+        schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+        start_date=at(1),
+        catchup=False,
+    ) as dag:
+        FivetranSyncShortCircuitOperator(
+            task_id="needs_sync", connector_id="c1"
+        ) >> FivetranOperator(
+            task_id="fivetran_sync",
+            connector_id="c1",
+            deferrable=False,
+            poll_frequency=1,
+            fivetran_retry_delay=0,
+        )
     return dag
 
 
@@ -73,10 +83,14 @@ class TestAssets:
         from airflow_plugin.assets import connector_asset, connector_assets
         from fivetran_events.uris import dataset_uri
 
-        assert connector_asset("assimilate_seem").uri == dataset_uri("assimilate_seem") == \
-            "fivetran://connector/assimilate_seem"
-        assert [a.uri for a in connector_assets("a", "b", template="fivetran://w/{connector_id}")
-                ] == ["fivetran://w/a", "fivetran://w/b"]
+        assert (
+            connector_asset("assimilate_seem").uri
+            == dataset_uri("assimilate_seem")
+            == "fivetran://connector/assimilate_seem"
+        )
+        assert [
+            a.uri for a in connector_assets("a", "b", template="fivetran://w/{connector_id}")
+        ] == ["fivetran://w/a", "fivetran://w/b"]
 
     def test_a_dag_scheduled_on_connector_assets_serializes(self, af) -> None:
         """Airflow accepts the fivetran:// URI in schedule=[...] (serialized to the DB)."""
@@ -87,12 +101,12 @@ class TestAssets:
 
         from .dagtest import serialize
 
-        with DAG("on_asset", schedule=[connector_asset("c1")], start_date=tz.datetime(2026, 1, 1)
-                 ) as dag:
+        with DAG(
+            "on_asset", schedule=[connector_asset("c1")], start_date=tz.datetime(2026, 1, 1)
+        ) as dag:
             pass
         serialize(dag)
-        assert [a.uri for a in dag.timetable.asset_condition.objects] == \
-            ["fivetran://connector/c1"]
+        assert [a.uri for a in dag.timetable.asset_condition.objects] == ["fivetran://connector/c1"]
 
 
 class TestPlugin:
@@ -111,12 +125,20 @@ class TestPlugin:
 
         sync(http, "c1", at(3, 6), sync_id="ok-3")
         sync(http, "c1", at(6, 6), sync_id="ok-6")
-        with DAG("macros", schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-                 start_date=at(1), catchup=False) as dag:
-            PythonOperator(task_id="m", python_callable=lambda last, uri: f"{last}|{uri}",
-                           op_kwargs={
-                "last": "{{ macros.fivetran_events.last_successful_sync('c1', "
-                        "data_interval_end)['sync_id'] }}",
-                "uri": "{{ macros.fivetran_events.asset_uri('c1') }}"})
+        with DAG(
+            "macros",
+            schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+            start_date=at(1),
+            catchup=False,
+        ) as dag:
+            PythonOperator(
+                task_id="m",
+                python_callable=lambda last, uri: f"{last}|{uri}",
+                op_kwargs={
+                    "last": "{{ macros.fivetran_events.last_successful_sync('c1', "
+                    "data_interval_end)['sync_id'] }}",
+                    "uri": "{{ macros.fivetran_events.asset_uri('c1') }}",
+                },
+            )
         out = run(dag, at(5))
         assert out["m"] == ("success", "ok-3|fivetran://connector/c1")

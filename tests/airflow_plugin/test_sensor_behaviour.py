@@ -48,15 +48,19 @@ def z(when: datetime) -> str:
 class TestTimetables:
     """The default target is the run's data_interval_end under every kind of timetable."""
 
-    @pytest.mark.parametrize(("kind", "target", "decider"), [
-        ("cron_data_interval", at(5), "ok-5"),
-        ("cron_trigger", at(5), "ok-5"),
-        ("timedelta", at(5), "ok-5"),
-        ("events", at(5, 12), "ok-6"),
-        ("custom", at(5, 6), "ok-5"),
-    ])
-    def test_target_is_data_interval_end(self, af, http, monkeypatch, kind: str,
-                                         target: datetime, decider: str) -> None:
+    @pytest.mark.parametrize(
+        ("kind", "target", "decider"),
+        [
+            ("cron_data_interval", at(5), "ok-5"),
+            ("cron_trigger", at(5), "ok-5"),
+            ("timedelta", at(5), "ok-5"),
+            ("events", at(5, 12), "ok-6"),
+            ("custom", at(5, 6), "ok-5"),
+        ],
+    )
+    def test_target_is_data_interval_end(
+        self, af, http, monkeypatch, kind: str, target: datetime, decider: str
+    ) -> None:
         from airflow import plugins_manager
         from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable
 
@@ -67,8 +71,14 @@ class TestTimetables:
         from .timetables import SixAmTimetable
 
         registered = plugins_manager.get_timetables_plugins
-        monkeypatch.setattr(plugins_manager, "get_timetables_plugins", lambda: {
-            **registered(), "tests.airflow_plugin.timetables.SixAmTimetable": SixAmTimetable})
+        monkeypatch.setattr(
+            plugins_manager,
+            "get_timetables_plugins",
+            lambda: {
+                **registered(),
+                "tests.airflow_plugin.timetables.SixAmTimetable": SixAmTimetable,
+            },
+        )
         schedule = {
             "cron_data_interval": CronDataIntervalTimetable("@daily", timezone="UTC"),
             "cron_trigger": CronTriggerTimetable("@daily", timezone="UTC"),
@@ -93,9 +103,12 @@ class TestTimetables:
     def test_explicit_target_time_template(self, af, http) -> None:
         """target_time is templated; a rendered ISO string is read as UTC."""
         daily_syncs(http)
-        dag = one_sensor_dag("tt_explicit", "@daily",
-                             target_time="{{ (data_interval_end - macros.timedelta(hours=20))"
-                                         ".strftime('%Y-%m-%dT%H:%M:%S') }}")
+        dag = one_sensor_dag(
+            "tt_explicit",
+            "@daily",
+            target_time="{{ (data_interval_end - macros.timedelta(hours=20))"
+            ".strftime('%Y-%m-%dT%H:%M:%S') }}",
+        )
         out = run(dag, at(5))
         assert result(out) == ("success", z(at(4, 4)), "ok-4")
 
@@ -163,19 +176,36 @@ class TestFlags:
 
         sync(http, "c1", at(10, 1), sync_id="straddles", started=at(9, 23))
         post(http, payload("sync_start", "c1", datetime.now(timezone.utc), sync_id="running"))
-        kw = {"mode": "reschedule" if mode == "reschedule" else "poke",
-              "deferrable": mode == "deferrable"}
+        kw = {
+            "mode": "reschedule" if mode == "reschedule" else "poke",
+            "deferrable": mode == "deferrable",
+        }
         # In deferrable mode a WAIT would defer, and dag.test() never times a deferral out,
         # so deferrable runs here only check outcomes decided before deferring.
         if mode != "deferrable":
-            assert result(run(one_sensor_dag(f"fm_aw_{mode}", "@daily",
-                                             always_wait_when_syncing=True, **kw),
-                              at(5)))[0] == "skipped"
-            assert result(run(one_sensor_dag(f"fm_sa_{mode}", "@daily",
-                                             criterion="started_after", **kw),
-                              at(10)))[0] == "skipped"
-        assert result(run(one_sensor_dag(f"fm_ok_{mode}", "@daily", **kw), at(10)))[2] == \
-            "straddles"
+            assert (
+                result(
+                    run(
+                        one_sensor_dag(
+                            f"fm_aw_{mode}", "@daily", always_wait_when_syncing=True, **kw
+                        ),
+                        at(5),
+                    )
+                )[0]
+                == "skipped"
+            )
+            assert (
+                result(
+                    run(
+                        one_sensor_dag(f"fm_sa_{mode}", "@daily", criterion="started_after", **kw),
+                        at(10),
+                    )
+                )[0]
+                == "skipped"
+            )
+        assert (
+            result(run(one_sensor_dag(f"fm_ok_{mode}", "@daily", **kw), at(10)))[2] == "straddles"
+        )
 
 
 class TestRescheduleInterval:
@@ -186,13 +216,16 @@ class TestRescheduleInterval:
         from airflow_plugin.sensors import FivetranDateTimeSensor
 
         with pytest.warns(UserWarning, match="apache/airflow#71172"):
-            FivetranDateTimeSensor(task_id="fast", connector_id="c", mode="reschedule",
-                                   poke_interval=5)
+            FivetranDateTimeSensor(
+                task_id="fast", connector_id="c", mode="reschedule", poke_interval=5
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            for kw in ({"mode": "reschedule", "poke_interval": 15},
-                       {"mode": "poke", "poke_interval": 1},
-                       {"mode": "reschedule", "poke_interval": 1, "deferrable": True}):
+            for kw in (
+                {"mode": "reschedule", "poke_interval": 15},
+                {"mode": "poke", "poke_interval": 1},
+                {"mode": "reschedule", "poke_interval": 1, "deferrable": True},
+            ):
                 FivetranDateTimeSensor(task_id="ok", connector_id="c", **kw)
 
 
@@ -202,13 +235,26 @@ class TestFailMessage:
         from airflow_plugin.exceptions import FivetranSyncFailed
         from airflow_plugin.sensors import FivetranDateTimeSensor
 
-        sync(http, "c1", at(12, 6), "FAILURE_WITH_TASK", sync_id="f-12",
-             reason="quota exceeded", taskType="reconnect")
+        sync(
+            http,
+            "c1",
+            at(12, 6),
+            "FAILURE_WITH_TASK",
+            sync_id="f-12",
+            reason="quota exceeded",
+            taskType="reconnect",
+        )
         sensor = FivetranDateTimeSensor(task_id="s", connector_id="c1")
         with pytest.raises(FivetranSyncFailed) as err:
             sensor.poke({"data_interval_end": at(11)})  # type: ignore[arg-type]
         msg = str(err.value)
-        for part in ("c1", "f-12", "2026-01-12T06:00:00.000Z", "quota exceeded",
-                     "FAILURE_WITH_TASK", "2026-01-11T00:00:00.000Z"):
+        for part in (
+            "c1",
+            "f-12",
+            "2026-01-12T06:00:00.000Z",
+            "quota exceeded",
+            "FAILURE_WITH_TASK",
+            "2026-01-11T00:00:00.000Z",
+        ):
             assert part in msg, (part, msg)
         assert isinstance(err.value, Exception)

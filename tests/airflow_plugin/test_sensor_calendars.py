@@ -29,8 +29,12 @@ pytestmark = [
 ]
 
 DAYS = range(1, 16)
-SENSORS = {("A", True): "a_prop", ("A", False): "a_noprop",
-           ("B", True): "b_prop", ("B", False): "b_noprop"}
+SENSORS = {
+    ("A", True): "a_prop",
+    ("A", False): "a_noprop",
+    ("B", True): "b_prop",
+    ("B", False): "b_noprop",
+}
 
 
 def write_scenarios(http: Any) -> None:
@@ -46,16 +50,23 @@ def backfill_dag(mode: str, scenario: str, propagate: bool) -> Any:
 
     from airflow_plugin.sensors import FivetranDateTimeSensor
 
-    with DAG(f"calendar_{mode}_{SENSORS[(scenario, propagate)]}",
-             schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-             start_date=at(1), catchup=True) as dag:
+    with DAG(
+        f"calendar_{mode}_{SENSORS[(scenario, propagate)]}",
+        schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+        start_date=at(1),
+        catchup=True,
+    ) as dag:
         FivetranDateTimeSensor(
             task_id="wait_for_fivetran",
             connector_id=f"{SENSORS[(scenario, propagate)]}_{{{{ data_interval_end.day }}}}",
             propagate_failures_forward=propagate,
             mode="reschedule" if mode == "reschedule" else "poke",
-            deferrable=mode == "deferrable", poke_interval=0.2, timeout=1,
-            recheck_interval=30, soft_fail=True)
+            deferrable=mode == "deferrable",
+            poke_interval=0.2,
+            timeout=1,
+            recheck_interval=30,
+            soft_fail=True,
+        )
     return dag
 
 

@@ -58,14 +58,16 @@ class TestSameTargetWhateverTheClock:
         assert twice(dag, at(5)) == [("success", z(at(5)), "ok-5")] * 3
 
     def test_cron_trigger_timetable_start_equals_end(self, af, http) -> None:
-        """"@daily" (CronTriggerTimetable): end == logical date, so the target is Jan 12,
+        """ "@daily" (CronTriggerTimetable): end == logical date, so the target is Jan 12,
         and the failure that ended then decides, under either clock."""
         daily_syncs(http, range(1, 11))
         sync(http, "c1", at(12, 6), "FAILURE", sync_id="f-12")
         dag = one_sensor_dag("clock_trigger", "@daily")
         assert twice(dag, at(12)) == [("failed", None, None)] * 3
-        assert twice(one_sensor_dag("clock_trigger_ok", "@daily"), at(9)) == \
-            [("success", z(at(9)), "ok-9")] * 3
+        assert (
+            twice(one_sensor_dag("clock_trigger_ok", "@daily"), at(9))
+            == [("success", z(at(9)), "ok-9")] * 3
+        )
 
     def test_run_without_data_interval_uses_its_run_after(self, af, http) -> None:
         """No data interval: the run's run_after (Jan 7 12:00), not the time it runs."""

@@ -38,19 +38,21 @@ class TestResolveTarget:
         """No data interval: the newest triggering event's extra.ended_at, else its time."""
         from airflow_plugin.targets import resolve_target
 
-        events = {"fivetran://connector/a": [event({"ended_at": "2026-01-04T01:00:00Z"},
-                                                    at(4, 1, 1))],
-                  "fivetran://connector/b": [event({}, at(5, 2)),
-                                             event({"ended_at": "garbage"}, at(3))]}
-        target, source = resolve_target(None, ctx(triggering_asset_events=events,
-                                                  dag_run=SimpleNamespace(run_after=at(9))))
+        events = {
+            "fivetran://connector/a": [event({"ended_at": "2026-01-04T01:00:00Z"}, at(4, 1, 1))],
+            "fivetran://connector/b": [event({}, at(5, 2)), event({"ended_at": "garbage"}, at(3))],
+        }
+        target, source = resolve_target(
+            None, ctx(triggering_asset_events=events, dag_run=SimpleNamespace(run_after=at(9)))
+        )
         assert target == at(5, 2) and "triggering asset event" in source
 
     def test_run_without_interval_or_event_uses_run_after(self) -> None:
         from airflow_plugin.targets import resolve_target
 
-        target, source = resolve_target(None, ctx(triggering_asset_events={},
-                                                  dag_run=SimpleNamespace(run_after=at(9))))
+        target, source = resolve_target(
+            None, ctx(triggering_asset_events={}, dag_run=SimpleNamespace(run_after=at(9)))
+        )
         assert target == at(9) and source.startswith("run_after")
 
     def test_nothing_to_go_on(self) -> None:

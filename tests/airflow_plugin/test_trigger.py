@@ -37,10 +37,14 @@ async def first_event(t: Any) -> dict[str, Any]:
     raise AssertionError("the trigger ended without an event")
 
 
-def record(writer: HistoryWriter, connector_id: str, ended=ENDED, status="SUCCESSFUL",
-           sync_id: str = "s1") -> None:
-    writer.record(parse_event(encode(payload("sync_end", connector_id, ended, sync_id=sync_id,
-                                             status=status))))
+def record(
+    writer: HistoryWriter, connector_id: str, ended=ENDED, status="SUCCESSFUL", sync_id: str = "s1"
+) -> None:
+    writer.record(
+        parse_event(
+            encode(payload("sync_end", connector_id, ended, sync_id=sync_id, status=status))
+        )
+    )
 
 
 async def subscribed(client: redis.Redis, n: int = 1) -> None:
@@ -61,8 +65,9 @@ class TestSerialization:
         """serialize() names the class by its dotted path and rebuilds an equal trigger."""
         from airflow.sdk._shared.module_loading import import_string
 
-        t = trigger("c1", always_wait_when_syncing=True, criterion="started_after",
-                    recheck_interval=5)
+        t = trigger(
+            "c1", always_wait_when_syncing=True, criterion="started_after", recheck_interval=5
+        )
         path, kwargs = t.serialize()
         assert path == "airflow_plugin.triggers.FivetranSyncTrigger"
         assert import_string(path)(**kwargs).serialize() == (path, kwargs)
@@ -78,6 +83,7 @@ class TestWakeUps:
 
     def test_publish_wakes_within_a_second(self, af, client, writer) -> None:
         """A sync recorded while deferred releases the trigger in well under a second."""
+
         async def body() -> float:
             task = asyncio.create_task(first_event(trigger("c1", recheck_interval=60)))
             await subscribed(client)
@@ -131,9 +137,10 @@ class TestScale:
         n = 2000
 
         async def body() -> None:
-            tasks = {i: asyncio.create_task(first_event(trigger(f"c{i % 500}",
-                                                                recheck_interval=600)))
-                     for i in range(n)}
+            tasks = {
+                i: asyncio.create_task(first_event(trigger(f"c{i % 500}", recheck_interval=600)))
+                for i in range(n)
+            }
             await subscribed(client)
             await asyncio.sleep(1.0)  # every trigger did its first read and now waits
             assert client.execute_command("PUBSUB", "NUMPAT") == 1

@@ -21,8 +21,7 @@ from webhook_app.forward import Forwarder
 from ..airflow_harness import AirflowServer
 from ..webhook_app.forward_support import forwarder, post_event, run_worker
 
-pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.slow,
-              pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(600)]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sql" / "sales"
 CONNECTOR = "sql_e2e_conn"
@@ -44,10 +43,15 @@ def sales_dag(airflow: AirflowServer) -> Path:
         toml.write_text(toml.read_text().replace('"demo_connector"', f'"{CONNECTOR}"'))
         with sqlite3.connect(airflow.warehouse_dir / "fivetran_demo.db") as c:
             c.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, day TEXT, amount REAL)")
-            c.executemany("INSERT INTO orders VALUES (?, ?, ?)", [
-                (1, "2026-01-01", 10.0), (2, "2026-01-01", 5.5), (3, "2026-01-02", 7.0)])
-        airflow.add_dag(f"{DAG_ID}.py", "from airflow_plugin.dag_factory import dags_from_folder"
-                        f"\n\ndags_from_folder({str(folder)!r}, dag_id={DAG_ID!r})\n")
+            c.executemany(
+                "INSERT INTO orders VALUES (?, ?, ?)",
+                [(1, "2026-01-01", 10.0), (2, "2026-01-01", 5.5), (3, "2026-01-02", 7.0)],
+            )
+        airflow.add_dag(
+            f"{DAG_ID}.py",
+            "from airflow_plugin.dag_factory import dags_from_folder"
+            f"\n\ndags_from_folder({str(folder)!r}, dag_id={DAG_ID!r})\n",
+        )
     airflow.wait_for_dag(DAG_ID)
     airflow.wait_for_asset(f"fivetran://connector/{CONNECTOR}")
     return folder
@@ -74,20 +78,25 @@ def sync(http: Any, fw: Forwarder, resync: bool = False) -> str:
 
 
 def task_log(airflow: AirflowServer, run_id: str, task_id: str) -> str:
-    resp = airflow.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1",
-                       params={"full_content": "true"})
+    resp = airflow.get(
+        f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1",
+        params={"full_content": "true"},
+    )
     assert resp.status_code == 200, resp.text
     return resp.text  # JSON of the log lines; the words are in it
 
 
 def test_webhook_runs_the_sql_and_full_refresh_is_seen_or_refused(
-        http: Any, airflow: AirflowServer, fw: Forwarder, sales_dag: Path) -> None:
+    http: Any, airflow: AirflowServer, fw: Forwarder, sales_dag: Path
+) -> None:
     db = airflow.warehouse_dir / "warehouse.db"
     sync(http, fw)
     successful_runs(airflow, 1)
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT day, total FROM daily_revenue ORDER BY day").fetchall() == [
-            ("2026-01-01", 15.5), ("2026-01-02", 7.0)]
+            ("2026-01-01", 15.5),
+            ("2026-01-02", 7.0),
+        ]
         assert c.execute("SELECT full_refresh FROM orders_clean_loads").fetchall() == [(0,)]
 
     sync(http, fw, resync=True)
@@ -95,7 +104,7 @@ def test_webhook_runs_the_sql_and_full_refresh_is_seen_or_refused(
     with sqlite3.connect(db) as c:
         loads = c.execute("SELECT full_refresh FROM orders_clean_loads").fetchall()
         summary = c.execute("SELECT full_refresh FROM revenue_runs").fetchall()
-    assert loads == [(0,), (1,)]      # orders_clean may reset: it saw full_refresh
-    assert summary == [(0,), (0,)]    # daily_revenue has reset_allowed = false: refused
+    assert loads == [(0,), (1,)]  # orders_clean may reset: it saw full_refresh
+    assert summary == [(0,), (0,)]  # daily_revenue has reset_allowed = false: refused
     latest = max(runs, key=lambda r: r["run_after"])["dag_run_id"]
     assert "REFUSED" in task_log(airflow, latest, "revenue.02_summary")

@@ -22,9 +22,9 @@ def write(root: Path, files: dict[str, str]) -> Path:
 FOLDER = {
     "accounts.sql": "CREATE TABLE analytics.accounts AS SELECT * FROM salesforce.account",
     "revenue/02_merge.sql": "INSERT INTO analytics.revenue SELECT * FROM stage_revenue "
-                            "JOIN analytics.accounts USING (id)",
+    "JOIN analytics.accounts USING (id)",
     "revenue/01_stage.sql": "WITH c AS (SELECT * FROM stripe.charge) "
-                            "CREATE TABLE stage_revenue AS SELECT * FROM c",
+    "CREATE TABLE stage_revenue AS SELECT * FROM c",
     "revenue/__draft.sql": "SELECT * FROM nowhere.at_all",
     "__old/x.sql": "SELECT * FROM nowhere.at_all",
     "README.md": "not sql",
@@ -37,7 +37,9 @@ class TestScan:
         """Top-level files are groups of one; a sub-folder's files run in name order."""
         folder = scan_folder(write(tmp_path, FOLDER))
         assert [(g.group_id, [t.task_id for t in g.tasks]) for g in folder.groups] == [
-            ("accounts", ["accounts"]), ("revenue", ["01_stage", "02_merge"])]
+            ("accounts", ["accounts"]),
+            ("revenue", ["01_stage", "02_merge"]),
+        ]
 
     def test_reads_and_writes(self, tmp_path: Path) -> None:
         folder = scan_folder(write(tmp_path, FOLDER))
@@ -47,8 +49,9 @@ class TestScan:
         assert revenue.reads == {"stripe.charge", "analytics.accounts"}
 
     def test_tables_of_ignores_ctes(self) -> None:
-        reads, writes = tables_of("WITH x AS (SELECT 1 FROM a.b) "
-                                  "MERGE INTO c.d USING x ON 1=1 WHEN MATCHED THEN DELETE")
+        reads, writes = tables_of(
+            "WITH x AS (SELECT 1 FROM a.b) MERGE INTO c.d USING x ON 1=1 WHEN MATCHED THEN DELETE"
+        )
         assert reads == {"a.b"} and writes == {"c.d"}
 
 
@@ -70,14 +73,18 @@ class TestResolve:
 
 
 class TestErrors:
-    @pytest.mark.parametrize(("files", "culprit", "words"), [
-        ({"a.sql": "SELEC * FRM"}, "a.sql", "does not parse"),
-        ({"g/01.sql": "SELECT 1", "g/02.sql": "   "}, "02.sql", "empty"),
-        ({"g/inner/01.sql": "SELECT 1"}, "inner", "not supported"),
-        ({"__only.sql": "SELECT 1"}, "", "no .sql files"),
-    ])
-    def test_error_names_the_file(self, tmp_path: Path, files: dict[str, str], culprit: str,
-                                  words: str) -> None:
+    @pytest.mark.parametrize(
+        ("files", "culprit", "words"),
+        [
+            ({"a.sql": "SELEC * FRM"}, "a.sql", "does not parse"),
+            ({"g/01.sql": "SELECT 1", "g/02.sql": "   "}, "02.sql", "empty"),
+            ({"g/inner/01.sql": "SELECT 1"}, "inner", "not supported"),
+            ({"__only.sql": "SELECT 1"}, "", "no .sql files"),
+        ],
+    )
+    def test_error_names_the_file(
+        self, tmp_path: Path, files: dict[str, str], culprit: str, words: str
+    ) -> None:
         with pytest.raises(SqlFolderError) as info:
             scan_folder(write(tmp_path, files))
         assert words in str(info.value)
@@ -93,10 +100,13 @@ class TestTemplates:
         """Templated SQL parses; both branches of an if count, expressions are opaque."""
         reads, writes = tables_of(
             "{# reload on a re-sync #}{% if full_refresh %}TRUNCATE TABLE a.t;{% endif %}\n"
-            "INSERT INTO a.t SELECT * FROM s.src WHERE d > '{{ ds }}' AND x = {{ params.x }}")
+            "INSERT INTO a.t SELECT * FROM s.src WHERE d > '{{ ds }}' AND x = {{ params.x }}"
+        )
         assert reads == {"s.src"} and writes == {"a.t"}
 
     def test_a_script_reading_its_own_table_needs_nobody(self) -> None:
-        reads, writes = tables_of("DROP TABLE IF EXISTS t; CREATE TABLE t AS SELECT * FROM s.x;"
-                                  "UPDATE t SET a = 1; INSERT INTO u SELECT * FROM t")
+        reads, writes = tables_of(
+            "DROP TABLE IF EXISTS t; CREATE TABLE t AS SELECT * FROM s.x;"
+            "UPDATE t SET a = 1; INSERT INTO u SELECT * FROM t"
+        )
         assert reads == {"s.x"} and writes == {"t", "u"}

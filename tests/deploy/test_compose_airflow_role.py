@@ -46,16 +46,21 @@ def role_below(role: str) -> str:
 
 
 @pytest.fixture
-def start(settings: Settings, airflow: AirflowServer,
-          tmp_path: Path) -> Iterator[Any]:
+def start(settings: Settings, airflow: AirflowServer, tmp_path: Path) -> Iterator[Any]:
     """Start a real ``fivetran-events worker`` as the harness user of a role."""
     started: list[WorkerProcess] = []
 
     def run(role: str) -> WorkerProcess:
         user = ROLE_USERS[role]
-        w = WorkerProcess(settings, tmp_path, f"worker-{role}", airflow_url=airflow.url,
-                          airflow_username=user, airflow_password=airflow.role_passwords[user],
-                          forward_backoff_max_seconds=2)
+        w = WorkerProcess(
+            settings,
+            tmp_path,
+            f"worker-{role}",
+            airflow_url=airflow.url,
+            airflow_username=user,
+            airflow_password=airflow.role_passwords[user],
+            forward_backoff_max_seconds=2,
+        )
         started.append(w)
         return w
 
@@ -80,7 +85,8 @@ def test_the_worker_is_not_admin() -> None:
 
 
 def test_worker_delivers_with_the_compose_role_and_not_below(
-        http: Any, settings: Settings, airflow: AirflowServer, start: Any) -> None:
+    http: Any, settings: Settings, airflow: AirflowServer, start: Any
+) -> None:
     """The compose role posts the asset event; the next lesser role gets 403."""
     airflow.wait_for_asset(URI)
     fw = forwarder(settings, airflow.url, airflow.username, airflow.password)

@@ -67,9 +67,10 @@ class TestShape:
 
     def test_promql_names_are_read_out(self) -> None:
         """The extractor drops functions, labels, ranges and grouping, and keeps metrics."""
-        assert metric_names('histogram_quantile(0.99, sum by (le) (rate(a_bucket{x="y"}'
-                            "[5m]))) / max without (instance) (b) > 26 * 3600") == {
-            "a_bucket", "b"}
+        assert metric_names(
+            'histogram_quantile(0.99, sum by (le) (rate(a_bucket{x="y"}'
+            "[5m]))) / max without (instance) (b) > 26 * 3600"
+        ) == {"a_bucket", "b"}
         names = set().union(*map(metric_names, dashboard_exprs()))
         assert "fivetran_events_forward_deliveries" in names and "le" not in names
 
@@ -77,32 +78,44 @@ class TestShape:
 @pytest.mark.redis
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_every_queried_metric_is_exported(redis_url: str, settings: Settings,
-                                          tmp_path: Path) -> None:
+def test_every_queried_metric_is_exported(
+    redis_url: str, settings: Settings, tmp_path: Path
+) -> None:
     """Post a sync to real gunicorn; a real worker tries Airflow (down): scrape both."""
     names = set().union(*map(metric_names, dashboard_exprs() + alert_exprs()))
     assert len(names) >= 10
     port = free_port()
     # Airflow is a closed loopback port: every attempt is a retry, which is all we need.
     airflow_url = f"http://127.0.0.1:{free_port()}"
-    worker = WorkerProcess(settings, tmp_path, args=("--metrics-port", str(port)),
-                           airflow_url=airflow_url, airflow_username="u",
-                           airflow_password="p", airflow_api_version="2",
-                           airflow_timeout_seconds=1, forward_backoff_max_seconds=1)
+    worker = WorkerProcess(
+        settings,
+        tmp_path,
+        args=("--metrics-port", str(port)),
+        airflow_url=airflow_url,
+        airflow_username="u",
+        airflow_password="p",
+        airflow_api_version="2",
+        airflow_timeout_seconds=1,
+        forward_backoff_max_seconds=1,
+    )
     try:
         (tmp_path / "metrics").mkdir()
         # With an Airflow URL the webhook creates deliveries for the worker.
-        with webhook_server(redis_url, tmp_path / "metrics",
-                            FIVETRAN_EVENTS_AIRFLOW_URL=airflow_url) as (base, _proc):
+        with webhook_server(
+            redis_url, tmp_path / "metrics", FIVETRAN_EVENTS_AIRFLOW_URL=airflow_url
+        ) as (base, _proc):
             raw, headers = signed(payload(connector_id="dashboard"))
-            assert requests.post(base + "/webhooks/fivetran", data=raw, headers=headers,
-                                 timeout=10).json()["status"] == "recorded"
+            assert (
+                requests.post(
+                    base + "/webhooks/fivetran", data=raw, headers=headers, timeout=10
+                ).json()["status"]
+                == "recorded"
+            )
             deadline = time.monotonic() + 60
             worker_text = ""
             while time.monotonic() < deadline and worker.proc.poll() is None:
                 try:
-                    worker_text = requests.get(f"http://127.0.0.1:{port}/metrics",
-                                               timeout=2).text
+                    worker_text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
                 except requests.ConnectionError:
                     worker_text = ""
                 if 'fivetran_events_forward_attempts_total{outcome="retrying"} 1.0' in worker_text:

@@ -16,8 +16,14 @@ PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 
 def promtool(*args: str | Path, cwd: Path = PROM) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PROMTOOL, *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [PROMTOOL, *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def alerts() -> dict[str, str]:
@@ -61,12 +67,15 @@ class TestCoverage:
             assert any(c["exp_alerts"] for c in mine), f"{name} never fires in a test"
             assert any(not c["exp_alerts"] for c in mine), f"{name} is never quiet in a test"
 
-    @pytest.mark.parametrize("needle", [
-        'outcome="unavailable"',                       # the webhook answering 503
-        'state=~"undelivered|failed"',                 # deliveries given up
-        "fivetran_events_forward_overdue_seconds",     # forwarding lagging
-        "fivetran_events_connector_seconds_since_success",  # a connector not synced
-        "fivetran_events_seconds_since_last_webhook",  # no webhook for a long time
-    ])
+    @pytest.mark.parametrize(
+        "needle",
+        [
+            'outcome="unavailable"',  # the webhook answering 503
+            'state=~"undelivered|failed"',  # deliveries given up
+            "fivetran_events_forward_overdue_seconds",  # forwarding lagging
+            "fivetran_events_connector_seconds_since_success",  # a connector not synced
+            "fivetran_events_seconds_since_last_webhook",  # no webhook for a long time
+        ],
+    )
     def test_what_on_call_asks_is_alerted_on(self, needle: str) -> None:
         assert any(needle in expr for expr in alerts().values())

@@ -19,8 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["make", "-s", target], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+    return subprocess.run(
+        ["make", "-s", target],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def pid_alive(pid: int) -> bool:
@@ -33,10 +40,13 @@ def pid_alive(pid: int) -> bool:
 
 def stack_env(state: Path) -> dict[str, str]:
     """The environment of a new user's shell, with the stack on free ports under ``state``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FIVETRAN_EVENTS_", "AIRFLOW"))}
-    env.update(FTE_STATE_DIR=str(state), FTE_WEBHOOK_PORT=str(free_port()),
-               FTE_REDIS_PORT=str(free_port()), FTE_AIRFLOW_PORT=str(free_port()))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FIVETRAN_EVENTS_", "AIRFLOW"))}
+    env.update(
+        FTE_STATE_DIR=str(state),
+        FTE_WEBHOOK_PORT=str(free_port()),
+        FTE_REDIS_PORT=str(free_port()),
+        FTE_AIRFLOW_PORT=str(free_port()),
+    )
     return env
 
 
@@ -48,8 +58,10 @@ def check_progress(out: str) -> None:
     assert steps == list(range(1, 8)), lines
     seconds = [int(re.match(r"\[\s*(\d+)s\]", line).group(1)) for line in lines]  # type: ignore[union-attr]
     assert seconds == sorted(seconds)
-    assert any(re.search(r"waiting for Airflow's API server at http://127.0.0.1:\d+/", line)
-               for line in lines)
+    assert any(
+        re.search(r"waiting for Airflow's API server at http://127.0.0.1:\d+/", line)
+        for line in lines
+    )
     assert any(re.search(r"Airflow's API server answers after \d+s", line) for line in lines)
 
 
@@ -71,8 +83,15 @@ def run_readme_blocks(env: dict[str, str], webhook_port: str) -> list[str]:
     outputs = []
     for block in readme_blocks():
         script = block.replace("127.0.0.1:8000", f"127.0.0.1:{webhook_port}")
-        out = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True,
-                             text=True, timeout=120, check=False)
+        out = subprocess.run(
+            ["bash", "-c", script],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         for bad in ("Traceback", "command not found", "No such file", "Usage:"):
             assert bad not in out.stderr, f"{block}\n---\n{out.stderr}"
         outputs.append(out.stdout + out.stderr)
@@ -89,22 +108,36 @@ def test_up_curl_down(tmp_path: Path) -> None:
         check_progress(up.stdout)
         assert re.search(r"migrating Airflow's database: done in \d+s", up.stdout), up.stdout
         # The asset-scheduled example DAG ran because of the demo sync it sent.
-        assert re.search(r"fivetran_asset_consumer run \S+ started [0-9.]+ s after the "
-                         r"webhook", up.stdout), up.stdout
-        pids = [int((tmp_path / f).read_text().split()[0]) for f in (
-            "webhook.pid", "redis.pid", "worker.pid", "airflow-api-server.pid",
-            "airflow-scheduler.pid", "airflow-dag-processor.pid", "airflow-triggerer.pid")]
+        assert re.search(
+            r"fivetran_asset_consumer run \S+ started [0-9.]+ s after the "
+            r"webhook",
+            up.stdout,
+        ), up.stdout
+        pids = [
+            int((tmp_path / f).read_text().split()[0])
+            for f in (
+                "webhook.pid",
+                "redis.pid",
+                "worker.pid",
+                "airflow-api-server.pid",
+                "airflow-scheduler.pid",
+                "airflow-dag-processor.pid",
+                "airflow-triggerer.pid",
+            )
+        ]
         assert all(pid_alive(p) for p in pids)
         # Run the printed curl exactly as a user would paste it.
         block = up.stdout.split("Send a signed sync_end, as Fivetran would:\n", 1)[1]
         curl = block.split("\nThen look at it:", 1)[0].replace("\\\n", " ")
-        sent = subprocess.run(shlex.split(curl), capture_output=True, text=True, timeout=30,
-                              check=True)
+        sent = subprocess.run(
+            shlex.split(curl), capture_output=True, text=True, timeout=30, check=True
+        )
         assert '"status":"recorded"' in sent.stdout
         look = re.search(r"Then look at it:\n\s+(.+)\n", up.stdout)
         assert look is not None
-        seen = subprocess.run(look.group(1), shell=True, capture_output=True, text=True,
-                              timeout=30, check=True)
+        seen = subprocess.run(
+            look.group(1), shell=True, capture_output=True, text=True, timeout=30, check=True
+        )
         assert '"status":"SUCCESSFUL"' in seen.stdout
         # The README's examples, run as written against this stack.
         hand, api, cli, forwarding = run_readme_blocks(env, env["FTE_WEBHOOK_PORT"])

@@ -57,7 +57,10 @@ class TestSeedCalendarsPure:
     def test_fail_names_the_sync_and_reason(self) -> None:
         facts = Facts.from_history(
             [Completion("x1", "FAILURE_WITH_TASK", to_ms(at(3)), False, reason="quota")],
-            {}, None, at(2))
+            {},
+            None,
+            at(2),
+        )
         d = decide(facts)
         assert d.outcome is Outcome.FAIL
         assert "x1" in d.reason and "quota" in d.reason and iso(at(3)) in d.reason
@@ -80,8 +83,9 @@ class TestFlags:
 
     def test_end_exactly_at_target_counts(self) -> None:
         """'At or after' includes the target instant itself."""
-        facts = Facts.from_history([Completion("s", "SUCCESSFUL", to_ms(at(5)), True)], {},
-                                   None, at(5))
+        facts = Facts.from_history(
+            [Completion("s", "SUCCESSFUL", to_ms(at(5)), True)], {}, None, at(5)
+        )
         assert decide(facts).outcome is Outcome.SUCCESS
 
     @pytest.mark.redis
@@ -112,8 +116,8 @@ T0 = to_ms(at(1))
 def hours(lo: int, hi: int) -> st.SearchStrategy[int]:
     return st.integers(lo, hi).map(lambda h: h * HOUR)
 
-statuses = st.sampled_from(["SUCCESSFUL", "FAILURE", "FAILED", "FAILURE_WITH_TASK",
-                            "RESCHEDULED"])
+
+statuses = st.sampled_from(["SUCCESSFUL", "FAILURE", "FAILED", "FAILURE_WITH_TASK", "RESCHEDULED"])
 
 
 @st.composite
@@ -130,20 +134,31 @@ def histories(draw: st.DrawFn) -> tuple[list[Sync], dict[str, int], list[tuple[s
         syncs.append(Sync(sid, end, draw(statuses)))
         if draw(st.integers(0, 5)) == 0:  # a retried sync ends again under the same id
             syncs.append(Sync(sid, end + draw(hours(0, 24)), draw(statuses)))
-    running = [(f"r{i}", T0 + draw(hours(0, 22 * 24)))
-               for i in range(draw(st.integers(0, 2)))]
+    running = [(f"r{i}", T0 + draw(hours(0, 22 * 24))) for i in range(draw(st.integers(0, 2)))]
     return syncs, starts, running
 
 
 @pytest.mark.redis
-@settings(max_examples=300, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(history=histories(), target_off=hours(-24, 23 * 24),
-       propagate=st.booleans(), always_wait=st.booleans(),
-       criterion=st.sampled_from(["ended_after", "started_after"]),
-       now_off=hours(0, 25 * 24))
-def test_matches_reference(client: redis.Redis, history, target_off: int, propagate: bool,
-                           always_wait: bool, criterion: str, now_off: int) -> None:
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    history=histories(),
+    target_off=hours(-24, 23 * 24),
+    propagate=st.booleans(),
+    always_wait=st.booleans(),
+    criterion=st.sampled_from(["ended_after", "started_after"]),
+    now_off=hours(0, 25 * 24),
+)
+def test_matches_reference(
+    client: redis.Redis,
+    history,
+    target_off: int,
+    propagate: bool,
+    always_wait: bool,
+    criterion: str,
+    now_off: int,
+) -> None:
     """On random histories written through the webhook path, decide() equals the reference."""
     syncs, starts, running = history
     prefix = f"h{uuid.uuid4().hex[:8]}:"
@@ -153,8 +168,9 @@ def test_matches_reference(client: redis.Redis, history, target_off: int, propag
     for sid, start in starts.items():
         writer.record(parse_event(encode(payload("sync_start", "conn", iso(start), sid))))
     for s in syncs:
-        writer.record(parse_event(encode(payload("sync_end", "conn", iso(s.ended_ms), s.sync_id,
-                                                 s.status))))
+        writer.record(
+            parse_event(encode(payload("sync_end", "conn", iso(s.ended_ms), s.sync_id, s.status)))
+        )
     for sid, start in running:
         writer.record(parse_event(encode(payload("sync_start", "conn", iso(start), sid))))
     now = T0 + now_off
@@ -162,16 +178,32 @@ def test_matches_reference(client: redis.Redis, history, target_off: int, propag
     # Exactly at the maximum duration a sync is still running (README); only longer is lost.
     is_running = any(now - max_dur <= start for _, start in running)
     facts = reader.facts("conn", target, now=now, started_after=criterion == "started_after")
-    got = decide(facts, target, propagate_failures_forward=propagate,
-                 always_wait_when_syncing=always_wait, criterion=criterion)
-    want = reference_decide(syncs, {**starts, **dict(running)}, is_running, target,
-                            propagate, always_wait, criterion)
+    got = decide(
+        facts,
+        target,
+        propagate_failures_forward=propagate,
+        always_wait_when_syncing=always_wait,
+        criterion=criterion,
+    )
+    want = reference_decide(
+        syncs, {**starts, **dict(running)}, is_running, target, propagate, always_wait, criterion
+    )
     assert got.outcome.value == want
     # The in-memory builder agrees too.
     mem = Facts.from_history(
         [Completion(s.sync_id, s.status, s.ended_ms, s.status == "SUCCESSFUL") for s in syncs],
-        {**starts, **dict(running)}, facts.running, target)
-    assert decide(mem, propagate_failures_forward=propagate, always_wait_when_syncing=always_wait,
-                  criterion=criterion).outcome.value == want
+        {**starts, **dict(running)},
+        facts.running,
+        target,
+    )
+    assert (
+        decide(
+            mem,
+            propagate_failures_forward=propagate,
+            always_wait_when_syncing=always_wait,
+            criterion=criterion,
+        ).outcome.value
+        == want
+    )
     for key in client.scan_iter(f"{prefix}*"):
         client.delete(key)

@@ -29,14 +29,18 @@ KEYS = ConnectorKeys("test:", CID)
 def commands_run(client: redis.Redis) -> int:
     """Commands Redis ran since the last CONFIG RESETSTAT, INFO's and CONFIG's own aside."""
     stats: dict[str, Any] = client.info("commandstats")
-    return sum(v["calls"] for k, v in stats.items()
-               if k.split("|")[0] not in ("cmdstat_info", "cmdstat_config"))
+    return sum(
+        v["calls"]
+        for k, v in stats.items()
+        if k.split("|")[0] not in ("cmdstat_info", "cmdstat_config")
+    )
 
 
 def history_state(client: redis.Redis) -> dict[str, Any]:
     """Every history set of the connector but the dedup marks, plus its metadata."""
-    state: dict[str, Any] = {k: client.zrange(k, 0, -1, withscores=True)
-                             for k in KEYS.all_sets() if k != KEYS.seen}
+    state: dict[str, Any] = {
+        k: client.zrange(k, 0, -1, withscores=True) for k in KEYS.all_sets() if k != KEYS.seen
+    }
     state["meta"] = client.hget(connectors_key("test:"), CID)
     return state
 
@@ -58,8 +62,9 @@ class TestStartedAfterIsBounded:
         writer.record(ev(sync_id="good", created=last + timedelta(minutes=5)))
         return base
 
-    def test_sync_reader(self, long_history: int, reader: HistoryReader,
-                         client: redis.Redis) -> None:
+    def test_sync_reader(
+        self, long_history: int, reader: HistoryReader, client: redis.Redis
+    ) -> None:
         """Past 1,000 successes without a start, the one that started after T: 6 commands."""
         client.config_resetstat()
         facts = reader.facts(CID, long_history, started_after=True)
@@ -68,9 +73,9 @@ class TestStartedAfterIsBounded:
         assert d.outcome.value == "success" and d.sync is not None
         assert d.sync.sync_id == "good"
 
-    def test_async_reader(self, long_history: int, redis_url: str,
-                          client: redis.Redis) -> None:
+    def test_async_reader(self, long_history: int, redis_url: str, client: redis.Redis) -> None:
         """The triggerer's reader does the same: one await, a bounded number of commands."""
+
         async def run() -> Any:
             aclient = aredis.Redis.from_url(redis_url)
             try:
@@ -102,8 +107,9 @@ def retry_event(name: str) -> Event:
 
 
 class TestRetriedSync:
-    def test_start_after_a_failed_end_runs_again(self, writer: HistoryWriter,
-                                                 reader: HistoryReader) -> None:
+    def test_start_after_a_failed_end_runs_again(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
         """A sync_start after the same id's FAILED end, later in time, is running again."""
         for name in ("start1", "failed", "start2"):
             writer.record(retry_event(name))
@@ -112,11 +118,16 @@ class TestRetriedSync:
         facts = reader.facts(CID, to_ms(at(3, 5)), now=to_ms(at(3, 3, 30)))
         assert facts.running is not None and facts.running.sync_id == "s1"
 
-    @pytest.mark.parametrize("order", list(itertools.permutations(RETRY)),
-                             ids=lambda o: "-".join(o))
+    @pytest.mark.parametrize(
+        "order", list(itertools.permutations(RETRY)), ids=lambda o: "-".join(o)
+    )
     def test_every_arrival_order_counts_the_attempt_that_succeeded(
-            self, order: tuple[str, ...], writer: HistoryWriter, reader: HistoryReader,
-            client: redis.Redis) -> None:
+        self,
+        order: tuple[str, ...],
+        writer: HistoryWriter,
+        reader: HistoryReader,
+        client: redis.Redis,
+    ) -> None:
         """Whatever the order, started_after sees the success start at 03:00, not 01:00.
 
         Each delivery also arrives twice (a duplicate), and once more after its dedup
@@ -137,7 +148,9 @@ class TestRetriedSync:
         assert d.sync.started_ms == to_ms(at(3, 3))  # type: ignore[union-attr]
         rows = reader.syncs(CID, now=to_ms(at(3, 5)))
         assert [(r["status"], r["started_at"]) for r in rows] == [
-            ("SUCCESSFUL", iso(at(3, 3))), ("FAILED", iso(at(3, 1)))]
+            ("SUCCESSFUL", iso(at(3, 3))),
+            ("FAILED", iso(at(3, 1))),
+        ]
         assert reader.running(CID, now=to_ms(at(3, 5))) is None
 
 
@@ -162,10 +175,14 @@ class TestConnectorMetadata:
         (row,) = reader.connectors(now=to_ms(at(6)))
         assert row["last_event_at"] == iso(at(6))
         assert (row["connector_name"], row["connector_type"], row["group_id"]) == (
-            "renamed", "google_cloud_postgresql", "inappropriate_implode")
+            "renamed",
+            "google_cloud_postgresql",
+            "inappropriate_implode",
+        )
 
-    def test_older_event_fills_what_is_missing(self, writer: HistoryWriter,
-                                               reader: HistoryReader) -> None:
+    def test_older_event_fills_what_is_missing(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
         """The newest event had no type: a late older one supplies it, nothing else."""
         writer.record(without(payload(sync_id="s2", created=at(5)), "connector_type"))
         older = payload(sync_id="s1", created=at(3))
@@ -173,14 +190,18 @@ class TestConnectorMetadata:
         writer.record(without(older))
         (row,) = reader.connectors(now=to_ms(at(6)))
         assert (row["connector_name"], row["connector_type"], row["last_event_at"]) == (
-            "ftar_pg", "google_cloud_postgresql", iso(at(5)))
+            "ftar_pg",
+            "google_cloud_postgresql",
+            iso(at(5)),
+        )
 
 
 class TestWallClock:
     """Where the wall clock decides, freezegun sets it: nothing else reads the time."""
 
-    def test_running_exactly_at_the_maximum_duration(self, writer: HistoryWriter,
-                                                     reader: HistoryReader) -> None:
+    def test_running_exactly_at_the_maximum_duration(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
         """Started 24 h ago to the millisecond: running; one millisecond later: stale."""
         with freeze_time(at(3)):
             writer.record(ev("sync_start", sync_id="long", created=at(3)))
@@ -196,8 +217,9 @@ class TestWallClock:
             assert reader.syncs(CID)[0]["status"] == "STALE"
             assert reader.connectors()[0]["running"] is None
 
-    def test_future_created_is_refused_and_writes_nothing(self, writer: HistoryWriter,
-                                                          client: redis.Redis) -> None:
+    def test_future_created_is_refused_and_writes_nothing(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
         """More than the allowed skew ahead of the clock: InvalidPayload, no key written."""
         skew = 3600 * 1000
         now = at(3)

@@ -12,10 +12,12 @@ from ..support import payload
 
 pytestmark = pytest.mark.unit
 
-REAL_CAPTURE = (b'{"event":"sync_end","created":"2026-05-22T00:06:08.638Z",'
-                b'"connector_type":"google_cloud_postgresql","connector_id":"assimilate_seem",'
-                b'"connector_name":"ftar_pg","sync_id":"b4703f73-6315-4e22-8d7a-3bfb18b2fed2",'
-                b'"destination_group_id":"inappropriate_implode","data":{"status":"SUCCESSFUL"}}')
+REAL_CAPTURE = (
+    b'{"event":"sync_end","created":"2026-05-22T00:06:08.638Z",'
+    b'"connector_type":"google_cloud_postgresql","connector_id":"assimilate_seem",'
+    b'"connector_name":"ftar_pg","sync_id":"b4703f73-6315-4e22-8d7a-3bfb18b2fed2",'
+    b'"destination_group_id":"inappropriate_implode","data":{"status":"SUCCESSFUL"}}'
+)
 
 
 class TestAccepts:
@@ -52,9 +54,11 @@ class TestAccepts:
 
     def test_test_event_without_sync_id(self) -> None:
         """Fivetran's test_event has no sync_id and must be accepted."""
-        ev = parse_event(b'{"event":"test_event","created":"2026-05-22T00:06:08.638Z",'
-                         b'"connector_type":"_connector_type","connector_id":"_connector_1",'
-                         b'"group_id":"_destination_1"}')
+        ev = parse_event(
+            b'{"event":"test_event","created":"2026-05-22T00:06:08.638Z",'
+            b'"connector_type":"_connector_type","connector_id":"_connector_1",'
+            b'"group_id":"_destination_1"}'
+        )
         assert ev.kind is EventKind.TEST
 
     def test_unknown_event_kind(self) -> None:
@@ -67,21 +71,29 @@ class TestAccepts:
 
 
 class TestRefuses:
-    @pytest.mark.parametrize(("body", "field"), [
-        (b"not json", "body"),
-        (b"[1,2]", "body"),
-        (b'{"created":"2026-01-01T00:00:00Z"}', "event"),
-        (json.dumps({**payload(), "created": "yesterday"}).encode(), "created"),
-        (json.dumps({**payload(), "created": "9999-12-31T23:59:59-14:00"}).encode(), "created"),
-        (json.dumps({**payload(), "created": "0001-01-01T00:00:00+14:00"}).encode(), "created"),
-        (json.dumps({k: v for k, v in payload().items() if k != "sync_id"}).encode(), "sync_id"),
-        (json.dumps({**payload(), "data": {}}).encode(), "data.status"),
-        (json.dumps({**payload(), "data": {"status": "DONE"}}).encode(), "data.status"),
-        (json.dumps({**payload(), "connector_id": "a/b"}).encode(), "connector_id"),
-        (json.dumps({**payload(), "connector_id": 5}).encode(), "connector_id"),
-        (json.dumps({k: v for k, v in payload().items() if k != "connector_id"}).encode(),
-         "connector_id"),
-    ])
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            (b"not json", "body"),
+            (b"[1,2]", "body"),
+            (b'{"created":"2026-01-01T00:00:00Z"}', "event"),
+            (json.dumps({**payload(), "created": "yesterday"}).encode(), "created"),
+            (json.dumps({**payload(), "created": "9999-12-31T23:59:59-14:00"}).encode(), "created"),
+            (json.dumps({**payload(), "created": "0001-01-01T00:00:00+14:00"}).encode(), "created"),
+            (
+                json.dumps({k: v for k, v in payload().items() if k != "sync_id"}).encode(),
+                "sync_id",
+            ),
+            (json.dumps({**payload(), "data": {}}).encode(), "data.status"),
+            (json.dumps({**payload(), "data": {"status": "DONE"}}).encode(), "data.status"),
+            (json.dumps({**payload(), "connector_id": "a/b"}).encode(), "connector_id"),
+            (json.dumps({**payload(), "connector_id": 5}).encode(), "connector_id"),
+            (
+                json.dumps({k: v for k, v in payload().items() if k != "connector_id"}).encode(),
+                "connector_id",
+            ),
+        ],
+    )
     def test_names_the_field(self, body: bytes, field: str) -> None:
         """A malformed body raises InvalidPayload naming the field to fix."""
         with pytest.raises(InvalidPayload) as info:
@@ -91,11 +103,14 @@ class TestRefuses:
 
     def test_dedup_id_separates_failed_then_successful(self) -> None:
         """FAILED then SUCCESSFUL under one sync_id are two deliveries, not a duplicate."""
-        a = parse_event(json.dumps(payload(sync_id="s1", status="FAILED",
-                                           created="2026-01-01T00:00:00Z")))
-        b = parse_event(json.dumps(payload(sync_id="s1", status="SUCCESSFUL",
-                                           created="2026-01-01T01:00:00Z")))
-        again = parse_event(json.dumps(payload(sync_id="s1", status="FAILED",
-                                               created="2026-01-01T00:00:00Z")))
+        a = parse_event(
+            json.dumps(payload(sync_id="s1", status="FAILED", created="2026-01-01T00:00:00Z"))
+        )
+        b = parse_event(
+            json.dumps(payload(sync_id="s1", status="SUCCESSFUL", created="2026-01-01T01:00:00Z"))
+        )
+        again = parse_event(
+            json.dumps(payload(sync_id="s1", status="FAILED", created="2026-01-01T00:00:00Z"))
+        )
         assert a.dedup_id != b.dedup_id
         assert a.dedup_id == again.dedup_id

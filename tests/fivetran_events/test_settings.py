@@ -12,8 +12,9 @@ pytestmark = pytest.mark.unit
 
 
 class TestSecretsDir:
-    def test_files_fill_settings_and_the_environment_wins(self, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_files_fill_settings_and_the_environment_wins(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """Compose secrets mounted as files become settings; a variable overrides a file."""
         (tmp_path / "fivetran_events_webhook_secrets").write_text("s1,s2\n")
         (tmp_path / "fivetran_events_api_tokens").write_text("t1\n")
@@ -26,8 +27,9 @@ class TestSecretsDir:
         assert s.airflow_password is not None
         assert s.airflow_password.get_secret_value() == "pw"
 
-    def test_missing_folder_is_a_clear_error(self, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_missing_folder_is_a_clear_error(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         monkeypatch.setenv("FIVETRAN_EVENTS_SECRETS_DIR", str(tmp_path / "nope"))
         with pytest.raises(ConfigurationError, match="FIVETRAN_EVENTS_SECRETS_DIR"):
             load_settings()

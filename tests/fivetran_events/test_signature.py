@@ -28,8 +28,10 @@ class TestVerify:
         """During a rotation the old and the new secret both verify."""
         assert verify(BODY, sign(BODY, "new"), ["old", "new"])
 
-    @pytest.mark.parametrize("header", [None, "", "zz", "A" * 64, sign(BODY, "other"),
-                                        sign(BODY + b" ", "s3cret"), "é" * 64])
+    @pytest.mark.parametrize(
+        "header",
+        [None, "", "zz", "A" * 64, sign(BODY, "other"), sign(BODY + b" ", "s3cret"), "é" * 64],
+    )
     def test_rejects(self, header: str | None) -> None:
         """Missing, malformed, wrong-secret or other-body signatures fail."""
         assert not verify(BODY, header, ["s3cret"])

@@ -16,9 +16,9 @@ from ..support import encode, payload
 pytestmark = pytest.mark.unit
 
 #: Every instant ``datetime`` can hold, at millisecond precision (what the history keeps).
-MS_INSTANTS = st.datetimes(min_value=datetime(1, 1, 1),
-                           max_value=datetime(9999, 12, 31, 23, 59, 59, 999_000)).map(
-    lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000))
+MS_INSTANTS = st.datetimes(
+    min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59, 999_000)
+).map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000))
 
 
 class TestMilliseconds:
@@ -33,8 +33,7 @@ class TestMilliseconds:
         assert iso(ms) == text
         assert from_ms(ms) == instant.replace(tzinfo=timezone.utc)
 
-    @pytest.mark.parametrize("created", ["0001-01-01T00:00:00.001Z",
-                                         "9999-12-31T23:59:59.999Z"])
+    @pytest.mark.parametrize("created", ["0001-01-01T00:00:00.001Z", "9999-12-31T23:59:59.999Z"])
     def test_an_accepted_created_reads_back_unchanged(self, created: str) -> None:
         """The model's earliest and latest ``created`` format back to the same text."""
         event = parse_event(encode(payload(created=created, sync_id="s1")))

@@ -41,10 +41,17 @@ def post_event(http: Any, **kwargs: Any) -> dict[str, Any]:
     return resp.get_json()  # type: ignore[no-any-return]
 
 
-def forwarder(settings: Settings, url: str, username: str, password: str,
-              **overrides: Any) -> Forwarder:
-    s = settings.model_copy(update={"airflow_url": url, "airflow_username": username,
-                                    "airflow_password": password, **overrides})
+def forwarder(
+    settings: Settings, url: str, username: str, password: str, **overrides: Any
+) -> Forwarder:
+    s = settings.model_copy(
+        update={
+            "airflow_url": url,
+            "airflow_username": username,
+            "airflow_password": password,
+            **overrides,
+        }
+    )
     s = Settings(**{k: getattr(s, k) for k in Settings.model_fields})
     return build_forwarder(s)
 
@@ -59,7 +66,8 @@ def run_worker(fw: Forwarder) -> None:
 
 
 def syncs(http: Any, connector_id: str) -> list[dict[str, Any]]:
-    resp = http.get(f"/api/connectors/{connector_id}/syncs",
-                    headers={"Authorization": f"Bearer {TOKEN}"})
+    resp = http.get(
+        f"/api/connectors/{connector_id}/syncs", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
     assert resp.status_code == 200, resp.get_json()
     return resp.get_json()["syncs"]  # type: ignore[no-any-return]

@@ -37,25 +37,41 @@ class OwnRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def client(self, **kwargs: object) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port,  # type: ignore[arg-type]
-                           **{"socket_timeout": 5, **kwargs})
+        return redis.Redis(
+            host="127.0.0.1",
+            port=self.port,  # type: ignore[arg-type]
+            **{"socket_timeout": 5, **kwargs},
+        )
 
     def start(self, wait: bool = True) -> None:
         """Start it; with ``wait``, return once it answers (LOADING counts as answering)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         log = (self.directory / "redis.log").open("ab")
         self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.directory), "--save", "", "--appendonly", "no",
-             *self.args], stdout=log, stderr=subprocess.STDOUT)
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                *self.args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
         if wait:
             self.wait_answering()
 
     def wait_answering(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
-        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1,
-                            retry=None)
+        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1, retry=None)
         while time.monotonic() < deadline:
             assert self.proc is not None and self.proc.poll() is None, "redis-server exited"
             try:
@@ -99,5 +115,6 @@ def own_redis(directory: Path, *args: str) -> Iterator[OwnRedis]:
 def delivery_count(metrics_text: str, outcome: str) -> float:
     """Read ``fivetran_events_webhook_deliveries_total{outcome=...}`` from /metrics text."""
     key = f'fivetran_events_webhook_deliveries_total{{outcome="{outcome}"}}'
-    return next((float(line.split()[-1]) for line in metrics_text.splitlines()
-                 if line.startswith(key)), 0.0)
+    return next(
+        (float(line.split()[-1]) for line in metrics_text.splitlines() if line.startswith(key)), 0.0
+    )

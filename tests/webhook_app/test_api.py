@@ -28,8 +28,15 @@ def deliver(http, body) -> None:  # type: ignore[no-untyped-def]
 def load_scenario(http, rows) -> None:  # type: ignore[no-untyped-def]
     for sync_id, ended, status in rows:
         deliver(http, payload("sync_start", sync_id=sync_id, created=ended.replace(hour=5)))
-        deliver(http, payload(sync_id=sync_id, created=ended, status=status,
-                              **({"reason": "quota exceeded"} if status != "SUCCESSFUL" else {})))
+        deliver(
+            http,
+            payload(
+                sync_id=sync_id,
+                created=ended,
+                status=status,
+                **({"reason": "quota exceeded"} if status != "SUCCESSFUL" else {}),
+            ),
+        )
 
 
 class TestAuth:
@@ -67,15 +74,26 @@ class TestListings:
         rows = http.get("/api/connectors/assimilate_seem/syncs", headers=AUTH).json["syncs"]
         assert [r["sync_id"] for r in rows] == ["b-ok", "b-fail"]
         assert {k: v for k, v in rows[0].items() if k != "forwarding"} == {
-            "sync_id": "b-ok", "status": "SUCCESSFUL", "started_at": iso(at(10, 5)),
-            "ended_at": iso(at(10, 6)), "reason": None}
-        rows = http.get("/api/connectors/assimilate_seem/syncs?until=2026-01-05&limit=5",
-                        headers=AUTH).json["syncs"]
+            "sync_id": "b-ok",
+            "status": "SUCCESSFUL",
+            "started_at": iso(at(10, 5)),
+            "ended_at": iso(at(10, 6)),
+            "reason": None,
+        }
+        rows = http.get(
+            "/api/connectors/assimilate_seem/syncs?until=2026-01-05&limit=5", headers=AUTH
+        ).json["syncs"]
         assert [r["sync_id"] for r in rows] == ["b-fail"]
 
-    @pytest.mark.parametrize(("query", "field"), [
-        ("limit=0", "limit"), ("limit=x", "limit"), ("since=yesterday", "since"),
-        ("since=2026-02-01&until=2026-01-01", "since")])
+    @pytest.mark.parametrize(
+        ("query", "field"),
+        [
+            ("limit=0", "limit"),
+            ("limit=x", "limit"),
+            ("since=yesterday", "since"),
+            ("since=2026-02-01&until=2026-01-01", "since"),
+        ],
+    )
     def test_bad_parameters(self, http, query: str, field: str) -> None:  # type: ignore[no-untyped-def]
         deliver(http, payload(created=at(3)))
         r = http.get(f"/api/connectors/assimilate_seem/syncs?{query}", headers=AUTH)
@@ -88,15 +106,24 @@ class TestListings:
 
 class TestDecision:
     @pytest.mark.parametrize(("scenario", "propagate"), list(CALENDARS))
-    def test_seed_calendar_through_webhook_and_api(self, http, scenario: str,  # type: ignore[no-untyped-def]
-                                                   propagate: bool) -> None:
+    def test_seed_calendar_through_webhook_and_api(
+        self,
+        http,
+        scenario: str,  # type: ignore[no-untyped-def]
+        propagate: bool,
+    ) -> None:
         """History written by signed webhooks; the API's decisions give the seed calendar."""
         load_scenario(http, SCENARIO_A if scenario == "A" else SCENARIO_B)
         got = {}
         for day in range(1, 16):
-            r = http.get("/api/connectors/assimilate_seem/decision", headers=AUTH, query_string={
-                "target": f"2026-01-{day:02d}T00:00:00", "propagate_failures_forward":
-                str(propagate).lower()})
+            r = http.get(
+                "/api/connectors/assimilate_seem/decision",
+                headers=AUTH,
+                query_string={
+                    "target": f"2026-01-{day:02d}T00:00:00",
+                    "propagate_failures_forward": str(propagate).lower(),
+                },
+            )
             assert r.status_code == 200
             assert r.json["target"] == iso(at(day))
             got[day] = r.json["decision"]
@@ -104,8 +131,9 @@ class TestDecision:
 
     def test_fail_body_names_the_sync(self, http) -> None:  # type: ignore[no-untyped-def]
         load_scenario(http, SCENARIO_A)
-        r = http.get("/api/connectors/assimilate_seem/decision?target=2026-01-11T00:00:00Z",
-                     headers=AUTH).json
+        r = http.get(
+            "/api/connectors/assimilate_seem/decision?target=2026-01-11T00:00:00Z", headers=AUTH
+        ).json
         assert r["decision"] == "fail" and r["sync"]["sync_id"] == "a-fail"
         assert "quota exceeded" in r["reason"]
 
@@ -115,15 +143,21 @@ class TestDecision:
         q = "target=2026-01-10T05:30:00Z"
         base = "/api/connectors/assimilate_seem/decision?"
         assert http.get(base + q, headers=AUTH).json["decision"] == "success"
-        assert http.get(base + q + "&criterion=started_after",
-                        headers=AUTH).json["decision"] == "wait"
+        assert (
+            http.get(base + q + "&criterion=started_after", headers=AUTH).json["decision"] == "wait"
+        )
 
-    @pytest.mark.parametrize(("query", "field"), [
-        ("", "target"), ("target=soon", "target"),
-        ("target=9999-12-31T23:59:59-14:00", "target"),
-        ("target=2026-01-01&propagate_failures_forward=maybe", "propagate_failures_forward"),
-        ("target=2026-01-01&always_wait_when_syncing=2", "always_wait_when_syncing"),
-        ("target=2026-01-01&criterion=whenever", "criterion")])
+    @pytest.mark.parametrize(
+        ("query", "field"),
+        [
+            ("", "target"),
+            ("target=soon", "target"),
+            ("target=9999-12-31T23:59:59-14:00", "target"),
+            ("target=2026-01-01&propagate_failures_forward=maybe", "propagate_failures_forward"),
+            ("target=2026-01-01&always_wait_when_syncing=2", "always_wait_when_syncing"),
+            ("target=2026-01-01&criterion=whenever", "criterion"),
+        ],
+    )
     def test_bad_parameters(self, http, query: str, field: str) -> None:  # type: ignore[no-untyped-def]
         deliver(http, payload(created=at(3)))
         r = http.get(f"/api/connectors/assimilate_seem/decision?{query}", headers=AUTH)
@@ -131,22 +165,42 @@ class TestDecision:
 
 
 class TestHostileQueries:
-    @settings(max_examples=150, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(connector=st.text(max_size=40).filter(lambda s: "/" not in s and "?" not in s
-                                                  and "#" not in s),
-           params=st.dictionaries(
-               st.sampled_from(["target", "since", "until", "limit", "criterion",
-                                "propagate_failures_forward", "always_wait_when_syncing"]),
-               st.text(max_size=40) | st.datetimes().map(lambda d: d.isoformat()),
-               max_size=5),
-           view=st.sampled_from(["syncs", "decision"]))
-    def test_never_500(self, http, connector: str, params: dict[str, str],  # type: ignore[no-untyped-def]
-                       view: str) -> None:
+    @settings(
+        max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(
+        connector=st.text(max_size=40).filter(
+            lambda s: "/" not in s and "?" not in s and "#" not in s
+        ),
+        params=st.dictionaries(
+            st.sampled_from(
+                [
+                    "target",
+                    "since",
+                    "until",
+                    "limit",
+                    "criterion",
+                    "propagate_failures_forward",
+                    "always_wait_when_syncing",
+                ]
+            ),
+            st.text(max_size=40) | st.datetimes().map(lambda d: d.isoformat()),
+            max_size=5,
+        ),
+        view=st.sampled_from(["syncs", "decision"]),
+    )
+    def test_never_500(
+        self,
+        http,
+        connector: str,
+        params: dict[str, str],  # type: ignore[no-untyped-def]
+        view: str,
+    ) -> None:
         """Random connector ids and query parameters get 200, 400 or 404, never 500."""
         deliver(http, payload(sync_id="s1", created=at(3)))  # a duplicate after the first
         cid = connector or "assimilate_seem"
-        r = http.get(f"/api/connectors/{quote(cid, safe='')}/{view}", headers=AUTH,
-                     query_string=params)
+        r = http.get(
+            f"/api/connectors/{quote(cid, safe='')}/{view}", headers=AUTH, query_string=params
+        )
         assert r.status_code in (200, 400, 404), (r.status_code, r.data)
         assert r.is_json

@@ -29,12 +29,14 @@ LOAD_SECONDS = 8.0
 
 def bodies(n: int) -> list[bytes]:
     """Signed-payload bodies of n distinct successful syncs over five connectors."""
-    return [signed(payload(sync_id=str(uuid.uuid4()), connector_id=f"c{i % 5}"))[0]
-            for i in range(n)]
+    return [
+        signed(payload(sync_id=str(uuid.uuid4()), connector_id=f"c{i % 5}"))[0] for i in range(n)
+    ]
 
 
-def test_sigkill_under_load_keeps_every_ack(redis_url: str, client: redis.Redis,
-                                            tmp_path: Path) -> None:
+def test_sigkill_under_load_keeps_every_ack(
+    redis_url: str, client: redis.Redis, tmp_path: Path
+) -> None:
     """SIGKILL mid-load: every 200 is recorded with its job; nothing is half-written;
     redelivering everything afterwards records each delivery exactly once."""
     sent = [bodies(MAX_PER_THREAD) for _ in range(THREADS)]
@@ -43,8 +45,11 @@ def test_sigkill_under_load_keeps_every_ack(redis_url: str, client: redis.Redis,
     stop = threading.Event()
 
     # Forwarding on, so each success also queues its job (the web process never calls it).
-    with webhook_server(redis_url, tmp_path,
-                        FIVETRAN_EVENTS_AIRFLOW_URL="http://127.0.0.1:9") as (base, proc):
+    with webhook_server(redis_url, tmp_path, FIVETRAN_EVENTS_AIRFLOW_URL="http://127.0.0.1:9") as (
+        base,
+        proc,
+    ):
+
         def drive(mine: list[bytes]) -> None:
             s = requests.Session()
             deadline = time.monotonic() + LOAD_SECONDS
@@ -100,5 +105,6 @@ def test_sigkill_under_load_keeps_every_ack(redis_url: str, client: redis.Redis,
     final_jobs = Queue("fivetran-events", connection=client).job_ids
     assert len(final_jobs) == len(set(final_jobs))
     expected = {json.loads(r)["sync_id"] for r in everything} | acked_ids
-    assert {job_sync_id(client, j) for j in Queue("fivetran-events",
-                                                   connection=client).get_jobs()} == expected
+    assert {
+        job_sync_id(client, j) for j in Queue("fivetran-events", connection=client).get_jobs()
+    } == expected

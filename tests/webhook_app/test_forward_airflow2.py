@@ -36,7 +36,6 @@ from .forward_support import (
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
 
-
 class Clock:
     """A settable clock in epoch ms, for retry schedules without sleeping."""
 
@@ -81,20 +80,37 @@ class TestDelivery:
         body = af2.posts[0]
         assert body["dataset_uri"] == URI
         assert body["extra"] == {
-            "source": "fivetran-events", "connector_id": CID, "connector_name": "ftar_pg",
-            "connector_type": "google_cloud_postgresql", "group_id": "inappropriate_implode",
-            "sync_id": "s1", "status": "SUCCESSFUL", "started_at": "2026-01-10T01:00:00.000Z",
-            "ended_at": "2026-01-10T02:00:00.000Z", "full_refresh": False}
+            "source": "fivetran-events",
+            "connector_id": CID,
+            "connector_name": "ftar_pg",
+            "connector_type": "google_cloud_postgresql",
+            "group_id": "inappropriate_implode",
+            "sync_id": "s1",
+            "status": "SUCCESSFUL",
+            "started_at": "2026-01-10T01:00:00.000Z",
+            "ended_at": "2026-01-10T02:00:00.000Z",
+            "full_refresh": False,
+        }
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.DELIVERED
         view = syncs(http, CID)[0]["forwarding"]
-        assert view == [{"uri": URI, "state": "delivered", "attempts": 1,
-                         "airflow_event_id": 1, "airflow_event_at": view[0]["airflow_event_at"],
-                         "reason": None, "received_at": view[0]["received_at"],
-                         "next_attempt_at": None, "updated_at": view[0]["updated_at"]}]
+        assert view == [
+            {
+                "uri": URI,
+                "state": "delivered",
+                "attempts": 1,
+                "airflow_event_id": 1,
+                "airflow_event_at": view[0]["airflow_event_at"],
+                "reason": None,
+                "received_at": view[0]["received_at"],
+                "next_attempt_at": None,
+                "updated_at": view[0]["updated_at"],
+            }
+        ]
 
     def test_retried_sync_sends_the_start_of_the_attempt_that_succeeded(
-            self, http: Any, fw: Forwarder, af2: Airflow2) -> None:
+        self, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         """A sync id that failed and ran again: started_at is the second attempt's start."""
         post_event(http, event="sync_start", sync_id="s1", created=at(10, 1))
         post_event(http, sync_id="s1", status="FAILURE", created=at(10, 2))
@@ -123,8 +139,9 @@ class TestDelivery:
         assert "full_refresh_tables" not in extras["s2"]
         assert extras["s3"]["full_refresh"] is False
 
-    def test_redelivered_webhook_gives_one_event(self, http: Any, fw: Forwarder,
-                                                 af2: Airflow2) -> None:
+    def test_redelivered_webhook_gives_one_event(
+        self, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         """Fivetran's redelivery of the same sync_end is a duplicate: one event."""
         body = {"sync_id": "s1", "created": at(10)}
         post_event(http, **body)
@@ -133,8 +150,9 @@ class TestDelivery:
         run_worker(fw)
         assert len(af2.events) == 1
 
-    def test_several_uris_each_delivered(self, http: Any, settings: Settings, af2: Airflow2,
-                                         tmp_path: Any) -> None:
+    def test_several_uris_each_delivered(
+        self, http: Any, settings: Settings, af2: Airflow2, tmp_path: Any
+    ) -> None:
         """A connector mapped to two URIs gets one delivery and one event per URI."""
         mapping = tmp_path / "map.toml"
         mapping.write_text(f'[connectors]\n{CID} = ["{URI}", "s3://lake/orders"]\n')
@@ -142,8 +160,9 @@ class TestDelivery:
         from webhook_app import create_app
 
         app = create_app(settings.model_copy(update={"dataset_mapping_file": str(mapping)}))
-        fw = forwarder(settings, af2.url, af2.username, af2.password,
-                       dataset_mapping_file=str(mapping))
+        fw = forwarder(
+            settings, af2.url, af2.username, af2.password, dataset_mapping_file=str(mapping)
+        )
         with app.test_client() as c:
             post_event(c, sync_id="s1")
             run_worker(fw)
@@ -153,8 +172,9 @@ class TestDelivery:
 
 
 class TestFailures:
-    def test_unknown_dataset_is_undelivered_then_replayed(self, http: Any, fw: Forwarder,
-                                                          af2: Airflow2) -> None:
+    def test_unknown_dataset_is_undelivered_then_replayed(
+        self, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         """404: recorded as undelivered with the reason; replay delivers once the DAG exists."""
         af2.datasets.clear()
         post_event(http, sync_id="s1")
@@ -171,8 +191,7 @@ class TestFailures:
         assert len(af2.events) == 1
         assert fw.store.given_up() == []
 
-    def test_other_4xx_fails_with_the_body(self, http: Any, fw: Forwarder,
-                                           af2: Airflow2) -> None:
+    def test_other_4xx_fails_with_the_body(self, http: Any, fw: Forwarder, af2: Airflow2) -> None:
         af2.faults.append((400, {}))
         post_event(http, sync_id="s1")
         run_worker(fw)
@@ -181,8 +200,9 @@ class TestFailures:
         assert "400" in (d.get("reason") or "") and "injected fault" in (d.get("reason") or "")
 
     @pytest.mark.parametrize("status", [503, 429])
-    def test_5xx_and_429_retry_after_retry_after(self, http: Any, fw: Forwarder,
-                                                 af2: Airflow2, status: int) -> None:
+    def test_5xx_and_429_retry_after_retry_after(
+        self, http: Any, fw: Forwarder, af2: Airflow2, status: int
+    ) -> None:
         """503 or 429 with Retry-After: retrying, not before the asked time; then delivered."""
         clock = Clock(fw)
         af2.faults.append((status, {"Retry-After": "30"}))
@@ -212,10 +232,18 @@ class TestFailures:
         assert fw.backoff_seconds(1, 120.0) == 120.0
 
     def test_connection_refused_retries_until_the_window_closes(
-            self, http: Any, settings: Settings) -> None:
+        self, http: Any, settings: Settings
+    ) -> None:
         """Airflow down for longer than the retry window: undelivered, saying why."""
-        fw = forwarder(settings, "http://127.0.0.1:9", "u", "p", airflow_api_version="2",
-                       forward_retry_hours=1.0, airflow_timeout_seconds=1.0)
+        fw = forwarder(
+            settings,
+            "http://127.0.0.1:9",
+            "u",
+            "p",
+            airflow_api_version="2",
+            forward_retry_hours=1.0,
+            airflow_timeout_seconds=1.0,
+        )
         clock = Clock(fw)
         post_event(http, sync_id="s1")
         for _ in range(40):
@@ -240,15 +268,17 @@ class TestFailures:
 
 class TestExactlyOnce:
     def test_event_posted_before_a_crash_is_found_not_posted_again(
-            self, http: Any, fw: Forwarder, af2: Airflow2) -> None:
+        self, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         """A worker died after the POST, before recording it: the retry finds the event."""
         clock = Clock(fw)
         post_event(http, sync_id="s1")
         d = state_of(fw, "s1")
         extra = fw.build_extra(d)
         # What the dead attempt did: the in-flight mark, then the POST.
-        fw.redis.hset(fw.store.key(d.id), mapping={"inflight_ms": str(fw.clock()),
-                                                   "extra": json.dumps(extra)})
+        fw.redis.hset(
+            fw.store.key(d.id), mapping={"inflight_ms": str(fw.clock()), "extra": json.dumps(extra)}
+        )
         assert fw.airflow is not None
         fw.airflow.post_event(URI, extra)
         clock.now = fw.settles_at(state_of(fw, "s1")) or 0  # its lease and margin are over
@@ -259,10 +289,10 @@ class TestExactlyOnce:
         assert len(af2.posts) == 1
 
     def test_timed_out_post_that_landed_is_not_posted_again(
-            self, http: Any, settings: Settings, af2: Airflow2) -> None:
+        self, http: Any, settings: Settings, af2: Airflow2
+    ) -> None:
         """The POST times out but Airflow created the event: the retry finds it."""
-        fw = forwarder(settings, af2.url, af2.username, af2.password,
-                       airflow_timeout_seconds=0.5)
+        fw = forwarder(settings, af2.url, af2.username, af2.password, airflow_timeout_seconds=0.5)
         clock = Clock(fw)
         af2.answer_delay = 1.5
         post_event(http, sync_id="s1")
@@ -278,8 +308,9 @@ class TestExactlyOnce:
         assert d.state is DeliveryState.DELIVERED and d.get("recovered") == "1"
         assert len(af2.posts) == 1 and len(af2.events) == 1
 
-    def test_in_flight_mark_without_an_event_posts(self, http: Any, fw: Forwarder,
-                                                   af2: Airflow2) -> None:
+    def test_in_flight_mark_without_an_event_posts(
+        self, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         """A worker died before its POST reached Airflow: the retry posts (once)."""
         clock = Clock(fw)
         post_event(http, sync_id="s1")
@@ -290,8 +321,9 @@ class TestExactlyOnce:
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED
         assert len(af2.posts) == 1
 
-    def test_lease_expiry_requeues_a_dead_workers_delivery(self, http: Any, fw: Forwarder,
-                                                           af2: Airflow2) -> None:
+    def test_lease_expiry_requeues_a_dead_workers_delivery(
+        self, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         """A job lost with its worker is queued again once its lease runs out."""
         clock = Clock(fw)
         post_event(http, sync_id="s1")
@@ -303,8 +335,9 @@ class TestExactlyOnce:
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED
         assert len(af2.events) == 1
 
-    def test_replay_of_a_delivered_sync_posts_nothing(self, http: Any, fw: Forwarder,
-                                                      af2: Airflow2) -> None:
+    def test_replay_of_a_delivered_sync_posts_nothing(
+        self, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         post_event(http, sync_id="s1")
         run_worker(fw)
         assert fw.replay(fw.deliveries_of_sync("s1")) == []

@@ -17,8 +17,7 @@ from ..airflow2_harness import Airflow2Server
 from .forward_support import forwarder, post_event, run_worker, syncs
 
 # Includes installing Airflow 2 into its own venv on a fresh machine (about a minute).
-pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.slow,
-              pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 CID = "af2_conn"
 URI = f"fivetran://connector/{CID}"
@@ -42,8 +41,9 @@ class TestRealAirflow2:
         with pytest.raises(AirflowRejected, match="401"):
             AirflowClient(airflow2.url, airflow2.username, "wrong").post_event(URI, {})
 
-    def test_webhook_to_airflow2(self, http: Any, settings: Settings,
-                                 airflow2: Airflow2Server) -> None:
+    def test_webhook_to_airflow2(
+        self, http: Any, settings: Settings, airflow2: Airflow2Server
+    ) -> None:
         """A signed sync_end becomes one dataset event in Airflow 2, visible in the API."""
         fw = forwarder(settings, airflow2.url, airflow2.username, airflow2.password)
         sid = f"wh-{uuid.uuid4()}"
@@ -52,11 +52,11 @@ class TestRealAirflow2:
         run_worker(fw)
         d = fw.store.get(delivery_id(CID, sid, URI))
         assert d is not None and d.state is DeliveryState.DELIVERED
-        assert syncs(http, CID)[0]["forwarding"][0]["airflow_event_id"] == int(
-            d.fields["event_id"])
+        assert syncs(http, CID)[0]["forwarding"][0]["airflow_event_id"] == int(d.fields["event_id"])
         assert fw.airflow is not None
-        found = fw.airflow.find_event(URI, datetime.now(timezone.utc) - timedelta(minutes=5),
-                                      {"sync_id": sid})
+        found = fw.airflow.find_event(
+            URI, datetime.now(timezone.utc) - timedelta(minutes=5), {"sync_id": sid}
+        )
         assert found is not None and found.extra["status"] == "SUCCESSFUL"
         other = fw.store.get(delivery_id("af2_unknown", sid, "fivetran://connector/af2_unknown"))
         assert other is not None and other.state is DeliveryState.UNDELIVERED

@@ -40,9 +40,14 @@ def uri(connector_id: str) -> str:
 
 @pytest.fixture
 def af_settings(settings: Settings, airflow: AirflowServer) -> Settings:
-    return Settings(**{**{k: getattr(settings, k) for k in Settings.model_fields},
-                       "airflow_url": airflow.url, "airflow_username": airflow.username,
-                       "airflow_password": airflow.password})
+    return Settings(
+        **{
+            **{k: getattr(settings, k) for k in Settings.model_fields},
+            "airflow_url": airflow.url,
+            "airflow_username": airflow.username,
+            "airflow_password": airflow.password,
+        }
+    )
 
 
 @pytest.fixture
@@ -59,19 +64,29 @@ def workers(af_settings: Settings, tmp_path: Path) -> Iterator[list[WorkerProces
         w.stop()
 
 
-def start_worker(af_settings: Settings, tmp_path: Path, name: str = "worker",
-                 **extra: Any) -> WorkerProcess:
+def start_worker(
+    af_settings: Settings, tmp_path: Path, name: str = "worker", **extra: Any
+) -> WorkerProcess:
     extra = {"forward_backoff_max_seconds": 2, **extra}
     return WorkerProcess(af_settings, tmp_path, name, **extra)
 
 
 def events_of(airflow: AirflowServer, connector_id: str, sync_id: str) -> list[dict[str, Any]]:
-    return [e for e in airflow.asset_events(uri(connector_id))
-            if (e.get("extra") or {}).get("sync_id") == sync_id]
+    return [
+        e
+        for e in airflow.asset_events(uri(connector_id))
+        if (e.get("extra") or {}).get("sync_id") == sync_id
+    ]
 
 
-def wait_state(fw: Forwarder, connector_id: str, sync_id: str, state: DeliveryState,
-               timeout: float = 60.0, worker: WorkerProcess | None = None) -> Any:
+def wait_state(
+    fw: Forwarder,
+    connector_id: str,
+    sync_id: str,
+    state: DeliveryState,
+    timeout: float = 60.0,
+    worker: WorkerProcess | None = None,
+) -> Any:
     did = delivery_id(connector_id, sync_id, uri(connector_id))
     deadline = time.monotonic() + timeout
     d = None
@@ -80,8 +95,9 @@ def wait_state(fw: Forwarder, connector_id: str, sync_id: str, state: DeliverySt
         if d is not None and d.state is state:
             return d
         time.sleep(0.1)
-    raise AssertionError(f"delivery still {d and d.fields} after {timeout}s\n"
-                         + (worker.log() if worker else ""))
+    raise AssertionError(
+        f"delivery still {d and d.fields} after {timeout}s\n" + (worker.log() if worker else "")
+    )
 
 
 class TestClient:
@@ -104,8 +120,14 @@ class TestClient:
         assert c.known(uri("e2e")) and c.known(uri("e2e"))
         assert c.tokens_fetched == 1
         expired = airflow.expired_token()
-        assert requests.get(f"{airflow.url}/api/v2/assets", timeout=10,
-                            headers={"Authorization": f"Bearer {expired}"}).status_code == 401
+        assert (
+            requests.get(
+                f"{airflow.url}/api/v2/assets",
+                timeout=10,
+                headers={"Authorization": f"Bearer {expired}"},
+            ).status_code
+            == 401
+        )
         c.set_token(expired)
         sid = f"tok-{uuid.uuid4()}"
         ev = c.post_event(uri("e2e"), {"sync_id": sid})
@@ -115,8 +137,14 @@ class TestClient:
 
 class TestEndToEnd:
     def test_sync_end_reaches_an_asset_scheduled_dag(
-            self, http: Any, airflow: AirflowServer, af_settings: Settings, fw: Forwarder,
-            workers: list[WorkerProcess], tmp_path: Path) -> None:
+        self,
+        http: Any,
+        airflow: AirflowServer,
+        af_settings: Settings,
+        fw: Forwarder,
+        workers: list[WorkerProcess],
+        tmp_path: Path,
+    ) -> None:
         """Signed sync_end -> webhook -> worker -> asset event with extra -> DAG run sees it."""
         cid = "e2e_conn"
         airflow.wait_for_asset(uri(cid))
@@ -140,21 +168,30 @@ class TestEndToEnd:
 
         def dag_saw_it() -> bool:
             out = airflow.output_dir / cid
-            return any(sid == e["extra"].get("sync_id")
-                       for f in (out.glob("*.json") if out.exists() else [])
-                       for e in json.loads(f.read_text())["events"])
+            return any(
+                sid == e["extra"].get("sync_id")
+                for f in (out.glob("*.json") if out.exists() else [])
+                for e in json.loads(f.read_text())["events"]
+            )
 
         airflow.wait_for(f"consume_{cid} to see {sid}", dag_saw_it, timeout=120)
 
         # Fivetran redelivers the same webhook: a duplicate, still one event.
-        assert http.post("/webhooks/fivetran", data=raw,
-                         headers=headers).get_json()["status"] == "duplicate"
+        assert (
+            http.post("/webhooks/fivetran", data=raw, headers=headers).get_json()["status"]
+            == "duplicate"
+        )
         time.sleep(1.0)
         assert len(events_of(airflow, cid, sid)) == 1
 
-    def test_unknown_dataset_then_replay(self, http: Any, airflow: AirflowServer,
-                                         fw: Forwarder, tmp_path: Path,
-                                         af_settings: Settings) -> None:
+    def test_unknown_dataset_then_replay(
+        self,
+        http: Any,
+        airflow: AirflowServer,
+        fw: Forwarder,
+        tmp_path: Path,
+        af_settings: Settings,
+    ) -> None:
         """No DAG uses the URI: undelivered, saying so; once a DAG uses it, replay delivers."""
         cid = f"late{uuid.uuid4().hex[:8]}"
         sid = f"late-{uuid.uuid4()}"
@@ -168,10 +205,14 @@ class TestEndToEnd:
         check = CliRunner().invoke(main, ["datasets", "check"], env=env)
         assert check.exit_code == 1 and "MISSING" in check.output and uri(cid) in check.output
 
-        airflow.add_dag(f"{cid}.py", (
-            "from airflow.sdk import DAG, Asset, task\n"
-            f"with DAG(dag_id='consume_{cid}', schedule=[Asset('{uri(cid)}')]):\n"
-            "    @task\n    def noop(): pass\n    noop()\n"))
+        airflow.add_dag(
+            f"{cid}.py",
+            (
+                "from airflow.sdk import DAG, Asset, task\n"
+                f"with DAG(dag_id='consume_{cid}', schedule=[Asset('{uri(cid)}')]):\n"
+                "    @task\n    def noop(): pass\n    noop()\n"
+            ),
+        )
         airflow.wait_for_asset(uri(cid))
         check = CliRunner().invoke(main, ["datasets", "check"], env=env)
         assert check.exit_code == 0, check.output
@@ -180,15 +221,22 @@ class TestEndToEnd:
         run_worker(fw)
         wait_state(fw, cid, sid, DeliveryState.DELIVERED, timeout=5)
         assert len(events_of(airflow, cid, sid)) == 1
-        airflow.wait_for(f"a run of consume_{cid}", lambda: airflow.dag_runs(f"consume_{cid}"),
-                         timeout=90)
+        airflow.wait_for(
+            f"a run of consume_{cid}", lambda: airflow.dag_runs(f"consume_{cid}"), timeout=90
+        )
 
 
 @pytest.mark.slow
 class TestFaults:
     def test_airflow_down_while_deliveries_arrive(
-            self, http: Any, airflow: AirflowServer, af_settings: Settings, fw: Forwarder,
-            workers: list[WorkerProcess], tmp_path: Path) -> None:
+        self,
+        http: Any,
+        airflow: AirflowServer,
+        af_settings: Settings,
+        fw: Forwarder,
+        workers: list[WorkerProcess],
+        tmp_path: Path,
+    ) -> None:
         """API server stopped, syncs arrive, API server back: each arrives once, none lost."""
         cid = "fault_conn"
         airflow.wait_for_asset(uri(cid))
@@ -208,15 +256,24 @@ class TestFaults:
             assert len(events_of(airflow, cid, sid)) == 1, sid
 
     def test_worker_killed_mid_delivery(
-            self, http: Any, airflow: AirflowServer, af_settings: Settings, fw: Forwarder,
-            workers: list[WorkerProcess], tmp_path: Path) -> None:
+        self,
+        http: Any,
+        airflow: AirflowServer,
+        af_settings: Settings,
+        fw: Forwarder,
+        workers: list[WorkerProcess],
+        tmp_path: Path,
+    ) -> None:
         """SIGKILL while the POST is in Airflow's hands: another worker ends with one event."""
         cid = "kill_conn"
         airflow.wait_for_asset(uri(cid))
         # The stopped API server commits the orphaned POST as soon as it runs again, so a
         # few seconds of margin after the dead attempt's lease cover it here.
-        short = {"airflow_timeout_seconds": 2, "forward_lease_seconds": 5,
-                 "forward_unknown_outcome_seconds": 5}
+        short = {
+            "airflow_timeout_seconds": 2,
+            "forward_lease_seconds": 5,
+            "forward_unknown_outcome_seconds": 5,
+        }
         first = start_worker(af_settings, tmp_path, "first", **short)
         workers.append(first)
         warm = f"warm-{uuid.uuid4()}"  # the worker gets its token and asset id first
@@ -229,9 +286,12 @@ class TestFaults:
             sid = f"kill-{uuid.uuid4()}"
             post_event(http, connector_id=cid, sync_id=sid)
             did = delivery_id(cid, sid, uri(cid))
-            airflow.wait_for("the in-flight mark",
-                             lambda: fw.redis.hget(fw.store.key(did), "inflight_ms"),
-                             timeout=20, interval=0.02)
+            airflow.wait_for(
+                "the in-flight mark",
+                lambda: fw.redis.hget(fw.store.key(did), "inflight_ms"),
+                timeout=20,
+                interval=0.02,
+            )
             time.sleep(0.3)  # the request is on its way
             first.kill()
         finally:

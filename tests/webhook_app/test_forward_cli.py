@@ -41,8 +41,9 @@ def sample(name: str, **labels: str) -> float:
 
 
 class TestDeliveriesAndReplay:
-    def test_lists_states_and_replays_a_sync(self, http: Any, fw: Forwarder, af2: Airflow2,
-                                             env: dict[str, str]) -> None:
+    def test_lists_states_and_replays_a_sync(
+        self, http: Any, fw: Forwarder, af2: Airflow2, env: dict[str, str]
+    ) -> None:
         """deliveries shows the reason of an undelivered sync; replay SYNC_ID delivers it."""
         post_event(http, sync_id="s1")
         run_worker(fw)
@@ -62,8 +63,9 @@ class TestDeliveriesAndReplay:
         out = cli(env, "replay", "unknown-sync")
         assert out.exit_code == 1 and "no deliveries recorded" in out.output
 
-    def test_datasets_check(self, http: Any, fw: Forwarder, af2: Airflow2,
-                            env: dict[str, str]) -> None:
+    def test_datasets_check(
+        self, http: Any, fw: Forwarder, af2: Airflow2, env: dict[str, str]
+    ) -> None:
         """Lists the recorded connectors' URIs and whether Airflow knows each."""
         post_event(http, sync_id="s1")
         out = cli(env, "datasets", "check")
@@ -77,8 +79,9 @@ class TestDeliveriesAndReplay:
         out = cli(env, "worker", "--burst")
         assert out.exit_code == 1 and "FIVETRAN_EVENTS_AIRFLOW_URL" in out.output
 
-    def test_worker_burst_delivers(self, http: Any, fw: Forwarder, af2: Airflow2,
-                                   env: dict[str, str]) -> None:
+    def test_worker_burst_delivers(
+        self, http: Any, fw: Forwarder, af2: Airflow2, env: dict[str, str]
+    ) -> None:
         af2.add_dataset(URI)
         post_event(http, sync_id="s1")
         out = cli(env, "worker", "--burst")
@@ -87,11 +90,15 @@ class TestDeliveriesAndReplay:
 
 
 class TestMetrics:
-    def test_outcomes_and_latency_are_counted(self, http: Any, fw: Forwarder,
-                                              af2: Airflow2) -> None:
+    def test_outcomes_and_latency_are_counted(
+        self, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         name = "fivetran_events_forward_attempts_total"
-        before = (sample(name, outcome="delivered"), sample(name, outcome="undelivered"),
-                  sample("fivetran_events_forward_latency_seconds_count"))
+        before = (
+            sample(name, outcome="delivered"),
+            sample(name, outcome="undelivered"),
+            sample("fivetran_events_forward_latency_seconds_count"),
+        )
         post_event(http, sync_id="s1")
         run_worker(fw)
         af2.add_dataset(URI)

@@ -37,8 +37,10 @@ class TestDatasetUris:
     def test_toml_mapping(self, tmp_path: Path) -> None:
         """A TOML mapping gives a connector one or several URIs; others keep the template."""
         f = tmp_path / "map.toml"
-        f.write_text('[connectors]\nc1 = ["s3://lake/{connector_id}", "pg://wh/orders"]\n'
-                     'c2 = "pg://wh/customers"\n')
+        f.write_text(
+            '[connectors]\nc1 = ["s3://lake/{connector_id}", "pg://wh/orders"]\n'
+            'c2 = "pg://wh/customers"\n'
+        )
         m = load_uri_map(mapping_file=f)
         assert m.uris("c1") == ["s3://lake/c1", "pg://wh/orders"]
         assert m.uris("c2") == ["pg://wh/customers"]
@@ -110,8 +112,9 @@ class TestRetryAfter:
         assert retry_after_seconds("7") == 7.0
         assert retry_after_seconds(None) is None
         assert retry_after_seconds("garbage") is None
-        assert retry_after_seconds("Thu, 01 Jan 2026 00:01:00 GMT",
-                                   now=1767225600.0) == pytest.approx(60.0)
+        assert retry_after_seconds(
+            "Thu, 01 Jan 2026 00:01:00 GMT", now=1767225600.0
+        ) == pytest.approx(60.0)
 
     def test_not_a_number_is_no_wish(self) -> None:
         """NaN asks for nothing (None); infinity is kept for the caller to clamp."""

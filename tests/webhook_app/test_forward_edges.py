@@ -67,8 +67,9 @@ class TestForwardingOff:
         with app.test_client() as c:
             yield c
 
-    def test_no_deliveries_and_no_jobs(self, off: Any, client: redis.Redis,
-                                       reader: HistoryReader) -> None:
+    def test_no_deliveries_and_no_jobs(
+        self, off: Any, client: redis.Redis, reader: HistoryReader
+    ) -> None:
         """Unset Airflow URL: successes are recorded, but no delivery and no RQ job exist."""
         for i in range(3):
             assert post_event(off, sync_id=f"s{i}", created=at(3, i))["status"] == "recorded"
@@ -77,7 +78,8 @@ class TestForwardingOff:
         assert forwarding_keys(client) == []
 
     def test_turning_it_on_forwards_the_past_only_when_asked(
-            self, off: Any, http: Any, fw: Forwarder, af2: Airflow2) -> None:
+        self, off: Any, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         """Successes from while it was off stay put until ``replay --since`` queues them."""
         post_event(off, sync_id="old", created=at(2))
         post_event(off, sync_id="recent", created=at(4))
@@ -99,15 +101,15 @@ class TestForwardingOff:
         assert sorted(e["extra"]["sync_id"] for e in af2.events) == ["live", "old", "recent"]
 
     @pytest.mark.parametrize("since", ["yesterday", "2026-13-01", ""])
-    def test_bad_since_changes_nothing(self, off: Any, fw: Forwarder, client: redis.Redis,
-                                       since: str) -> None:
+    def test_bad_since_changes_nothing(
+        self, off: Any, fw: Forwarder, client: redis.Redis, since: str
+    ) -> None:
         post_event(off, sync_id="s1", created=at(2))
         out = CliRunner().invoke(main, ["replay", "--since", since], env=worker_env(fw.settings))
         assert out.exit_code == 2 and "--since" in out.output
         assert forwarding_keys(client) == []
 
-    def test_since_needs_forwarding_on(self, off: Any, fw: Forwarder,
-                                       client: redis.Redis) -> None:
+    def test_since_needs_forwarding_on(self, off: Any, fw: Forwarder, client: redis.Redis) -> None:
         post_event(off, sync_id="s1", created=at(2))
         env = {k: v for k, v in worker_env(fw.settings).items() if "AIRFLOW" not in k}
         out = CliRunner().invoke(main, ["replay", "--since", "2026-01-01"], env=env)
@@ -150,10 +152,12 @@ class TestBackoffHolds:
                 assert fw.sweep() == 0
             assert fw.queue.count == 1
 
-    @pytest.mark.parametrize("value", ["1e999", "Infinity", "99999999999999999999",
-                                       "Fri, 31 Dec 9999 23:59:59 GMT"])
+    @pytest.mark.parametrize(
+        "value", ["1e999", "Infinity", "99999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT"]
+    )
     def test_absurd_retry_after_is_clamped_into_the_window(
-            self, http: Any, fw: Forwarder, af2: Airflow2, value: str) -> None:
+        self, http: Any, fw: Forwarder, af2: Airflow2, value: str
+    ) -> None:
         """An infinite or enormous Retry-After: retried at the window's end, not crashed."""
         with freeze_time(T0):
             af2.faults.append((429, {"Retry-After": value}))
@@ -167,36 +171,44 @@ class TestBackoffHolds:
 
 
 class TestUnknownOutcome:
-    def test_late_commit_gets_one_event(self, http: Any, fw: Forwarder, af2: Airflow2,
-                                        tmp_path: Path) -> None:
+    def test_late_commit_gets_one_event(
+        self, http: Any, fw: Forwarder, af2: Airflow2, tmp_path: Path
+    ) -> None:
         """Airflow commits the first POST 2.5 s after receiving it; the client gave up at
         1 s. The retry waits until a lookup can be trusted: one event, not two."""
         af2.first_commit_delay = 2.5
         # Airflow here may commit up to 1.5 s after the client's 1 s timeout; 2 s covers it.
-        worker = WorkerProcess(fw.settings, tmp_path, airflow_timeout_seconds=1,
-                               forward_backoff_seconds=0.1, forward_backoff_max_seconds=0.2,
-                               forward_unknown_outcome_seconds=2)
+        worker = WorkerProcess(
+            fw.settings,
+            tmp_path,
+            airflow_timeout_seconds=1,
+            forward_backoff_seconds=0.1,
+            forward_backoff_max_seconds=0.2,
+            forward_unknown_outcome_seconds=2,
+        )
         try:
             post_event(http, sync_id="s1")
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not (
-                    delivery(fw, "s1").state is DeliveryState.DELIVERED
-                    and af2.uncommitted == 0):
+                delivery(fw, "s1").state is DeliveryState.DELIVERED and af2.uncommitted == 0
+            ):
                 time.sleep(0.1)
         finally:
             worker.stop()
         d = delivery(fw, "s1")
-        print(f"late commit: {len(af2.posts)} POSTs, {len(events_of(af2, 's1'))} events "
-              f"for (s1, {URI}), delivery {d.state.value}, recovered={d.get('recovered')}")
+        print(
+            f"late commit: {len(af2.posts)} POSTs, {len(events_of(af2, 's1'))} events "
+            f"for (s1, {URI}), delivery {d.state.value}, recovered={d.get('recovered')}"
+        )
         assert d.state is DeliveryState.DELIVERED, worker.log()
         assert len(events_of(af2, "s1")) == 1
         assert len(af2.posts) == 1 and d.get("recovered") == "1"
 
-    def test_a_restarted_worker_honours_the_mark(self, http: Any, settings: Settings,
-                                                 af2: Airflow2) -> None:
+    def test_a_restarted_worker_honours_the_mark(
+        self, http: Any, settings: Settings, af2: Airflow2
+    ) -> None:
         """The open POST is durable: a new worker process does not post before it settles."""
-        fw = forwarder(settings, af2.url, af2.username, af2.password,
-                       airflow_timeout_seconds=0.5)
+        fw = forwarder(settings, af2.url, af2.username, af2.password, airflow_timeout_seconds=0.5)
         af2.answer_delay = 1.0
         with freeze_time(T0, tick=True):
             post_event(http, sync_id="s1")
@@ -215,7 +227,8 @@ class TestUnknownOutcome:
 
 class TestReplayIsAtomic:
     def test_worker_delivers_between_replays_read_and_write(
-            self, http: Any, fw: Forwarder, af2: Airflow2) -> None:
+        self, http: Any, fw: Forwarder, af2: Airflow2
+    ) -> None:
         """Forced interleaving: replay reads 'retrying', a worker then delivers, replay
         writes. The delivery keeps Airflow's event id; one event in all."""
         with freeze_time(T0) as clock:
@@ -235,6 +248,7 @@ class TestReplayIsAtomic:
                     if reads["n"] == 1:  # the worker's attempt lands right after replay read
                         assert fw.attempt(d.id)["outcome"] == "delivered"
                     return value
+
                 return read
 
             with pytest.MonkeyPatch.context() as mp:

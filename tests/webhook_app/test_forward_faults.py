@@ -87,8 +87,11 @@ class DelayingProxy(BaseHTTPRequestHandler):
 @pytest.fixture
 def proxy(airflow: AirflowServer) -> Iterator[str]:
     """A delaying proxy on a free 127.0.0.1 port in front of the suite's api-server."""
-    handler = type("Proxy", (DelayingProxy,), {"upstream": ("127.0.0.1", airflow.port),
-                                               "delay": 2.5, "held": []})
+    handler = type(
+        "Proxy",
+        (DelayingProxy,),
+        {"upstream": ("127.0.0.1", airflow.port), "delay": 2.5, "held": []},
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     with serving_in_thread(server):
@@ -96,31 +99,47 @@ def proxy(airflow: AirflowServer) -> Iterator[str]:
 
 
 def through(settings: Settings, url: str) -> Settings:
-    return Settings(**{**{k: getattr(settings, k) for k in Settings.model_fields},
-                       "airflow_url": url})
+    return Settings(
+        **{**{k: getattr(settings, k) for k in Settings.model_fields}, "airflow_url": url}
+    )
 
 
 class TestLateCommit:
     def test_post_committed_after_the_client_gave_up(
-            self, http: Any, airflow: AirflowServer, af_settings: Settings, fw: Forwarder,
-            proxy: str, workers: list[WorkerProcess], tmp_path: Path) -> None:
+        self,
+        http: Any,
+        airflow: AirflowServer,
+        af_settings: Settings,
+        fw: Forwarder,
+        proxy: str,
+        workers: list[WorkerProcess],
+        tmp_path: Path,
+    ) -> None:
         """Airflow gets the first POST 2.5 s after it was sent, 1.5 s after the client's
         1 s timeout; the retry finds that event instead of posting a second one."""
         cid = "e2e_conn"
         airflow.wait_for_asset(uri(cid))
         # Airflow (behind the proxy) commits up to ~1.5 s after the timeout: 3 s covers it.
-        workers.append(start_worker(through(af_settings, proxy), tmp_path, "late",
-                                    airflow_timeout_seconds=1,
-                                    forward_backoff_seconds=0.1,
-                                    forward_backoff_max_seconds=0.2,
-                                    forward_unknown_outcome_seconds=3))
+        workers.append(
+            start_worker(
+                through(af_settings, proxy),
+                tmp_path,
+                "late",
+                airflow_timeout_seconds=1,
+                forward_backoff_seconds=0.1,
+                forward_backoff_max_seconds=0.2,
+                forward_unknown_outcome_seconds=3,
+            )
+        )
         sid = f"late-{uuid.uuid4()}"
         post_event(http, connector_id=cid, sync_id=sid)
         d = wait_state(fw, cid, sid, DeliveryState.DELIVERED, timeout=60, worker=workers[0])
         time.sleep(1.0)  # anything still in flight lands
         found = events_of(airflow, cid, sid)
-        print(f"late commit on Airflow 3: {len(found)} event(s) for ({sid}, {uri(cid)}), "
-              f"attempts {d.fields['attempts']}, recovered={d.get('recovered')}")
+        print(
+            f"late commit on Airflow 3: {len(found)} event(s) for ({sid}, {uri(cid)}), "
+            f"attempts {d.fields['attempts']}, recovered={d.get('recovered')}"
+        )
         assert len(found) == 1
         assert d.get("recovered") == "1" and int(d.fields["event_id"]) == found[0]["id"]
 
@@ -148,19 +167,29 @@ class TestApiServerDownForAMinute:
     GAP_S = 1.0
 
     def test_no_acknowledged_delivery_lost(
-            self, airflow: AirflowServer, af_settings: Settings, fw: Forwarder,
-            workers: list[WorkerProcess], redis_url: str, tmp_path: Path) -> None:
+        self,
+        airflow: AirflowServer,
+        af_settings: Settings,
+        fw: Forwarder,
+        workers: list[WorkerProcess],
+        redis_url: str,
+        tmp_path: Path,
+    ) -> None:
         """Deliveries keep arriving at gunicorn while Airflow's api-server is stopped for
         60 s; afterwards every acknowledged one has exactly one event."""
         cid = "fault_conn"
         airflow.wait_for_asset(uri(cid))
-        workers.append(start_worker(af_settings, tmp_path, "outage",
-                                    airflow_timeout_seconds=2))
+        workers.append(start_worker(af_settings, tmp_path, "outage", airflow_timeout_seconds=2))
         sent: list[str] = []
         acked: list[str] = []
         stop = threading.Event()
-        with webhook_server(redis_url, tmp_path, FIVETRAN_EVENTS_AIRFLOW_URL=airflow.url,
-                            FIVETRAN_EVENTS_FORWARD_BACKOFF_MAX_SECONDS="2") as (base, _):
+        with webhook_server(
+            redis_url,
+            tmp_path,
+            FIVETRAN_EVENTS_AIRFLOW_URL=airflow.url,
+            FIVETRAN_EVENTS_FORWARD_BACKOFF_MAX_SECONDS="2",
+        ) as (base, _):
+
             def send() -> None:
                 s = requests.Session()
                 while not stop.wait(self.GAP_S):
@@ -168,8 +197,9 @@ class TestApiServerDownForAMinute:
                     raw, headers = signed(payload(connector_id=cid, sync_id=sid))
                     sent.append(sid)
                     try:
-                        r = s.post(f"{base}/webhooks/fivetran", data=raw, headers=headers,
-                                   timeout=10)
+                        r = s.post(
+                            f"{base}/webhooks/fivetran", data=raw, headers=headers, timeout=10
+                        )
                     except requests.RequestException:
                         continue
                     if r.status_code == 200 and r.json()["status"] == "recorded":
@@ -192,10 +222,12 @@ class TestApiServerDownForAMinute:
             wait_state(fw, cid, sid, DeliveryState.DELIVERED, timeout=180, worker=workers[0])
         per_sync = {sid: len(events_of(airflow, cid, sid)) for sid in sent}
         counts = sorted(set(per_sync[s] for s in acked))
-        print(f"api-server down {down_for:.0f} s: {len(sent)} deliveries sent, "
-              f"{len(acked)} acknowledged, events per (sync, URI) over acknowledged: "
-              f"{counts}, unacknowledged with events: "
-              f"{sum(1 for s in sent if s not in acked and per_sync[s])}")
+        print(
+            f"api-server down {down_for:.0f} s: {len(sent)} deliveries sent, "
+            f"{len(acked)} acknowledged, events per (sync, URI) over acknowledged: "
+            f"{counts}, unacknowledged with events: "
+            f"{sum(1 for s in sent if s not in acked and per_sync[s])}"
+        )
         assert len(acked) >= self.OUTAGE_S / self.GAP_S * 0.8
         assert all(per_sync[s] == 1 for s in acked), per_sync
         assert all(per_sync[s] <= 1 for s in sent)

@@ -77,7 +77,7 @@ def corrupt_records(client: redis.Redis) -> tuple[int, list[str]]:
     """Read back every key under the prefix; return (records checked, problems)."""
     checked, problems = 0, []
     for key in client.scan_iter(match=PREFIX + "c:*", count=1000):
-        connector, _, suffix = key.decode()[len(PREFIX) + 2:].partition(":")
+        connector, _, suffix = key.decode()[len(PREFIX) + 2 :].partition(":")
         if not is_valid_id(connector) or suffix not in CONNECTOR_SETS:
             problems.append(f"{key!r}: unexpected key")
             continue
@@ -125,11 +125,13 @@ def test_hostile_signed_bodies_never_500_never_corrupt(http, client: redis.Redis
     elapsed = time.monotonic() - started
     checked, problems = corrupt_records(client)
     seen = sum(client.zcard(k) for k in client.scan_iter(match=PREFIX + "c:*:seen"))
-    summary = (f"fuzz seed={SEED}: {len(bodies)} signed hostile bodies in {elapsed:.1f}s; "
-               f"statuses {dict(sorted(statuses.items()))}; answers {dict(answers)}; "
-               f"{len(server_errors)} responses 5xx or not JSON; {checked} stored records "
-               f"checked, {len(problems)} corrupt; {seen} dedup marks for "
-               f"{answers['recorded']} recorded")
+    summary = (
+        f"fuzz seed={SEED}: {len(bodies)} signed hostile bodies in {elapsed:.1f}s; "
+        f"statuses {dict(sorted(statuses.items()))}; answers {dict(answers)}; "
+        f"{len(server_errors)} responses 5xx or not JSON; {checked} stored records "
+        f"checked, {len(problems)} corrupt; {seen} dedup marks for "
+        f"{answers['recorded']} recorded"
+    )
     print("\n" + summary)
     assert len(bodies) >= 10_000 or "FUZZ_BODIES" in os.environ
     assert server_errors == [], f"{summary}; first: {server_errors[:3]}"

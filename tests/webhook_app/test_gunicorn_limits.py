@@ -41,8 +41,10 @@ def body_of(size: int, sync_id: str) -> bytes:
 
 def chunks(raw: bytes, size: int = 16 * 1024) -> bytes:
     """``raw`` in HTTP/1.1 chunked framing."""
-    out = b"".join(f"{len(raw[i:i + size]):x}\r\n".encode() + raw[i:i + size] + b"\r\n"
-                   for i in range(0, len(raw), size))
+    out = b"".join(
+        f"{len(raw[i : i + size]):x}\r\n".encode() + raw[i : i + size] + b"\r\n"
+        for i in range(0, len(raw), size)
+    )
     return out + b"0\r\n\r\n"
 
 
@@ -51,9 +53,11 @@ def post(port: int, raw: bytes, chunked: bool, wire: bytes | None = None) -> tup
     replaces the body's bytes as sent."""
     _, headers = signed(raw)
     framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {len(raw)}"
-    head = (f"POST /webhooks/fivetran HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Content-Type: application/json\r\n{SIGNATURE_HEADER}: "
-            f"{headers[SIGNATURE_HEADER]}\r\n{framing}\r\nConnection: close\r\n\r\n")
+    head = (
+        f"POST /webhooks/fivetran HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\n{SIGNATURE_HEADER}: "
+        f"{headers[SIGNATURE_HEADER]}\r\n{framing}\r\nConnection: close\r\n\r\n"
+    )
     if wire is None:
         wire = chunks(raw) if chunked else raw
     with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
@@ -72,8 +76,9 @@ def gunicorn_port(redis_proc, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 @pytest.mark.parametrize("over", [1, 3 * LIMIT], ids=["one-byte-over", "four-times"])
-def test_over_limit_is_413_however_framed(gunicorn_port: int, client: redis.Redis,
-                                          over: int) -> None:
+def test_over_limit_is_413_however_framed(
+    gunicorn_port: int, client: redis.Redis, over: int
+) -> None:
     """A correctly signed body over the limit is 413 chunked as with Content-Length (chunked
     it used to be cut at the limit and then fail its signature: 401) and records nothing;
     a chunked body of exactly the limit is read whole and recorded."""

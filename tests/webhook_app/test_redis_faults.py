@@ -70,8 +70,13 @@ def read_only_replica(tmp: Path) -> Iterator[tuple[OwnRedis, Callable[[], None]]
 def failed_save(tmp: Path) -> Iterator[tuple[OwnRedis, Callable[[], None]]]:
     """A BGSAVE into a directory that vanished: Redis stops writes (MISCONF)."""
     gone = tmp / "gone"
-    with own_redis(tmp / "misconf", "--stop-writes-on-bgsave-error", "yes",
-                   "--enable-protected-configs", "local") as server:
+    with own_redis(
+        tmp / "misconf",
+        "--stop-writes-on-bgsave-error",
+        "yes",
+        "--enable-protected-configs",
+        "local",
+    ) as server:
         c = server.client()
         c.config_set("save", "3600 1")
         gone.mkdir()
@@ -126,8 +131,9 @@ def loading(tmp: Path) -> Iterator[tuple[OwnRedis, Callable[[], None]]]:
             pipe.execute()
         c.save()
     # 60,000 keys x 1 ms: a minute of LOADING at most; recover() lifts the delay.
-    with own_redis(directory, "--key-load-delay", "1000",
-                   "--loading-process-events-interval-bytes", "1024") as server:
+    with own_redis(
+        directory, "--key-load-delay", "1000", "--loading-process-events-interval-bytes", "1024"
+    ) as server:
         c = server.client(retry=None)
         poll(lambda: refuses(c, redis.BusyLoadingError), "LOADING")
 
@@ -139,21 +145,24 @@ def loading(tmp: Path) -> Iterator[tuple[OwnRedis, Callable[[], None]]]:
 
 
 STATES: dict[str, Fault] = {
-    "OOM": out_of_memory, "READONLY": read_only_replica, "MISCONF": failed_save,
-    "BUSY": busy_script, "LOADING": loading,
+    "OOM": out_of_memory,
+    "READONLY": read_only_replica,
+    "MISCONF": failed_save,
+    "BUSY": busy_script,
+    "LOADING": loading,
 }
 
 
 @pytest.mark.parametrize("state", list(STATES))
-def test_refused_write_is_503_and_not_ready(settings: Settings, tmp_path: Path,
-                                            state: str) -> None:
+def test_refused_write_is_503_and_not_ready(settings: Settings, tmp_path: Path, state: str) -> None:
     """Redis refusing writes answers 503 with Retry-After, writes nothing, and /readyz
     is not ready (a write probe, not PING); after recovery the delivery is recorded."""
     body = payload(sync_id="s-fault", created=at(3))
     raw, headers = signed(body)
     with STATES[state](tmp_path) as (server, recover):
-        app = create_app(settings.model_copy(update={"redis_url": server.url,
-                                                     "redis_timeout_seconds": 2.0}))
+        app = create_app(
+            settings.model_copy(update={"redis_url": server.url, "redis_timeout_seconds": 2.0})
+        )
         http = app.test_client()
         before = delivery_count(http.get("/metrics").get_data(as_text=True), "unavailable")
         r = http.post("/webhooks/fivetran", data=raw, headers=headers)

@@ -42,16 +42,21 @@ def test_redis_restart_under_load_loses_no_ack(tmp_path: Path) -> None:
     lock = threading.Lock()
     stop = threading.Event()
 
-    with own_redis(tmp_path / "redis", "--appendonly", "yes", "--appendfsync",
-                   "everysec") as server, webhook_server(server.url, tmp_path) as (base, _):
+    with (
+        own_redis(tmp_path / "redis", "--appendonly", "yes", "--appendfsync", "everysec") as server,
+        webhook_server(server.url, tmp_path) as (base, _),
+    ):
+
         def drive() -> None:
             session = requests.Session()
             while not stop.is_set():
-                raw, headers = signed(payload(sync_id=str(uuid.uuid4()),
-                                              connector_id=f"c{len(acked) % CONNECTORS}"))
+                raw, headers = signed(
+                    payload(sync_id=str(uuid.uuid4()), connector_id=f"c{len(acked) % CONNECTORS}")
+                )
                 try:
-                    r = session.post(base + "/webhooks/fivetran", data=raw, headers=headers,
-                                     timeout=40)
+                    r = session.post(
+                        base + "/webhooks/fivetran", data=raw, headers=headers, timeout=40
+                    )
                 except requests.RequestException as exc:
                     with lock:
                         outcomes[f"no answer: {type(exc).__name__}"] += 1
@@ -88,18 +93,29 @@ def test_redis_restart_under_load_loses_no_ack(tmp_path: Path) -> None:
             for t in threads:
                 t.join(timeout=60)
         client = server.client()
-        lost = [raw for raw in acked
-                if client.zscore(ConnectorKeys("test:", parse_event(raw).connector_id).seen,
-                                 parse_event(raw).dedup_id) is None]
+        lost = [
+            raw
+            for raw in acked
+            if client.zscore(
+                ConnectorKeys("test:", parse_event(raw).connector_id).seen,
+                parse_event(raw).dedup_id,
+            )
+            is None
+        ]
         keys = [ConnectorKeys("test:", f"c{i}") for i in range(CONNECTORS)]
         recorded = sum(client.zcard(k.ok) for k in keys)
-        half_written = [k.connector_id for k in keys
-                        if not client.zcard(k.seen) == client.zcard(k.ok) == client.zcard(k.ends)]
+        half_written = [
+            k.connector_id
+            for k in keys
+            if not client.zcard(k.seen) == client.zcard(k.ok) == client.zcard(k.ends)
+        ]
         jobs = Queue("fivetran-events", connection=client).count
 
-    summary = (f"redis restart under load: {sum(outcomes.values())} deliveries, "
-               f"{len(acked)} acknowledged ({acked_at_stop} before the stop), {len(lost)} of "
-               f"them lost; {recorded} recorded, {jobs} forwarding jobs; answers {dict(outcomes)}")
+    summary = (
+        f"redis restart under load: {sum(outcomes.values())} deliveries, "
+        f"{len(acked)} acknowledged ({acked_at_stop} before the stop), {len(lost)} of "
+        f"them lost; {recorded} recorded, {jobs} forwarding jobs; answers {dict(outcomes)}"
+    )
     print("\n" + summary)
     assert lost == [], summary
     assert set(outcomes) <= {"200 recorded", "503 with Retry-After"}, summary

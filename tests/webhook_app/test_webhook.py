@@ -41,8 +41,12 @@ class TestSignature:
         assert post(http, payload(created=at(3)), secret=OTHER_SECRET).status_code == 200
 
     @pytest.mark.parametrize("header", [None, "", "00" * 32, "not-hex"])
-    def test_missing_or_wrong_is_401_and_writes_nothing(self, http, client: redis.Redis,  # type: ignore[no-untyped-def]
-                                                        header: str | None) -> None:
+    def test_missing_or_wrong_is_401_and_writes_nothing(
+        self,
+        http,
+        client: redis.Redis,  # type: ignore[no-untyped-def]
+        header: str | None,
+    ) -> None:
         raw = json.dumps(payload(created=at(3))).encode()
         headers = {} if header is None else {SIGNATURE_HEADER: header}
         r = http.post(URL, data=raw, headers=headers)
@@ -61,9 +65,13 @@ class TestSignature:
 class TestEvents:
     def test_test_event(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
         """Fivetran's test_event gets 200 (else it refuses to create the webhook), no sync."""
-        body = {"event": "test_event", "created": "2026-05-22T00:06:08.638Z",
-                "connector_type": "_connector_type", "connector_id": "_connector_1",
-                "group_id": "_destination_1"}
+        body = {
+            "event": "test_event",
+            "created": "2026-05-22T00:06:08.638Z",
+            "connector_type": "_connector_type",
+            "connector_id": "_connector_1",
+            "group_id": "_destination_1",
+        }
         r = post(http, body)
         assert r.status_code == 200 and r.json["status"] == "ignored"
         assert [k for k in client.keys("*") if b":c:" in k] == []
@@ -79,8 +87,9 @@ class TestEvents:
         assert r.json["status"] == "recorded"
         assert client.zcard("test:c:assimilate_seem:resyncs") == 1
 
-    @pytest.mark.parametrize("status", ["SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED",
-                                        "RESCHEDULED"])
+    @pytest.mark.parametrize(
+        "status", ["SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED", "RESCHEDULED"]
+    )
     def test_every_status_recorded(self, http, status: str) -> None:  # type: ignore[no-untyped-def]
         assert post(http, payload(status=status, created=at(3))).json["status"] == "recorded"
 
@@ -109,13 +118,21 @@ class TestForwardingJob:
 
 
 class TestClientErrors:
-    @pytest.mark.parametrize(("body", "field"), [
-        (b"{not json", "body"),
-        (json.dumps({"event": "sync_end"}).encode(), "created"),
-        (json.dumps({**payload(), "data": {"status": "NOPE"}}).encode(), "data.status"),
-    ])
-    def test_400_names_the_field(self, http, client: redis.Redis, body: bytes,  # type: ignore[no-untyped-def]
-                                 field: str) -> None:
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            (b"{not json", "body"),
+            (json.dumps({"event": "sync_end"}).encode(), "created"),
+            (json.dumps({**payload(), "data": {"status": "NOPE"}}).encode(), "data.status"),
+        ],
+    )
+    def test_400_names_the_field(
+        self,
+        http,
+        client: redis.Redis,
+        body: bytes,  # type: ignore[no-untyped-def]
+        field: str,
+    ) -> None:
         r = post(http, body)
         assert r.status_code == 400 and r.json["field"] == field
         assert client.keys("*") == []
@@ -135,8 +152,9 @@ class TestClientErrors:
 class TestUnavailable:
     def test_redis_down_is_503_with_retry_after(self, settings: Settings) -> None:
         """Fivetran retries a 503; Retry-After tells it when."""
-        down = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0",
-                                           "redis_timeout_seconds": 0.5})
+        down = settings.model_copy(
+            update={"redis_url": "redis://127.0.0.1:1/0", "redis_timeout_seconds": 0.5}
+        )
         app = create_app(down)
         with app.test_client() as c:
             r = post(c, payload(created=at(3)))
@@ -146,8 +164,9 @@ class TestUnavailable:
 
     def test_readyz_does_not_show_redis_address(self, settings: Settings) -> None:
         """/readyz may be reachable by more people than Redis should be known to."""
-        down = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0",
-                                           "redis_timeout_seconds": 0.5})
+        down = settings.model_copy(
+            update={"redis_url": "redis://127.0.0.1:1/0", "redis_timeout_seconds": 0.5}
+        )
         r = create_app(down).test_client().get("/readyz")
         assert r.status_code == 503 and r.headers["Retry-After"] == "30"
         assert "127.0.0.1" not in r.get_data(as_text=True), r.json
@@ -160,30 +179,48 @@ class TestUnavailable:
 
 
 class TestHostileInput:
-    @settings(max_examples=200, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(body=st.one_of(
-        st.binary(max_size=2000),
-        st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-                     lambda c: st.lists(c) | st.dictionaries(st.text(), c), max_leaves=20)
-        .map(lambda v: json.dumps(v).encode()),
-        st.fixed_dictionaries({"event": st.sampled_from(["sync_end", "sync_start",
-                                                         "resync_table", "test_event"])},
-                              optional={"created": st.text() | st.integers(),
-                                        "connector_id": st.text() | st.integers(),
-                                        "sync_id": st.text() | st.none(),
-                                        "data": st.dictionaries(st.text(), st.text()) |
-                                        st.integers()})
-        .map(lambda v: json.dumps(v).encode())),
+    @settings(
+        max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(
+        body=st.one_of(
+            st.binary(max_size=2000),
+            st.recursive(
+                st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+                max_leaves=20,
+            ).map(lambda v: json.dumps(v).encode()),
+            st.fixed_dictionaries(
+                {
+                    "event": st.sampled_from(
+                        ["sync_end", "sync_start", "resync_table", "test_event"]
+                    )
+                },
+                optional={
+                    "created": st.text() | st.integers(),
+                    "connector_id": st.text() | st.integers(),
+                    "sync_id": st.text() | st.none(),
+                    "data": st.dictionaries(st.text(), st.text()) | st.integers(),
+                },
+            ).map(lambda v: json.dumps(v).encode()),
+        ),
         sign_it=st.booleans(),
-        junk_headers=st.dictionaries(st.sampled_from(["Content-Type", "Content-Encoding",
-                                                      "X-Forwarded-For", SIGNATURE_HEADER]),
-                                     st.text(alphabet=st.characters(min_codepoint=32,
-                                                                    max_codepoint=126),
-                                             max_size=50), max_size=3))
-    def test_never_500_and_refusals_write_nothing(self, http, client: redis.Redis,  # type: ignore[no-untyped-def]
-                                                   body: bytes, sign_it: bool,
-                                                   junk_headers: dict[str, str]) -> None:
+        junk_headers=st.dictionaries(
+            st.sampled_from(
+                ["Content-Type", "Content-Encoding", "X-Forwarded-For", SIGNATURE_HEADER]
+            ),
+            st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=50),
+            max_size=3,
+        ),
+    )
+    def test_never_500_and_refusals_write_nothing(
+        self,
+        http,
+        client: redis.Redis,  # type: ignore[no-untyped-def]
+        body: bytes,
+        sign_it: bool,
+        junk_headers: dict[str, str],
+    ) -> None:
         client.flushdb()
         headers = dict(junk_headers)
         if sign_it:
@@ -198,10 +235,12 @@ class TestHostileInput:
 class TestMetrics:
     def test_outcomes_and_latency_exported(self, http) -> None:  # type: ignore[no-untyped-def]
         """/metrics counts deliveries by outcome and observes their latency."""
+
         def count(text: str, outcome: str) -> float:
             key = f'fivetran_events_webhook_deliveries_total{{outcome="{outcome}"}}'
-            return next((float(line.split()[-1]) for line in text.splitlines()
-                         if line.startswith(key)), 0.0)
+            return next(
+                (float(line.split()[-1]) for line in text.splitlines() if line.startswith(key)), 0.0
+            )
 
         before = http.get("/metrics").get_data(as_text=True)
         body = payload(created=at(3))
@@ -229,15 +268,18 @@ class TestClockSkew:
             r = post(http, payload(created=self.NOW + timedelta(hours=1)))
             assert r.status_code == 200 and r.json["status"] == "recorded"
 
-    def test_a_success_from_2999_changes_no_decision(self, http, client: redis.Redis,  # type: ignore[no-untyped-def]
-                                                     app) -> None:
+    def test_a_success_from_2999_changes_no_decision(
+        self,
+        http,
+        client: redis.Redis,  # type: ignore[no-untyped-def]
+        app,
+    ) -> None:
         """The signed success dated 2999 is refused, so a later target still waits."""
         with freeze_time(self.NOW):
             r = post(http, payload(created="2999-01-01T00:00:00.000Z", sync_id="future"))
             assert r.status_code == 400 and r.json["field"] == "created"
             assert client.keys("*") == []
-            facts = app.extensions[EXTENSION].reader.facts(
-                "assimilate_seem", to_ms(at(10)))
+            facts = app.extensions[EXTENSION].reader.facts("assimilate_seem", to_ms(at(10)))
         assert decide(facts).outcome.value == "wait"
 
     def test_the_setting_sets_the_bound(self, settings: Settings) -> None:
@@ -246,6 +288,8 @@ class TestClockSkew:
         with freeze_time(self.NOW), app.test_client() as http:
             assert post(http, payload(created=self.NOW + timedelta(seconds=61))).status_code == 400
             assert post(http, payload(created=self.NOW + timedelta(seconds=60))).status_code == 200
+
+
 class TestUnstorableText:
     def test_lone_surrogate_in_tables_is_400(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
         """JSON may escape a lone surrogate; Redis cannot store it: 400 naming the field

@@ -21,8 +21,9 @@ def worker_env(settings: Settings, **extra: Any) -> dict[str, str]:
         "QUEUE_NAME": settings.queue_name,
         "AIRFLOW_URL": settings.airflow_url,
         "AIRFLOW_USERNAME": settings.airflow_username,
-        "AIRFLOW_PASSWORD": (settings.airflow_password.get_secret_value()
-                             if settings.airflow_password else None),
+        "AIRFLOW_PASSWORD": (
+            settings.airflow_password.get_secret_value() if settings.airflow_password else None
+        ),
         **{k.upper(): v for k, v in extra.items()},
     }
     env.update({f"FIVETRAN_EVENTS_{k}": str(v) for k, v in values.items() if v is not None})
@@ -32,15 +33,26 @@ def worker_env(settings: Settings, **extra: Any) -> dict[str, str]:
 class WorkerProcess:
     """One ``fivetran-events worker``; ``stop()`` is SIGTERM, ``kill()`` is SIGKILL."""
 
-    def __init__(self, settings: Settings, log_dir: Path, name: str = "worker",
-                 *, args: tuple[str, ...] = (), **extra: Any) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        log_dir: Path,
+        name: str = "worker",
+        *,
+        args: tuple[str, ...] = (),
+        **extra: Any,
+    ) -> None:
         self.log_path = log_dir / f"{name}.log"
         exe = Path(sys.executable).parent / "fivetran-events"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [str(exe), "worker", "--sweep-interval", "0.2", *args],
-                env=worker_env(settings, **extra), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True)
+                env=worker_env(settings, **extra),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     @property
     def pid(self) -> int:
