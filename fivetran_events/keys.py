@@ -113,7 +113,7 @@ def changes_pattern(prefix: str) -> str:
     return f"{prefix}changes:*"
 
 
-# --- Forwarding to Airflow (issue 3) ----------------------------------------------------
+# --- Forwarding to Airflow -------------------------------------------------------------
 #
 #     {p}fwd:d:{c}:{s}:{u}   HASH  one delivery of sync {s} to dataset URI hash {u}: state,
 #                                  attempts, reason, Airflow's event id, the extra posted, ...
@@ -123,6 +123,9 @@ def changes_pattern(prefix: str) -> str:
 #     {p}fwd:undelivered     ZSET  deliveries given up (404, retries exhausted), for replay
 #     {p}fwd:due             ZSET  deliveries that need an attempt at score ms: retries and
 #                                  leases of in-flight attempts (a dead worker's work resumes)
+#     {p}fwd:st:{state}      ZSET  the deliveries in one state (pending, retrying, undelivered,
+#                                  failed; delivered ones are not indexed), score: receipt ms,
+#                                  so counting a state is one ZCARD (the scrape-time gauges)
 
 
 def delivery_id(connector_id: str, sync_id: str, uri: str) -> str:
@@ -155,3 +158,8 @@ def undelivered_key(prefix: str) -> str:
 
 def due_key(prefix: str) -> str:
     return f"{prefix}fwd:due"
+
+
+def delivery_state_key(prefix: str, state: str) -> str:
+    """The index of the deliveries in ``state``, kept in step with their records."""
+    return f"{prefix}fwd:st:{state}"

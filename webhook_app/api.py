@@ -12,7 +12,7 @@ from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import parse_iso, to_ms
 
 from .errors import ApiError
-from .forward import attach_forwarding
+from .forwarding import attach_forwarding
 from .state import state
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -107,7 +107,7 @@ def syncs(connector_id: str) -> Response:
     if since is not None and until is not None and since > until:
         raise ApiError(400, "parameter 'since' must not be after 'until'", field="since")
     rows = state().reader.syncs(cid, since, until, limit)
-    attach_forwarding(state().forwarder.store, cid, rows)  # issue 3: state per dataset URI
+    attach_forwarding(state().enqueuer.store, cid, rows)  # the state per dataset URI
     return jsonify({"connector_id": cid, "syncs": rows})
 
 

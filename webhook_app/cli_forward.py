@@ -18,7 +18,7 @@ from fivetran_events.timeutil import iso, parse_iso, to_ms
 
 from .airflow_client import AirflowError
 from .cli import clean_errors
-from .forward import DeliveryState, Forwarder
+from .forwarding.worker import DeliveryState, Forwarder
 from .jobs import build_forwarder, configure
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from fivetran_events import Settings
-from webhook_app.forward import Forwarder
+from webhook_app.forwarding.worker import Forwarder
 
 from ..airflow_harness import AirflowServer
 from ..webhook_app.forward_support import forwarder, post_event, run_worker

@@ -14,7 +14,8 @@ import yaml
 
 from fivetran_events import Settings
 from fivetran_events.keys import delivery_id
-from webhook_app.forward import Delivery, DeliveryState, Forwarder
+from webhook_app.forwarding import Delivery, DeliveryState
+from webhook_app.forwarding.worker import Forwarder
 
 from ..airflow_harness import ROLE_USERS, AirflowServer
 from ..webhook_app.forward_support import forwarder, post_event

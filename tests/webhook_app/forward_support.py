@@ -8,7 +8,7 @@ import pytest
 from rq import SimpleWorker
 
 from fivetran_events import Settings
-from webhook_app.forward import Forwarder
+from webhook_app.forwarding.worker import Forwarder
 from webhook_app.jobs import build_forwarder, configure
 
 from ..airflow2_standin import Airflow2

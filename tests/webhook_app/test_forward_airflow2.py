@@ -18,7 +18,7 @@ from rq import Queue
 from fivetran_events import Settings
 from fivetran_events.keys import delivery_id, due_key
 from webhook_app.airflow_client import AirflowClient, AirflowRejected
-from webhook_app.forward import DeliveryState, Forwarder
+from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 from ..airflow2_standin import Airflow2
 from ..support import at
@@ -349,7 +349,7 @@ class TestExactlyOnce:
         did = state_of(fw, "s1").id
         lock = fw.redis.lock(f"{fw.settings.key_prefix}fwd:lock:{did}", timeout=30)
         assert lock.acquire(blocking=False)
-        assert fw.attempt(did)["outcome"] == "busy"
+        assert fw.attempt(did).outcome == "busy"
 
 
 class TestClient:

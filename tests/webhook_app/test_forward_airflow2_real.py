@@ -11,7 +11,7 @@ import pytest
 from fivetran_events import Settings
 from fivetran_events.keys import delivery_id
 from webhook_app.airflow_client import AirflowClient, AirflowRejected, AssetNotFound
-from webhook_app.forward import DeliveryState
+from webhook_app.forwarding import DeliveryState
 
 from ..airflow2_harness import Airflow2Server
 from .forward_support import forwarder, post_event, run_worker, syncs

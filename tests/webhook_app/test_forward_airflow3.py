@@ -23,7 +23,7 @@ from fivetran_events import Settings
 from fivetran_events.keys import delivery_id
 from webhook_app.airflow_client import AirflowClient, AssetNotFound
 from webhook_app.cli import main
-from webhook_app.forward import DeliveryState, Forwarder
+from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 from ..airflow_harness import AirflowServer
 from ..support import payload, signed

@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 
 from fivetran_events import Settings
 from webhook_app.cli import main
-from webhook_app.forward import Forwarder
+from webhook_app.forwarding.worker import Forwarder
 
 from ..airflow2_standin import Airflow2
 from .forward_support import forwarder, post_event, run_worker

@@ -25,7 +25,7 @@ from fivetran_events import HistoryReader, Settings
 from fivetran_events.keys import delivery_id
 from webhook_app import create_app
 from webhook_app.cli import main
-from webhook_app.forward import DeliveryState, Forwarder
+from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 from ..airflow2_standin import Airflow2
 from ..support import at
@@ -219,9 +219,9 @@ class TestUnknownOutcome:
         af2.answer_delay = 0.0
         restarted = forwarder(settings, af2.url, af2.username, af2.password)
         with freeze_time(T0 + timedelta(seconds=60)):
-            assert restarted.attempt(d.id)["outcome"] == "not due"
+            assert restarted.attempt(d.id).outcome == "not due"
         with freeze_time(T0 + timedelta(seconds=125)):
-            assert restarted.attempt(d.id)["outcome"] == "recovered"
+            assert restarted.attempt(d.id).outcome == "recovered"
         assert len(af2.posts) == 1 and len(events_of(af2, "s1")) == 1
 
 
@@ -246,7 +246,7 @@ class TestReplayIsAtomic:
                     value = original(*args, **kwargs)
                     reads["n"] += 1
                     if reads["n"] == 1:  # the worker's attempt lands right after replay read
-                        assert fw.attempt(d.id)["outcome"] == "delivered"
+                        assert fw.attempt(d.id).outcome == "delivered"
                     return value
 
                 return read

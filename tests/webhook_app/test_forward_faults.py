@@ -26,7 +26,7 @@ from freezegun import freeze_time
 
 from fivetran_events import Settings
 from webhook_app.airflow_client import TOKEN_MARGIN_SECONDS, AirflowClient
-from webhook_app.forward import DeliveryState, Forwarder
+from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 from ..airflow_harness import AirflowServer
 from ..servers import serving_in_thread, webhook_server

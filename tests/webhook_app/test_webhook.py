@@ -17,7 +17,7 @@ from fivetran_events import Settings, decide
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import to_ms
 from webhook_app import create_app
-from webhook_app.forward import FORWARD_JOB
+from webhook_app.forwarding import FORWARD_JOB
 from webhook_app.state import EXTENSION
 
 from ..support import OTHER_SECRET, SECRET, at, job_sync_id, payload, signed
