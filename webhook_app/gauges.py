@@ -20,7 +20,7 @@ import redis
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from fivetran_events.history import decode_completion
+from fivetran_events import decode_completion
 from fivetran_events.keys import (
     ConnectorKeys,
     connectors_key,

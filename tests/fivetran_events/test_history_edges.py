@@ -12,8 +12,14 @@ import redis
 import redis.asyncio as aredis
 from freezegun import freeze_time
 
-from fivetran_events import HistoryReader, HistoryWriter, InvalidPayload, WriteStatus, decide
-from fivetran_events.history_async import AsyncHistoryReader
+from fivetran_events import (
+    AsyncHistoryReader,
+    HistoryReader,
+    HistoryWriter,
+    InvalidPayload,
+    WriteStatus,
+    decide,
+)
 from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.model import Event
 from fivetran_events.timeutil import iso, to_ms

@@ -7,8 +7,7 @@ from typing import Any
 
 import redis
 
-from fivetran_events import Settings
-from fivetran_events.history import decode_completion
+from fivetran_events import Settings, decode_completion
 from fivetran_events.keys import ConnectorKeys
 from fivetran_events.timeutil import iso
 

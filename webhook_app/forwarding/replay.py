@@ -13,8 +13,7 @@ from typing import cast
 
 from redis.exceptions import WatchError
 
-from fivetran_events import Event
-from fivetran_events.history import decode_completion
+from fivetran_events import Event, decode_completion
 from fivetran_events.keys import (
     ConnectorKeys,
     connectors_key,
