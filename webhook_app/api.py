@@ -6,7 +6,7 @@ import hmac
 
 from flask import Blueprint, Response, jsonify, request
 
-from fivetran_events import decide, parse_criterion
+from fivetran_events import parse_criterion
 from fivetran_events.decision import Criterion
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import parse_iso, to_ms
@@ -122,12 +122,12 @@ def decision(connector_id: str) -> Response:
         criterion = parse_criterion(request.args.get("criterion") or Criterion.ENDED_AFTER)
     except ValueError as exc:
         raise ApiError(400, f"parameter {exc}", field="criterion") from None
-    facts = state().reader.facts(cid, target, started_after=criterion is Criterion.STARTED_AFTER)
-    result = decide(
-        facts,
+    result = state().reader.decide(
+        cid,
+        target,
+        criterion=criterion,
         propagate_failures_forward=propagate,
         always_wait_when_syncing=always_wait,
-        criterion=criterion,
     )
     body = result.to_dict()
     body["connector_id"] = cid
