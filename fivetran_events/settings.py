@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .exceptions import ConfigurationError
 from .keys import DEFAULT_PREFIX
-from .uris import DEFAULT_URI_TEMPLATE, check_template
+from .urimap import DEFAULT_URI_TEMPLATE, UriMap, check_template, load_uri_map
 
 DAY_S = 86_400
 
@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     airflow_verify_tls: bool = True
     #: CA bundle for Airflow's certificate (implies verification).
     airflow_ca_bundle: str | None = None
-    #: Dataset URI of a connector without a mapping entry (see fivetran_events.uris).
+    #: Dataset URI of a connector without a mapping entry (see fivetran_events.urimap).
     dataset_uri_template: str = DEFAULT_URI_TEMPLATE
     #: TOML or YAML file mapping connector ids to one or more dataset URIs.
     dataset_mapping_file: str | None = None
@@ -144,6 +144,10 @@ class Settings(BaseSettings):
     @property
     def max_clock_skew_ms(self) -> int:
         return int(self.max_clock_skew_seconds * 1000)
+
+    def uri_map(self) -> UriMap:
+        """Build the dataset URI map these settings describe (template and mapping file)."""
+        return load_uri_map(self.dataset_uri_template, self.dataset_mapping_file)
 
     def redis_client(self) -> redis.Redis:
         """Return a client for ``redis_url`` whose commands time out (the one factory).

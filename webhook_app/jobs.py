@@ -13,7 +13,6 @@ from typing import Any
 from rq import Queue
 
 from fivetran_events import Settings, load_settings
-from fivetran_events.uris import load_uri_map_from_settings
 
 from .airflow_client import AirflowClient
 from .forwarding.worker import Forwarder
@@ -30,7 +29,7 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
         client,
         airflow,
         Queue(settings.queue_name, connection=client),
-        load_uri_map_from_settings(settings),
+        settings.uri_map(),
     )
 
 

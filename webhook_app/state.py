@@ -10,7 +10,6 @@ from redis.client import Pipeline
 from rq import Queue
 
 from fivetran_events import Event, HistoryReader, HistoryWriter, Settings
-from fivetran_events.uris import load_uri_map_from_settings
 
 from .forwarding import Enqueuer
 
@@ -37,7 +36,7 @@ class State:
             reader=HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms),
             queue=queue,
             # The web process only creates deliveries; workers talk to Airflow.
-            enqueuer=Enqueuer(settings, client, queue, load_uri_map_from_settings(settings)),
+            enqueuer=Enqueuer(settings, client, queue, settings.uri_map()),
         )
 
     @property

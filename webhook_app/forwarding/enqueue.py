@@ -14,7 +14,7 @@ from rq import Queue
 
 from fivetran_events import Event, Settings
 from fivetran_events.timeutil import now_ms
-from fivetran_events.uris import UriMap
+from fivetran_events.urimap import UriMap
 
 from .record import forward_job_id
 from .store import DeliveryStore

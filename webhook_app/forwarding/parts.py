@@ -10,7 +10,7 @@ from rq import Queue
 
 from fivetran_events import Settings
 from fivetran_events.timeutil import now_ms
-from fivetran_events.uris import UriMap
+from fivetran_events.urimap import UriMap
 
 from ..airflow_client import AirflowClient
 from .enqueue import Enqueuer
