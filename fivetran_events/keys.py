@@ -88,10 +88,6 @@ class ConnectorKeys:
     def channel(self) -> str:
         return f"{self.prefix}changes:{self.connector_id}"
 
-    def all_sets(self) -> list[str]:
-        """Every sorted set of the connector (retention trims each)."""
-        return [self._k(s) for s in CONNECTOR_SETS]
-
 
 def connectors_key(prefix: str) -> str:
     """The hash of known connectors and their latest metadata."""

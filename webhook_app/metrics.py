@@ -69,7 +69,7 @@ def render(*scrape_time: Collector) -> tuple[bytes, str]:
     return generate_latest(REGISTRY) + generate_latest(extra), CONTENT_TYPE_LATEST
 
 
-# --- Forwarding to Airflow (issue 3) ----------------------------------------------------
+# --- Forwarding to Airflow -------------------------------------------------------------
 
 FORWARD_OUTCOMES = Counter(
     "fivetran_events_forward_attempts",
