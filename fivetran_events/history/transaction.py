@@ -7,12 +7,29 @@ This is the one place that reaches into redis-py's internals (``Pipeline.command
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 import redis
 from redis.client import EMPTY_RESPONSE, Pipeline
+
+T = TypeVar("T")
+
+
+class _Retry(Protocol):
+    def call_with_retry(self, do: Callable[[], T], fail: Callable[[Exception], Any]) -> T: ...
+
+
+class _Connection(Protocol):
+    """The calls of redis-py's (untyped) ``Connection`` this module makes."""
+
+    retry: _Retry
+
+    def pack_commands(self, commands: Sequence[Sequence[Any]]) -> list[bytes]: ...
+    def send_packed_command(self, command: list[bytes]) -> None: ...
+    def read_response(self) -> Any: ...
+    def disconnect(self) -> None: ...
 
 
 class TransactionOutcome(Enum):
@@ -37,12 +54,12 @@ def execute_checked(
     ``with`` block) to return it.
     """
     if pipe.scripts:
-        pipe.load_scripts()
+        pipe.load_scripts()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     queued = [args for args, options in pipe.command_stack if EMPTY_RESPONSE not in options]
     commands = [("WATCH", *watch), check, ("MULTI",), *queued, ("EXEC",)]
     if pipe.connection is None:
         pipe.connection = pipe.connection_pool.get_connection()
-    conn = pipe.connection
+    conn = cast(_Connection, pipe.connection)
     packed = conn.pack_commands(commands)
 
     def attempt() -> tuple[Any, Any]:

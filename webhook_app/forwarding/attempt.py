@@ -284,7 +284,7 @@ def backoff_seconds(fw: WorkerParts, attempts: int, retry_after: float | None) -
     s = fw.settings
     ceiling = min(
         s.forward_backoff_max_seconds,
-        s.forward_backoff_seconds * 2 ** min(max(attempts - 1, 0), 30),
+        s.forward_backoff_seconds * 2.0 ** min(max(attempts - 1, 0), 30),
     )
     delay = ceiling / 2 + fw.rng() * ceiling / 2
     if retry_after is None or math.isnan(retry_after):
