@@ -14,7 +14,7 @@ Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id)::
     {p}c:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
     {p}c:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
     {p}c:{c}:guard     never stored: written and deleted by a duplicate's check, so that
-                       the write's transaction, which watches it, aborts (history.py)
+                       the write's transaction, which watches it, aborts (history/writer.py)
     {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}; only
                        moves forward (an older event fills gaps, changes nothing else)
     {p}changes:{c}     pub/sub channel, published on every recorded event of the connector
