@@ -146,10 +146,16 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 "target": decision["target"],
             }
         if decision["decision"] == Outcome.FAIL.value:
-            raise FivetranSyncFailed(
+            message = (
                 f"Fivetran connector {self.connector_id} is not synced "
                 f"as of {decision['target']}: {decision['reason']}"
             )
+            # Skipped here, not by Airflow: its sensor loop skips an AirflowException
+            # under soft_fail only when it comes back from the triggerer, never from poke.
+            for flag in ("soft_fail", "never_fail"):
+                if getattr(self, flag, False):
+                    raise AirflowSkipException(f"{message} (skipped: {flag} is set)")
+            raise FivetranSyncFailed(message)
         self.log.info("connector %s: waiting: %s", self.connector_id, decision["reason"])
         return None
 
@@ -162,20 +168,34 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         """
         if getattr(self, "never_fail", False):
             raise AirflowSkipException(f"Skipping due to never_fail: {exc}") from exc
-        if may_wait and getattr(self, "silent_fail", False):
+        if may_wait and self._silent_on_outage():
             self.log.error("connector %s: %s; silent_fail: waiting on", self.connector_id, exc)
             return
         raise exc
 
+    def _silent_on_outage(self) -> bool:
+        return bool(getattr(self, "_outage_silent", getattr(self, "silent_fail", False)))
+
     def poke(self, context: Context) -> PokeReturnValue:
-        # FivetranHistoryUnavailable propagates: BaseSensorOperator.execute applies
-        # silent_fail / never_fail to it, as to any error in poke.
-        result = self._outcome(self._decide(self._target_ms(context)).to_dict())
+        try:
+            decision = self._decide(self._target_ms(context))
+        except FivetranHistoryUnavailable as exc:
+            self._unavailable(exc, may_wait=True)  # returns under silent_fail: poke again
+            return PokeReturnValue(is_done=False)
+        result = self._outcome(decision.to_dict())
         return PokeReturnValue(is_done=result is not None, xcom_value=result)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
-            return super().execute(context)
+            # silent_fail keeps a sensor waiting through errors, not through a FAIL
+            # decision: poke applies it to outages itself, and Airflow's loop, which
+            # would swallow FivetranSyncFailed too, runs without it.
+            self._outage_silent, self.silent_fail = self.silent_fail, False
+            try:
+                return super().execute(context)
+            finally:
+                self.silent_fail = self._outage_silent
+                del self._outage_silent
         target_ms = self._target_ms(context)
         try:
             decision = self._decide(target_ms).to_dict()
