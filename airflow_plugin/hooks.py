@@ -112,7 +112,7 @@ def config_from_connection(conn: Connection) -> HistoryConfig:
     url = f"{'rediss' if tls else 'redis'}://{auth}{host}:{port}/{db}"
     defaults = load_settings()
     prefix = str(extra.get("key_prefix") or defaults.key_prefix)
-    raw_hours = extra.get("max_sync_duration_hours") or defaults.max_sync_duration_hours
+    raw_hours = extra.get("max_sync_duration_hours", defaults.max_sync_duration_hours)
     try:
         hours = float(raw_hours)
     except (TypeError, ValueError):
