@@ -47,7 +47,10 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": INTEGRATION, "python-modules": ["airflow_plugin.operators"]}
         ],
         "triggers": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_plugin.triggers"]}
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["airflow_plugin.triggers", "airflow_plugin.event_triggers"],
+            }
         ],
         "connection-types": [
             {
