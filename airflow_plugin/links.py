@@ -1,11 +1,10 @@
-"""URLs of the connector pages the plugin's UI serves, and the sensor's extra link to them.
+"""URLs of the "Fivetran syncs" view that the plugin's FastAPI app serves in Airflow 3.3+.
 
-The UI is a FastAPI app the ``AirflowPlugin`` mounts at ``/fivetran-events``: the list of
-connectors at ``/fivetran-events/``, one connector's syncs at
-``/fivetran-events/connectors/{connector_id}`` with optional query parameters ``target``
-(ISO 8601), ``criterion``, ``propagate_failures_forward`` and ``always_wait_when_syncing``.
-``connector_view_url`` is the one place that spells those URLs, so the sensor's link and
-the UI cannot drift apart.
+One function builds them, so an extra link, a task log line and the view itself agree
+on the URL contract: the list of connectors is ``/fivetran-events/``, one connector's
+page ``/fivetran-events/connectors/{connector_id}`` with the optional query parameters
+``target`` (ISO 8601), ``criterion``, ``propagate_failures_forward`` and
+``always_wait_when_syncing``.
 """
 
 from __future__ import annotations
@@ -16,31 +15,33 @@ from urllib.parse import quote, urlencode
 
 from fivetran_events.timeutil import iso
 
-#: Where the plugin mounts its UI (the FastAPI app's ``url_prefix``).
-UI_PREFIX = "/fivetran-events"
+#: Where the AirflowPlugin mounts the view's FastAPI app in Airflow's API server.
+URL_PREFIX = "/fivetran-events"
 #: The list of every connector.
-CONNECTORS_LIST_URL = f"{UI_PREFIX}/"
-#: The query parameters a connector's page understands besides ``target``.
-VIEW_FLAGS = ("criterion", "propagate_failures_forward", "always_wait_when_syncing")
+CONNECTORS_LIST_URL = f"{URL_PREFIX}/"
+#: The decision flags the page takes, as the sensor names them.
+FLAGS = ("criterion", "propagate_failures_forward", "always_wait_when_syncing")
 
 
 def connector_view_url(connector_id: str, target: datetime | None = None, **flags: Any) -> str:
-    """Return the relative URL of ``connector_id``'s page, opened at ``target``.
+    """Return the relative URL of one connector's page, showing the decision for ``target``.
 
-    ``flags`` are the decision's options (``criterion``, ``propagate_failures_forward``,
-    ``always_wait_when_syncing``) so the page judges the target as the sensor does; None
-    leaves one out. Any other name is a TypeError: a misspelt flag would silently show
-    a different decision than the sensor's.
+    ``flags`` are the sensor's decision flags (``FLAGS``); booleans are written as
+    ``true``/``false``, ``None`` leaves a flag at the page's default.
     """
-    unknown = sorted(set(flags) - set(VIEW_FLAGS))
+    unknown = sorted(set(flags) - set(FLAGS))
     if unknown:
-        raise TypeError(f"unknown connector view flag(s) {unknown}; known: {list(VIEW_FLAGS)}")
-    query: dict[str, str] = {}
+        raise TypeError(f"unknown flag(s) {', '.join(unknown)}; expected some of {FLAGS}")
+    params: dict[str, str] = {}
     if target is not None:
-        query["target"] = str(iso(target))
-    for name in VIEW_FLAGS:
+        params["target"] = str(iso(target))
+    for name in FLAGS:
         value = flags.get(name)
-        if value is not None:
-            query[name] = str(value).lower() if isinstance(value, bool) else str(value)
-    path = f"{UI_PREFIX}/connectors/{quote(connector_id, safe='')}"
-    return f"{path}?{urlencode(query)}" if query else path
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            params[name] = "true" if value else "false"
+        else:
+            params[name] = str(getattr(value, "value", value))
+    path = f"{URL_PREFIX}/connectors/{quote(connector_id, safe='')}"
+    return f"{path}?{urlencode(params)}" if params else path
