@@ -46,6 +46,9 @@ def webhook_server(
     """Run ``fivetran-events serve`` in its own process group; yield (base URL, process).
 
     ``config``: a gunicorn configuration file (``serve --config``), e.g. deploy's.
+    Forwarding is on (an Airflow URL nothing listens on: the web process never calls it),
+    so each success queues its job as in production; pass
+    ``FIVETRAN_EVENTS_AIRFLOW_URL=""`` to turn it off.
     """
     port = free_port()
     environ = {
@@ -55,6 +58,7 @@ def webhook_server(
         "FIVETRAN_EVENTS_API_TOKENS": TOKEN,
         "FIVETRAN_EVENTS_KEY_PREFIX": "test:",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp),
+        "FIVETRAN_EVENTS_AIRFLOW_URL": "http://127.0.0.1:9",
         **env,
     }
     log = (tmp / f"gunicorn-{port}.log").open("wb")

@@ -9,7 +9,7 @@ One module per concept, split so that the web process imports only what it needs
   imports no HTTP client);
 - ``listing``: the deliveries shaped for the API and the CLI.
 
-The worker side (``attempt``, ``extra``, ``sweep``, ``replay``, ``worker``) talks to
+The worker side (``attempt``, ``sweep``, ``replay``, ``worker``) talks to
 Airflow and is imported only by the worker and the CLI; this ``__init__`` does not import
 it, so ``import webhook_app.forwarding`` stays free of ``requests``.
 """

@@ -34,6 +34,7 @@ from typing import Any
 
 from redis.exceptions import LockError
 
+from fivetran_events.asset_extra import SyncRef, extra_for
 from fivetran_events.keys import delivery_lock_key, due_key, undelivered_key
 from fivetran_events.timeutil import iso
 
@@ -45,7 +46,6 @@ from ..airflow_client import (
     AssetNotFound,
     lookup_window_start,
 )
-from .extra import build_extra
 from .parts import WorkerParts
 from .record import Delivery
 from .states import FINAL, DeliveryState
@@ -83,6 +83,11 @@ class AttemptResult:
         out = {k: v for k, v in asdict(self).items() if v is not None}
         out["outcome"] = self.outcome.value
         return out
+
+
+def build_extra(fw: WorkerParts, d: Delivery) -> dict[str, Any]:
+    """Build the event's ``extra`` from the history (``fivetran_events.asset_extra``)."""
+    return extra_for(fw.redis, fw.settings.key_prefix, SyncRef.from_fields(d.fields))
 
 
 def attempt(fw: WorkerParts, did: str) -> AttemptResult:
@@ -161,7 +166,7 @@ def _attempt_locked(fw: WorkerParts, did: str) -> AttemptResult:
         metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
         return AttemptResult(did, AttemptOutcome.NOT_DUE, due_in_s=(wait_until - now) / 1000)
     key = fw.store.key(did)
-    extra = json.loads(d.get("extra") or "null") or build_extra(fw.redis, fw.settings, d)
+    extra = json.loads(d.get("extra") or "null") or build_extra(fw, d)
     with fw.redis.pipeline(transaction=True) as pipe:
         pipe.hincrby(key, "attempts", 1)
         pipe.hsetnx(key, "first_attempt_ms", str(now))

@@ -8,7 +8,6 @@ from typing import Any
 from . import attempt as _attempt
 from . import replay as _replay
 from .attempt import AttemptResult
-from .extra import build_extra
 from .parts import WorkerParts
 from .record import Delivery
 from .states import DeliveryState
@@ -31,7 +30,7 @@ class Forwarder(WorkerParts):
         return _attempt.backoff_seconds(self, attempts, retry_after)
 
     def build_extra(self, d: Delivery) -> dict[str, Any]:
-        return build_extra(self.redis, self.settings, d)
+        return _attempt.build_extra(self, d)
 
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
         """Queue every due delivery (sweep.py)."""
