@@ -168,10 +168,15 @@ def init_app(app: Any) -> None:
     """Give every request an id (the client's ``X-Request-Id`` or a new one) on its lines.
 
     The id is echoed in the response, so a client's report and our logs can be matched.
+    Configures logging unless something did already: gunicorn's workers import the app
+    in a process where only gunicorn's own loggers are set up.
     """
     import uuid
 
     from flask import g, request
+
+    if not any(h.get_name() == _HANDLER_NAME for h in logging.getLogger().handlers):
+        configure()
 
     @app.before_request
     def bind_request_id() -> None:
