@@ -117,7 +117,7 @@ class Wake:
     """One raw event of the shared stream: "re-read the history" for one connector or all.
 
     It is also the broker payload handed back to ``advance()``: the watchers woken by it
-    attach the position they reached, to be stored once Airflow persisted their events.
+    attach the state they reached, to be stored once Airflow persisted their events.
     """
 
     connector_id: str | None  # None: every watcher re-reads (a tick, a reconnect)
@@ -127,7 +127,7 @@ class Wake:
 
 
 class HistoryWakeProducer(SharedStreamProducer):
-    """The shared poll: change messages and ticks in, wakes out; positions stored on advance."""
+    """The shared poll: change messages and ticks in, wakes out; states stored on advance."""
 
     def __init__(self, redis_conn_id: str, poll_interval: float) -> None:
         self.redis_conn_id = redis_conn_id
@@ -175,15 +175,15 @@ class HistoryWakeProducer(SharedStreamProducer):
         for item in batch:
             wake: Wake = item.broker_payload
             if item.outcome.failed or item.outcome.rejected:
-                # Which watcher failed is not told: store nobody's position for this wake
+                # Which watcher failed is not told: store nobody's state for this wake
                 # (a later wake's store covers the others; at worst an event comes twice).
                 log.warning("a wake was not resolved by every watcher: %s", item.outcome)
                 continue
             for commit in wake.commits:
                 try:
                     await commit()
-                except Exception:  # a later wake stores a later position anyway
-                    log.exception("could not store a watcher's position")
+                except Exception:  # a later wake stores a later state anyway
+                    log.exception("could not store a watcher's state")
 
     async def aclose(self) -> None:
         if self.client is not None:
