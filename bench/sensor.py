@@ -229,9 +229,9 @@ def seed_calendar_calls(redis_url: str) -> None:
 
     from airflow_plugin.sensors import FivetranDateTimeSensor
     from fivetran_events import HistoryWriter, parse_event
-    from tests.fivetran_api import FivetranStandIn, serving
-    from tests.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B
-    from tests.support import at, encode, payload
+    from testkit.fivetran_api import FivetranStandIn, serving
+    from testkit.support import at, encode, payload
+    from tests.integration.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B
 
     writer = HistoryWriter(redis.Redis.from_url(redis_url), PREFIX, 10 * 365 * 86_400_000)
     api = FivetranStandIn()
@@ -298,8 +298,8 @@ async def deferred_latency(redis_url: str, trials: int, provider_poke: float) ->
     from airflow_plugin.triggers import FivetranSyncTrigger
     from fivetran_events import HistoryWriter, parse_event
     from fivetran_events.timeutil import to_ms
-    from tests.fivetran_api import FivetranStandIn, serving
-    from tests.support import encode, payload
+    from testkit.fivetran_api import FivetranStandIn, serving
+    from testkit.support import encode, payload
 
     writer = HistoryWriter(redis.Redis.from_url(redis_url), PREFIX, 10 * 365 * 86_400_000)
     api = FivetranStandIn()

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+# Sets Airflow's environment (a temporary AIRFLOW_HOME) at import, before any test module
+# imports Airflow; it starts nothing.
+import testkit.airflow_env  # noqa: F401
 from fivetran_events import HistoryReader, HistoryWriter, Settings
-
-from .airflow_env import airflow_db  # noqa: F401  (sets Airflow's environment at import)
-from .support import OTHER_SECRET, SECRET, TOKEN
+from testkit.support import OTHER_SECRET, SECRET, TOKEN
 
 
 @pytest.fixture
@@ -58,9 +59,3 @@ def app(settings: Settings):  # type: ignore[no-untyped-def]
 def http(app) -> Iterator:  # type: ignore[no-untyped-def]
     with app.test_client() as c:
         yield c
-
-
-# The real-Airflow fixtures (session scope), for every test package: ``airflow`` (3.x,
-# tests/airflow_harness.py) and ``airflow2`` (2.11 in its own venv, tests/airflow2_harness.py).
-from .airflow2_harness import airflow2  # noqa: E402, F401
-from .airflow_harness import airflow  # noqa: E402, F401

@@ -1,0 +1,63 @@
+"""Run DAGs defined in a test through dag.test() and read back what each task did."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from testkit.support import payload, signed
+
+
+def serialize(dag: Any) -> None:
+    """Write a DAG defined in a test to the DB (DESIGN.md: needed before dag.test())."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    DagBundlesManager().sync_bundles_to_db()
+    bag = DagBag(dag_folder="/nonexistent", collect_dags=False)
+    bag.bag_dag(dag)
+    sync_bag_to_db(bag, "dags-folder", None)
+
+
+def run(dag: Any, logical_date: datetime | None, **kwargs: Any) -> dict[str, Any]:
+    """Run one DAG run with dag.test(); return {task_id: (state, return value)} and the run."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    serialize(dag)
+    dr = dag.test(logical_date=logical_date, **kwargs)
+    out: dict[str, Any] = {"_run": dr}
+    with create_session() as session:
+        for ti in dr.get_task_instances(session=session):
+            value = session.scalars(
+                XComModel.get_many(
+                    run_id=dr.run_id, key="return_value", dag_ids=dag.dag_id, task_ids=ti.task_id
+                )
+            ).first()
+            out[ti.task_id] = (
+                str(ti.state),
+                XComModel.deserialize_value(value) if value is not None else None,
+            )
+    return out
+
+
+def post(http: Any, body: dict[str, Any]) -> None:
+    """Record an event the way Fivetran delivers it: a signed POST to the webhook."""
+    raw, headers = signed(body)
+    resp = http.post("/webhooks/fivetran", data=raw, headers=headers)
+    assert resp.status_code == 200, resp.get_json()
+
+
+def sync(
+    http: Any,
+    connector_id: str,
+    ended: datetime,
+    status: str = "SUCCESSFUL",
+    sync_id: str | None = None,
+    started: datetime | None = None,
+    **data: Any,
+) -> None:
+    """Record one sync (its start when given, then its end) through the webhook."""
+    if started is not None:
+        post(http, payload("sync_start", connector_id, started, sync_id=sync_id))
+    post(http, payload("sync_end", connector_id, ended, sync_id=sync_id, status=status, **data))
