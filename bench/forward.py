@@ -38,7 +38,8 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fivetran_events.signature import SIGNATURE_HEADER, sign
-from testkit.airflow_harness import AirflowServer, free_port, stop_group
+from testkit.airflow_harness import AirflowServer
+from testkit.processes import free_port, stop_group
 
 CONNECTOR = "bench_conn"
 URI = f"fivetran://connector/{CONNECTOR}"

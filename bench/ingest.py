@@ -35,7 +35,7 @@ from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso, now_ms
 from webhook_app.cli import DEFAULT_WORKERS
 
-from ._servers import start_gunicorn, start_redis, stop
+from ._servers import start_gunicorn, start_redis, stop_group
 
 SECRET = "bench-secret"
 CONNECTORS = 20
@@ -189,8 +189,8 @@ def main() -> int:
             )
             check = verify(client, hook["acked"])  # type: ignore[arg-type]
         finally:
-            stop(gunicorn, group=True)
-            stop(redis_proc)
+            stop_group(gunicorn, timeout=15)
+            stop_group(redis_proc, timeout=15)
 
     ratios = [
         h["rate"] / ((before_["rate"] + after_["rate"]) / 2)  # type: ignore[operator]

@@ -37,7 +37,7 @@ PREFIX = "bench:"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._servers import start_redis  # noqa: E402 (after the path insertion)
+from bench._servers import start_redis, stop_group  # noqa: E402 (after the path insertion)
 
 
 def bulk_history(
@@ -229,9 +229,9 @@ def seed_calendar_calls(redis_url: str) -> None:
 
     from airflow_plugin.sensors import FivetranDateTimeSensor
     from fivetran_events import HistoryWriter, parse_event
+    from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
     from testkit.fivetran_api import FivetranStandIn, serving
     from testkit.support import at, encode, payload
-    from tests.integration.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B
 
     writer = HistoryWriter(redis.Redis.from_url(redis_url), PREFIX, 10 * 365 * 86_400_000)
     api = FivetranStandIn()
@@ -390,8 +390,7 @@ def main() -> None:
         seed_calendar_calls(url)
         asyncio.run(deferred_latency(url, args.trials, args.provider_poke))
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_group(proc, timeout=10)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -37,7 +37,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from .airflow_harness import _die_with_parent, free_port, running, stop_group
+from .airflow_harness import _die_with_parent, running
+from .processes import free_port, poll_until, stop_group
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -211,15 +212,16 @@ class Airflow2Server:
             preexec_fn=_die_with_parent,
         )
         log.close()
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+        proc = self.proc
+
+        def up() -> bool:
+            if proc.poll() is not None:
                 raise RuntimeError("Airflow 2 webserver exited:\n" + self.log())
             with contextlib.suppress(requests.RequestException):
-                if requests.get(f"{self.url}/api/v1/health", timeout=5).status_code == 200:
-                    return
-            time.sleep(0.5)
-        raise TimeoutError("Airflow 2 webserver not up\n" + self.log())
+                return requests.get(f"{self.url}/api/v1/health", timeout=5).status_code == 200
+            return False
+
+        poll_until(up, "the Airflow 2 webserver", START_TIMEOUT, 0.5, details=self.log)
 
     def stop(self) -> None:
         if self.proc is not None:

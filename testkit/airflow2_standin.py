@@ -26,7 +26,7 @@ from .servers import serving_in_thread
 
 
 @dataclass
-class Airflow2:
+class Airflow2StandIn:
     username: str = "admin"
     password: str = "admin-pass"
     datasets: dict[str, int] = field(default_factory=dict)
@@ -147,9 +147,9 @@ class Airflow2:
 
 
 @contextmanager
-def running_airflow2() -> Iterator[Airflow2]:
+def running_airflow2_standin() -> Iterator[Airflow2StandIn]:
     """Serve a fresh stand-in on a free 127.0.0.1 port for the duration of the block."""
-    fake = Airflow2()
+    fake = Airflow2StandIn()
     server = make_server("127.0.0.1", 0, fake.app(), threaded=True)
     fake.url = f"http://127.0.0.1:{server.server_port}"
     with serving_in_thread(server):

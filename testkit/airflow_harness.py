@@ -1,22 +1,22 @@
 """A real Airflow 3 for tests: its components on 127.0.0.1, started and stopped by PID.
 
-Use it from any test module (it is registered in tests/conftest.py)::
+Use it from any test module (it is registered in tests/system/conftest.py)::
 
     import pytest
 
     pytestmark = pytest.mark.airflow
 
-    def test_something(airflow):              # session scope: one Airflow for the run
-        token = airflow.token()               # a JWT for the REST API
-        airflow.get("/api/v2/dags")           # requests.Response, authenticated
-        airflow.wait_for_dag("fivetran_consumer")
-        airflow.add_dag("my_dag.py", source)  # a DAG file of the test's own, parsed live
+    def test_something(airflow3):              # session scope: one Airflow for the run
+        token = airflow3.token()               # a JWT for the REST API
+        airflow3.get("/api/v2/dags")           # requests.Response, authenticated
+        airflow3.wait_for_dag("fivetran_consumer")
+        airflow3.add_dag("my_dag.py", source)  # a DAG file of the test's own, parsed live
 
 What it does is what DESIGN.md's "Running Airflow in tests" says: ``airflow db migrate``,
 then ``api-server --host 127.0.0.1`` on a free port, ``scheduler --skip-serve-logs``,
 ``dag-processor`` and ``triggerer --skip-serve-logs``; SQLite and LocalExecutor with
 ``AIRFLOW__CORE__PARALLELISM=2``; ``AIRFLOW_HOME`` in a temporary folder; the DAGs
-folder a copy of ``tests/airflow_dags`` (tests may add files to it); the simple auth
+folder a copy of ``testkit/airflow_dags`` (tests may add files to it); the simple auth
 manager with a pre-written password file (user ``admin``); one JWT secret for all
 components. Each component is started in a session of its own, and teardown signals
 exactly those process groups (their own children included), never anything by name.
@@ -53,7 +53,7 @@ from typing import Any
 import pytest
 import requests
 
-from .servers import free_port
+from .processes import free_port, poll_until, stop_group
 from .support import conn_uri
 
 DAGS_SOURCE = Path(__file__).parent / "airflow_dags"
@@ -78,27 +78,6 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-def stop_group(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
-    """Stop a child started with ``start_new_session=True``: SIGTERM, then SIGKILL.
-
-    The child leads a session of its own, so its group is it and the children it forked
-    (uvicorn or gunicorn workers, task supervisors), and nothing else.
-    """
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # children that outlived their leader
 
 
 def airflow_bin() -> str:
@@ -253,27 +232,36 @@ class AirflowServer:
         timeout: float = START_TIMEOUT,
         components: tuple[str, ...] = ("metadatabase", "scheduler", "dag_processor", "triggerer"),
     ) -> None:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        f"Airflow {name} exited with {proc.returncode}:\n" + self.logs(name)
-                    )
+        last: list[Any] = [None]
+
+        def healthy() -> bool:
+            self._check_alive("starting")
             try:
                 resp = requests.get(f"{self.url}/api/v2/monitor/health", timeout=5)
-                last = resp.json() if resp.status_code == 200 else resp.status_code
-                if resp.status_code == 200 and all(
-                    (last.get(c) or {}).get("status") == "healthy" for c in components
-                ):
-                    return
+                last[0] = resp.json() if resp.status_code == 200 else resp.status_code
+                return resp.status_code == 200 and all(
+                    (last[0].get(c) or {}).get("status") == "healthy" for c in components
+                )
             except (requests.RequestException, ValueError) as exc:
-                last = exc
-            time.sleep(0.5)
-        raise TimeoutError(
-            f"Airflow not healthy after {timeout:.0f}s (last: {last})\n" + self.logs()
+                last[0] = exc
+                return False
+
+        poll_until(
+            healthy,
+            "Airflow to be healthy",
+            timeout,
+            interval=0.5,
+            details=lambda: f"(last: {last[0]})\n" + self.logs(),
         )
+
+    def _check_alive(self, doing: str) -> None:
+        """Fail at once, with its log, when a component exited (no wait can succeed)."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"Airflow {name} exited with {proc.returncode} while {doing}:\n"
+                    + self.logs(name)
+                )
 
     def logs(self, name: str | None = None, tail: int = 40) -> str:
         names = [name] if name else ["migrate", *self.procs]
@@ -341,20 +329,13 @@ class AirflowServer:
 
     def wait_for(self, what: str, check: Any, timeout: float = 90.0, interval: float = 0.5) -> Any:
         """Poll ``check()`` until it returns something truthy; fail after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        f"Airflow {name} exited with {proc.returncode} while "
-                        f"waiting for {what}:\n" + self.logs(name)
-                    )
-            value = check()
-            if value:
-                return value
-            time.sleep(interval)
-        raise TimeoutError(
-            f"timed out after {timeout:.0f}s waiting for {what}\n" + self.logs(tail=20)
+
+        def alive_and_checked() -> Any:
+            self._check_alive(f"waiting for {what}")
+            return check()
+
+        return poll_until(
+            alive_and_checked, what, timeout, interval, details=lambda: self.logs(tail=20)
         )
 
     def wait_for_dag(self, dag_id: str, timeout: float = 120.0) -> dict[str, Any]:
@@ -452,7 +433,7 @@ def running(server: Any, home: Path) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def airflow(redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-def]
+def airflow3(redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-def]
     """A real Airflow 3 for the whole test session (see the module docstring)."""
     home = Path(tempfile.mkdtemp(prefix="fte-airflow-"))
     redis_url = f"redis://{redis_proc.host}:{redis_proc.port}/0"

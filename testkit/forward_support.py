@@ -8,10 +8,10 @@ import pytest
 from rq import SimpleWorker
 
 from fivetran_events import Settings
+from testkit.airflow2_standin import Airflow2StandIn
 from webhook_app.forward import Forwarder
 from webhook_app.jobs import build_forwarder, configure
 
-from .airflow2_standin import Airflow2
 from .support import TOKEN, payload, signed
 
 #: The connector the stand-in tests forward, and its dataset URI.
@@ -19,18 +19,21 @@ CID = "assimilate_seem"
 URI = f"fivetran://connector/{CID}"
 
 
-# Import these two into a test module to have ``af2`` know URI and ``fw`` talk to it.
-@pytest.fixture(name="af2")
-def af2_with_dataset(af2: Airflow2) -> Airflow2:
+# Import these two into a test module to have ``airflow2_standin`` know URI and ``fw``
+# talk to it.
+@pytest.fixture(name="airflow2_standin")
+def airflow2_standin_with_dataset(airflow2_standin: Airflow2StandIn) -> Airflow2StandIn:
     """The stand-in (tests/webhook_app/conftest.py) knowing the connector's dataset."""
-    af2.add_dataset(URI)
-    return af2
+    airflow2_standin.add_dataset(URI)
+    return airflow2_standin
 
 
 @pytest.fixture(name="fw")
-def fw_on_af2(settings: Settings, af2: Airflow2) -> Forwarder:
+def fw_on_airflow2_standin(settings: Settings, airflow2_standin: Airflow2StandIn) -> Forwarder:
     """A worker's Forwarder talking to that stand-in."""
-    return forwarder(settings, af2.url, af2.username, af2.password)
+    return forwarder(
+        settings, airflow2_standin.url, airflow2_standin.username, airflow2_standin.password
+    )
 
 
 def post_event(http: Any, **kwargs: Any) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import redis
 
-from .servers import free_port
+from .processes import free_port, poll_until, stop_group
 
 REDIS_SERVER = shutil.which("redis-server") or "redis-server"
 
@@ -64,37 +63,33 @@ class OwnRedis:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its group: it and its BGSAVE/AOF-rewrite children
         )
         log.close()
         if wait:
             self.wait_answering()
 
     def wait_answering(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
         probe = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1, retry=None)
-        while time.monotonic() < deadline:
+
+        def answers() -> bool:
             assert self.proc is not None and self.proc.poll() is None, "redis-server exited"
             try:
                 probe.ping()
-                return
+                return True
             except redis.BusyLoadingError:
-                return
+                return True  # it answers; LOADING is what some tests want to see
             except redis.ConnectionError:
-                time.sleep(0.05)
+                return False
             finally:
                 probe.close()
-        raise TimeoutError(f"redis-server on port {self.port} did not start")
+
+        poll_until(answers, f"redis-server on port {self.port}", timeout, interval=0.05)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         """Stop it by PID (SIGTERM: Redis flushes its AOF and exits)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        if self.proc is not None:
+            stop_group(self.proc, timeout=20, sig=sig)
 
     def restart(self) -> None:
         self.stop()

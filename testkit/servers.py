@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,27 +13,26 @@ from socketserver import BaseServer
 
 import requests
 
+from .processes import free_port, poll_until, stop_group
 from .support import OTHER_SECRET, SECRET, TOKEN
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["free_port", "serving_in_thread", "wait_ready", "webhook_server"]
 
 
-def wait_ready(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_ready(
+    url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Poll ``url`` until it answers 200; fail at once if ``proc`` exits meanwhile."""
+
+    def answers() -> bool:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}")
         try:
-            if requests.get(url, timeout=1).status_code == 200:
-                return
+            return requests.get(url, timeout=1).status_code == 200
         except requests.RequestException:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} not ready within {timeout}s")
+            return False
+
+    poll_until(answers, f"{url} to answer 200", timeout)
 
 
 @contextmanager
@@ -80,22 +76,8 @@ def webhook_server(
         wait_ready(base + "/readyz", proc=proc)
         yield base, proc
     finally:
-        kill_group(proc, signal.SIGTERM)
+        stop_group(proc, timeout=15)
         log.close()
-
-
-def kill_group(proc: subprocess.Popen, sig: int) -> None:
-    """Signal the server's process group (it was started in a session of its own)."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
 
 
 @contextmanager

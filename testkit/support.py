@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote
 
+from fivetran_events import Event, parse_event
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso
 
@@ -47,6 +48,11 @@ def payload(
     elif data:
         body["data"] = data
     return body
+
+
+def ev(event: str = "sync_end", **kw: Any) -> Event:
+    """A parsed event, as the webhook hands it to the history writer."""
+    return parse_event(encode(payload(event, **kw)))
 
 
 def conn_uri(redis_url: str, prefix: str, **extra: str) -> str:

@@ -11,6 +11,8 @@ from typing import Any
 
 from fivetran_events import Settings
 
+from .processes import stop_group
+
 
 def worker_env(settings: Settings, **extra: Any) -> dict[str, str]:
     """The environment a worker needs to reach the test Redis and Airflow."""
@@ -59,17 +61,10 @@ class WorkerProcess:
         return self.proc.pid
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        stop_group(self.proc, timeout=10, sig=signal.SIGKILL)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_group(self.proc, timeout=15)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]

@@ -5,7 +5,6 @@ worker (``fivetran-events worker --metrics-port``)."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fivetran_events import Settings
+from testkit.processes import poll_until
 from testkit.servers import free_port, webhook_server
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess
@@ -111,18 +111,19 @@ def test_every_queried_metric_is_exported(
                 ).json()["status"]
                 == "recorded"
             )
-            deadline = time.monotonic() + 60
-            worker_text = ""
-            while time.monotonic() < deadline and worker.proc.poll() is None:
+
+            def attempted() -> str:
+                assert worker.proc.poll() is None, "the worker exited:\n" + worker.log()
                 try:
-                    worker_text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
                 except requests.ConnectionError:
-                    worker_text = ""
-                if 'fivetran_events_forward_attempts_total{outcome="retrying"} 1.0' in worker_text:
-                    break
-                time.sleep(0.2)
-            else:
-                raise AssertionError("the worker made no attempt:\n" + worker.log())
+                    return ""
+                retrying = 'fivetran_events_forward_attempts_total{outcome="retrying"} 1.0'
+                return text if retrying in text else ""
+
+            worker_text = poll_until(
+                attempted, "the worker's first attempt", 60, 0.2, details=worker.log
+            )
             app_text = requests.get(base + "/metrics", timeout=10).text
     finally:
         worker.stop()

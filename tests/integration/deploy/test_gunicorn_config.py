@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from testkit.servers import free_port, kill_group, wait_ready
+from testkit.processes import free_port, stop_group
+from testkit.servers import wait_ready
 from testkit.support import SECRET
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,7 +72,7 @@ def test_json_access_log(redis_url: str, tmp_path: Path) -> None:
             wait_ready(f"http://127.0.0.1:{port}/healthz", proc=proc)
             assert requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).ok
         finally:
-            kill_group(proc, 15)
+            stop_group(proc, timeout=15)
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     ready = [entry for entry in lines if entry["path"] == "/readyz"]
     assert ready and ready[-1]["status"] == "200" and ready[-1]["method"] == "GET"

@@ -8,16 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from fivetran_events import HistoryReader, HistoryWriter, WriteStatus, parse_event
+from fivetran_events import HistoryReader, HistoryWriter, WriteStatus
 from fivetran_events.keys import ConnectorKeys
 from fivetran_events.timeutil import iso, to_ms
-from testkit.support import at, encode, payload
+from testkit.support import at, ev
 
 pytestmark = pytest.mark.redis
-
-
-def ev(event: str = "sync_end", **kw):  # type: ignore[no-untyped-def]
-    return parse_event(encode(payload(event, **kw)))
 
 
 class TestIdempotence:

@@ -17,9 +17,7 @@ from fivetran_events.history_async import AsyncHistoryReader
 from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.model import Event
 from fivetran_events.timeutil import iso, to_ms
-from testkit.support import at, encode, payload
-
-from .test_history import ev
+from testkit.support import at, encode, ev, payload
 
 pytestmark = pytest.mark.redis
 CID = "assimilate_seem"

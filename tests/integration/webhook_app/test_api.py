@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from fivetran_events import Settings
 from fivetran_events.timeutil import iso
+from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
 from testkit.support import TOKEN, at, payload, signed
-from tests.integration.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B
 from webhook_app import create_app
 
 pytestmark = pytest.mark.redis

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from testkit.calendars import SCENARIO_A
 from testkit.support import payload, signed
-from tests.integration.fivetran_events.test_decision import SCENARIO_A
 
 pytestmark = pytest.mark.redis
 

@@ -16,7 +16,8 @@ from rq import Queue
 
 from fivetran_events import parse_event
 from fivetran_events.keys import ConnectorKeys
-from testkit.servers import kill_group, webhook_server
+from testkit.processes import stop_group
+from testkit.servers import webhook_server
 from testkit.support import job_sync_id, payload, signed
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -69,7 +70,7 @@ def test_sigkill_under_load_keeps_every_ack(
             t.start()
         while len(acked) < 150 and any(t.is_alive() for t in threads):
             time.sleep(0.02)
-        kill_group(proc, signal.SIGKILL)  # master and workers, mid-request
+        stop_group(proc, sig=signal.SIGKILL)  # master and workers, mid-request
         stop.set()
         for t in threads:
             t.join(timeout=30)

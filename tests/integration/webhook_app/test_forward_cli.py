@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from prometheus_client import REGISTRY
 
 from fivetran_events import Settings
-from testkit.airflow2_standin import Airflow2
+from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import forwarder, post_event, run_worker
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
@@ -22,8 +22,10 @@ URI = f"fivetran://connector/{CID}"
 
 
 @pytest.fixture
-def fw(settings: Settings, af2: Airflow2) -> Forwarder:
-    return forwarder(settings, af2.url, af2.username, af2.password)
+def fw(settings: Settings, airflow2_standin: Airflow2StandIn) -> Forwarder:
+    return forwarder(
+        settings, airflow2_standin.url, airflow2_standin.username, airflow2_standin.password
+    )
 
 
 @pytest.fixture
@@ -41,7 +43,7 @@ def sample(name: str, **labels: str) -> float:
 
 class TestDeliveriesAndReplay:
     def test_lists_states_and_replays_a_sync(
-        self, http: Any, fw: Forwarder, af2: Airflow2, env: dict[str, str]
+        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn, env: dict[str, str]
     ) -> None:
         """deliveries shows the reason of an undelivered sync; replay SYNC_ID delivers it."""
         post_event(http, sync_id="s1")
@@ -49,7 +51,7 @@ class TestDeliveriesAndReplay:
         out = cli(env, "deliveries")
         assert out.exit_code == 0 and "undelivered" in out.output and "404" in out.output
         assert "s1" not in cli(env, "deliveries", "--state", "delivered").output
-        af2.add_dataset(URI)
+        airflow2_standin.add_dataset(URI)
         assert "replayed 1 delivery" in cli(env, "replay", "s1").output
         run_worker(fw)
         out = cli(env, "deliveries", "--state", "delivered", "--json")
@@ -63,13 +65,13 @@ class TestDeliveriesAndReplay:
         assert out.exit_code == 1 and "no deliveries recorded" in out.output
 
     def test_datasets_check(
-        self, http: Any, fw: Forwarder, af2: Airflow2, env: dict[str, str]
+        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn, env: dict[str, str]
     ) -> None:
         """Lists the recorded connectors' URIs and whether Airflow knows each."""
         post_event(http, sync_id="s1")
         out = cli(env, "datasets", "check")
         assert out.exit_code == 1 and "MISSING" in out.output and URI in out.output
-        af2.add_dataset(URI)
+        airflow2_standin.add_dataset(URI)
         out = cli(env, "datasets", "check")
         assert out.exit_code == 0 and "ok" in out.output
 
@@ -79,18 +81,18 @@ class TestDeliveriesAndReplay:
         assert out.exit_code == 1 and "FIVETRAN_EVENTS_AIRFLOW_URL" in out.output
 
     def test_worker_burst_delivers(
-        self, http: Any, fw: Forwarder, af2: Airflow2, env: dict[str, str]
+        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn, env: dict[str, str]
     ) -> None:
-        af2.add_dataset(URI)
+        airflow2_standin.add_dataset(URI)
         post_event(http, sync_id="s1")
         out = cli(env, "worker", "--burst")
         assert out.exit_code == 0, out.output
-        assert len(af2.events) == 1
+        assert len(airflow2_standin.events) == 1
 
 
 class TestMetrics:
     def test_outcomes_and_latency_are_counted(
-        self, http: Any, fw: Forwarder, af2: Airflow2
+        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
     ) -> None:
         name = "fivetran_events_forward_attempts_total"
         before = (
@@ -100,7 +102,7 @@ class TestMetrics:
         )
         post_event(http, sync_id="s1")
         run_worker(fw)
-        af2.add_dataset(URI)
+        airflow2_standin.add_dataset(URI)
         post_event(http, sync_id="s2")
         run_worker(fw)
         assert sample(name, outcome="undelivered") == before[1] + 1

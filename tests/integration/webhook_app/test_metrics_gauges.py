@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fivetran_events import Settings
 from fivetran_events.timeutil import to_ms
-from testkit.airflow2_standin import Airflow2
+from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import forwarder, post_event, run_worker
 from testkit.servers import free_port
 from testkit.support import payload, signed
@@ -174,14 +174,14 @@ class TestConnectorFreshness:
 
 
 @pytest.fixture
-def standin(af2: Airflow2) -> Airflow2:
-    af2.add_dataset("fivetran://connector/known")
-    return af2
+def standin(airflow2_standin: Airflow2StandIn) -> Airflow2StandIn:
+    airflow2_standin.add_dataset("fivetran://connector/known")
+    return airflow2_standin
 
 
 class TestDeliveryGauges:
     def test_counts_and_oldest_age_by_state(
-        self, http: Any, settings: Settings, standin: Airflow2, frozen: Any
+        self, http: Any, settings: Settings, standin: Airflow2StandIn, frozen: Any
     ) -> None:
         """One delivery in each state, made by the real worker code against the stand-in."""
         fw = forwarder(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ import redis
 from fivetran_events import Settings
 from fivetran_events.keys import readiness_key
 from testkit.own_redis import OwnRedis, delivery_count, own_redis
+from testkit.processes import poll_until
 from testkit.support import at, payload, signed
 from webhook_app import create_app
 
@@ -30,13 +30,6 @@ pytestmark = pytest.mark.redis
 
 #: A state's context yields the server in that state and a function that ends the state.
 Fault = Callable[[Path], AbstractContextManager[tuple[OwnRedis, Callable[[], None]]]]
-
-
-def poll(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def refuses(client: redis.Redis, error: type[Exception]) -> bool:
@@ -61,7 +54,7 @@ def read_only_replica(tmp: Path) -> Iterator[tuple[OwnRedis, Callable[[], None]]
     with own_redis(tmp / "primary") as primary, own_redis(tmp / "replica") as server:
         c = server.client()
         c.replicaof("127.0.0.1", str(primary.port))
-        poll(lambda: refuses(c, redis.ReadOnlyError), "READONLY")
+        poll_until(lambda: refuses(c, redis.ReadOnlyError), "READONLY", 20, 0.05)
         yield server, lambda: c.replicaof("NO", "ONE")
 
 
@@ -82,12 +75,19 @@ def failed_save(tmp: Path) -> Iterator[tuple[OwnRedis, Callable[[], None]]]:
         c.config_set("dir", str(gone))
         shutil.rmtree(gone)  # removed under it, so even root cannot save there
         c.bgsave()
-        poll(lambda: c.info("persistence")["rdb_last_bgsave_status"] == "err", "a failed save")
+        poll_until(
+            lambda: c.info("persistence")["rdb_last_bgsave_status"] == "err",
+            "a failed save",
+            20,
+            0.05,
+        )
 
         def recover() -> None:
             c.config_set("dir", str(server.directory))
             c.bgsave()
-            poll(lambda: c.info("persistence")["rdb_last_bgsave_status"] == "ok", "a save")
+            poll_until(
+                lambda: c.info("persistence")["rdb_last_bgsave_status"] == "ok", "a save", 20, 0.05
+            )
 
         yield server, recover
 
@@ -108,7 +108,7 @@ def busy_script(tmp: Path) -> Iterator[tuple[OwnRedis, Callable[[], None]]]:
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         c = server.client()
-        poll(lambda: refuses(c, redis.ResponseError), "BUSY")
+        poll_until(lambda: refuses(c, redis.ResponseError), "BUSY", 20, 0.05)
 
         def recover() -> None:
             c.script_kill()
@@ -134,11 +134,13 @@ def loading(tmp: Path) -> Iterator[tuple[OwnRedis, Callable[[], None]]]:
         directory, "--key-load-delay", "1000", "--loading-process-events-interval-bytes", "1024"
     ) as server:
         c = server.client(retry=None)
-        poll(lambda: refuses(c, redis.BusyLoadingError), "LOADING")
+        poll_until(lambda: refuses(c, redis.BusyLoadingError), "LOADING", 20, 0.05)
 
         def recover() -> None:
             c.config_set("key-load-delay", 0)
-            poll(lambda: not refuses(c, redis.BusyLoadingError), "the end of LOADING")
+            poll_until(
+                lambda: not refuses(c, redis.BusyLoadingError), "the end of LOADING", 20, 0.05
+            )
 
         yield server, recover
 

@@ -22,6 +22,7 @@ from rq import Queue
 from fivetran_events import parse_event
 from fivetran_events.keys import ConnectorKeys
 from testkit.own_redis import own_redis
+from testkit.processes import poll_until
 from testkit.servers import webhook_server
 from testkit.support import payload, signed
 
@@ -70,10 +71,13 @@ def test_redis_restart_under_load_loses_no_ack(tmp_path: Path) -> None:
                         outcomes[f"{r.status_code} {r.text[:60]}"] += 1
 
         def wait_acks(n: int, timeout: float = 60.0) -> None:
-            deadline = time.monotonic() + timeout
-            while len(acked) < n and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert len(acked) >= n, f"only {len(acked)} deliveries acknowledged: {outcomes}"
+            poll_until(
+                lambda: len(acked) >= n,
+                f"{n} acknowledged deliveries",
+                timeout,
+                interval=0.02,
+                details=lambda: f"only {len(acked)}: {outcomes}",
+            )
 
         threads = [threading.Thread(target=drive) for _ in range(THREADS)]
         for t in threads:

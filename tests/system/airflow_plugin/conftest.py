@@ -23,7 +23,7 @@ def redis_conn(redis_url: str, settings, monkeypatch: pytest.MonkeyPatch) -> str
 
 
 @pytest.fixture
-def af(airflow_db: Path, redis_conn: str) -> Iterator[Path]:
+def dagtest_airflow(airflow_db: Path, redis_conn: str) -> Iterator[Path]:
     """Everything a dag.test() of the plugin needs: migrated DB and the Redis connection."""
     yield airflow_db
 

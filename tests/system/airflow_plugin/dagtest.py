@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from testkit.support import payload, signed
+from testkit.support import at, payload, signed
 
 
 def serialize(dag: Any) -> None:
@@ -61,3 +61,33 @@ def sync(
     if started is not None:
         post(http, payload("sync_start", connector_id, started, sync_id=sync_id))
     post(http, payload("sync_end", connector_id, ended, sync_id=sync_id, status=status, **data))
+
+
+# --- shared by the sensor-behaviour and frozen-clock tests ---------------------------
+
+#: A sensor that gives up within a second (soft_fail: skipped, not failed).
+FAST = {"poke_interval": 0.2, "timeout": 1, "soft_fail": True}
+
+
+def one_sensor_dag(dag_id: str, schedule: Any, **sensor: Any) -> Any:
+    from airflow.sdk import DAG
+
+    from airflow_plugin.sensors import FivetranDateTimeSensor
+
+    with DAG(dag_id, schedule=schedule, start_date=at(1), catchup=False) as dag:
+        FivetranDateTimeSensor(task_id="s", **{"connector_id": "c1", **FAST, **sensor})
+    return dag
+
+
+def daily_syncs(http: Any, days: range = range(1, 16)) -> None:
+    for day in days:
+        sync(http, "c1", at(day, 6), sync_id=f"ok-{day}")
+
+
+def result(out: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    state, value = out["s"]
+    return state, (value or {}).get("target"), (value or {}).get("sync_id")
+
+
+def z(when: datetime) -> str:
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")

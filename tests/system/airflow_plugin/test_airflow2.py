@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 
 from testkit.airflow2_harness import REPO, airflow2_env, ensure_airflow2
-from testkit.support import at, conn_uri, pattern_listeners
-from tests.integration.fivetran_events.test_decision import (
+from testkit.calendars import (
     CALENDARS,
     SCENARIO_A,
     SCENARIO_B,
@@ -30,6 +29,7 @@ from tests.integration.fivetran_events.test_decision import (
     S,
     W,
 )
+from testkit.support import at, conn_uri, pattern_listeners
 
 from .dagtest import sync
 
@@ -119,7 +119,7 @@ class Airflow2Home:
 
 
 @pytest.fixture(scope="module")
-def af2(tmp_path_factory: pytest.TempPathFactory) -> Airflow2Home:
+def airflow2_home(tmp_path_factory: pytest.TempPathFactory) -> Airflow2Home:
     """Airflow 2.11 with this checkout installed, and a freshly migrated SQLite home."""
     home = Airflow2Home(tmp_path_factory.mktemp("airflow2-home"))
     home.command("db", "migrate")
@@ -127,7 +127,7 @@ def af2(tmp_path_factory: pytest.TempPathFactory) -> Airflow2Home:
 
 
 @pytest.fixture
-def af2_conn(redis_url: str, settings) -> str:  # type: ignore[no-untyped-def]
+def airflow2_conn(redis_url: str, settings) -> str:  # type: ignore[no-untyped-def]
     """``AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS`` for the suite's Redis and the app's prefix."""
     return conn_uri(redis_url, settings.key_prefix)
 
@@ -137,7 +137,7 @@ def outcome(task: dict[str, Any]) -> str:
 
 
 class TestSensorCalendarsOnAirflow2:
-    def test_poke_mode_gives_the_seed_calendars(self, af2, af2_conn, http) -> None:
+    def test_poke_mode_gives_the_seed_calendars(self, airflow2_home, airflow2_conn, http) -> None:
         """schedule="@daily" on 2.11: every January run ends as the seed says.
 
         A FAIL fails the task with a message naming the failed sync; a WAIT times out
@@ -147,7 +147,7 @@ class TestSensorCalendarsOnAirflow2:
             for day in range(1, 16):
                 for sid, ended, status in SCENARIO_A if scenario == "A" else SCENARIO_B:
                     sync(http, f"{variant}_{day}", ended, status, sync_id=sid)
-        result = af2.run("calendar", af2_conn)
+        result = airflow2_home.run("calendar", airflow2_conn)
 
         assert result["timetable"] == "CronDataIntervalTimetable"
         for variant, key in VARIANTS.items():
@@ -172,7 +172,7 @@ class TestSensorCalendarsOnAirflow2:
 
 class TestDeferrableOnAirflow2:
     def test_a_sync_recorded_while_deferred_releases_the_sensor(
-        self, af2, af2_conn, http, app, client
+        self, airflow2_home, airflow2_conn, http, app, client
     ) -> None:
         """dag.test() on 2.11 runs the trigger in line; the webhook's publish decides it.
 
@@ -189,10 +189,10 @@ class TestDeferrableOnAirflow2:
             "d_fail": ("FAILURE", "release-fail", {"reason": "quota exceeded"}),
         }
 
-        progress = af2.root / "deferrable.progress"
+        progress = airflow2_home.root / "deferrable.progress"
         progress.write_text("")
         before = pattern_listeners(client)
-        proc, out = af2.start("deferrable", af2_conn, progress)
+        proc, out = airflow2_home.start("deferrable", airflow2_conn, progress)
         released: list[str] = []
         closing = False  # the last released trigger still holds its subscription
         deadline = time.monotonic() + PART_TIMEOUT
@@ -211,7 +211,9 @@ class TestDeferrableOnAirflow2:
                     released.append(pending[0])
                     closing = True
             time.sleep(0.05)
-        result = af2.finish("deferrable", proc, out, max(1.0, deadline - time.monotonic()))
+        result = airflow2_home.finish(
+            "deferrable", proc, out, max(1.0, deadline - time.monotonic())
+        )
 
         assert released == ["d_ok", "d_fail"]
         now = result["d_now"]["tasks"]["wait_for_fivetran"]
@@ -223,17 +225,19 @@ class TestDeferrableOnAirflow2:
         failed = result["d_fail"]
         assert failed["tasks"]["wait_for_fivetran"]["state"] == "failed", failed
         assert "release-fail" in failed["error"] and "quota exceeded" in failed["error"]
-        log = (af2.root / "deferrable.log").read_text(errors="replace")
+        log = (airflow2_home.root / "deferrable.log").read_text(errors="replace")
         assert "decided success on a change message" in log
         assert "decided fail on a change message" in log
 
 
 class TestOperatorAssetPluginOnAirflow2:
-    def test_short_circuit_asset_trigger_and_macros(self, af2, af2_conn, http) -> None:
+    def test_short_circuit_asset_trigger_and_macros(
+        self, airflow2_home, airflow2_conn, http
+    ) -> None:
         """The short-circuit skips when a success counts; connector_asset is a Dataset;
         the trigger round-trips its serialization; the plugin's macros render."""
         sync(http, "sc", at(5, 6), sync_id="sc-5")
-        result = af2.run("misc", af2_conn)
+        result = airflow2_home.run("misc", airflow2_conn)
 
         assert result["airflow_v_3"] is False
         assert Path(result["plugin_file"]).resolve().is_relative_to(REPO.resolve())
@@ -255,9 +259,9 @@ class TestOperatorAssetPluginOnAirflow2:
         assert rendered["state"] == "success", result["macros"]
         assert rendered["value"] == {"uri": "fivetran://connector/sc", "last": "sc-5"}
 
-    def test_the_plugin_registers_through_its_entry_point(self, af2) -> None:
+    def test_the_plugin_registers_through_its_entry_point(self, airflow2_home) -> None:
         """``airflow plugins`` on 2.11 lists it, loaded from the airflow.plugins entry point."""
-        listed = json.loads(af2.command("plugins", "--output", "json"))
+        listed = json.loads(airflow2_home.command("plugins", "--output", "json"))
         ours = [p for p in listed if p.get("name") == "fivetran_events"]
         assert len(ours) == 1, listed
         assert ours[0]["macros"] == [

@@ -18,7 +18,7 @@ def connection(uri: str, conn_id: str = "x"):  # type: ignore[no-untyped-def]
 
 
 class TestConfigFromConnection:
-    def test_uri_with_password_db_and_prefix(self, af) -> None:
+    def test_uri_with_password_db_and_prefix(self, dagtest_airflow) -> None:
         """A redis:// URI carries auth, database number and the key prefix (URL-encoded)."""
         from airflow_plugin.hooks import config_from_connection
 
@@ -31,7 +31,7 @@ class TestConfigFromConnection:
         assert cfg.key_prefix == "prod:"
         assert cfg.max_sync_duration_ms == 6 * 3600 * 1000
 
-    def test_defaults_follow_the_server_settings(self, af, monkeypatch) -> None:
+    def test_defaults_follow_the_server_settings(self, dagtest_airflow, monkeypatch) -> None:
         """Without extras the prefix and staleness limit are the FIVETRAN_EVENTS_* ones."""
         from airflow_plugin.hooks import config_from_connection
 
@@ -41,7 +41,7 @@ class TestConfigFromConnection:
         assert cfg.key_prefix == "shared:"
         assert cfg.max_sync_duration_ms == 24 * 3600 * 1000
 
-    def test_tls(self, af) -> None:
+    def test_tls(self, dagtest_airflow) -> None:
         """rediss:// or extra ssl=true gives a TLS URL."""
         from airflow_plugin.hooks import config_from_connection
 
@@ -50,7 +50,7 @@ class TestConfigFromConnection:
             "rediss://"
         )
 
-    def test_bad_db(self, af) -> None:
+    def test_bad_db(self, dagtest_airflow) -> None:
         from airflow_plugin.hooks import config_from_connection
 
         with pytest.raises(ValueError, match="database number"):
@@ -58,7 +58,7 @@ class TestConfigFromConnection:
 
 
 class TestHook:
-    def test_default_conn_id_from_environment(self, af, http) -> None:
+    def test_default_conn_id_from_environment(self, dagtest_airflow, http) -> None:
         """AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS (a redis:// URI) is the default connection."""
         from airflow_plugin.hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 
@@ -70,7 +70,7 @@ class TestHook:
         facts = hook.reader().facts("c1", 0)
         assert [c.sync_id for c in facts.successes_from_target] == ["s1"]
 
-    def test_last_success(self, af, http) -> None:
+    def test_last_success(self, dagtest_airflow, http) -> None:
         """last_success finds the newest success at or before a time, ignoring failures."""
         from airflow_plugin.hooks import FivetranEventsRedisHook
         from fivetran_events.timeutil import to_ms
@@ -83,7 +83,7 @@ class TestHook:
         assert hook.last_success("c1", to_ms(at(7))).sync_id == "ok2"
         assert hook.last_success("c1", to_ms(at(2))) is None
 
-    def test_unreachable_redis(self, af, monkeypatch) -> None:
+    def test_unreachable_redis(self, dagtest_airflow, monkeypatch) -> None:
         """test_connection says why when Redis does not answer."""
         from airflow_plugin.hooks import FivetranEventsRedisHook
 

@@ -20,8 +20,8 @@ import redis
 from fivetran_events import Settings
 from fivetran_events.timeutil import iso
 from testkit.airflow_harness import AirflowServer
+from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
 from testkit.support import SECRET, TOKEN, at, pattern_listeners, payload
-from tests.integration.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B
 
 from .dagtest import post, sync
 
@@ -94,7 +94,7 @@ LIVE_DAGS = (
 
 
 @pytest.fixture(scope="module")
-def live(airflow: AirflowServer, redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-def]
+def live(airflow3: AirflowServer, redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-def]
     """The session's Airflow with this module's DAGs parsed and the seed history written.
 
     The session's Airflow reads the history at prefix ``test:`` of the suite's Redis
@@ -117,19 +117,19 @@ def live(airflow: AirflowServer, redis_proc) -> Iterator[AirflowServer]:  # type
                 post(
                     http, payload("sync_end", f"live_{scenario}", ended, sync_id=sid, status=status)
                 )
-    airflow.add_dag("live_dags.py", DAG_FILE)
-    airflow.wait_for_parsed(*LIVE_DAGS[:-1])
-    yield airflow
-    for dag_id, run_id in airflow.query(
+    airflow3.add_dag("live_dags.py", DAG_FILE)
+    airflow3.wait_for_parsed(*LIVE_DAGS[:-1])
+    yield airflow3
+    for dag_id, run_id in airflow3.query(
         "select dag_id, run_id from dag_run where state in ('queued', 'running') and "
         f"dag_id in ({','.join('?' * len(LIVE_DAGS))})",
         *LIVE_DAGS,
     ):
-        resp = airflow.request(
+        resp = airflow3.request(
             "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", json={"state": "failed"}
         )
         assert resp.status_code == 200, (resp.status_code, resp.text)
-    airflow.wait_for(
+    airflow3.wait_for(
         "the triggerer to stop listening", lambda: pattern_listeners(client) == 0, timeout=120
     )
 

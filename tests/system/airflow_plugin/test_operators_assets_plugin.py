@@ -15,7 +15,7 @@ pytestmark = pytest.mark.airflow
 
 
 @pytest.fixture
-def fivetran(af, monkeypatch) -> Any:  # type: ignore[no-untyped-def]
+def fivetran(dagtest_airflow, monkeypatch) -> Any:  # type: ignore[no-untyped-def]
     """The provider's FivetranHook pointed at a stand-in of Fivetran's API."""
     from fivetran_provider_async.hooks import FivetranHook
 
@@ -92,7 +92,7 @@ class TestAssets:
             a.uri for a in connector_assets("a", "b", template="fivetran://w/{connector_id}")
         ] == ["fivetran://w/a", "fivetran://w/b"]
 
-    def test_a_dag_scheduled_on_connector_assets_serializes(self, af) -> None:
+    def test_a_dag_scheduled_on_connector_assets_serializes(self, dagtest_airflow) -> None:
         """Airflow accepts the fivetran:// URI in schedule=[...] (serialized to the DB)."""
         from airflow.sdk import DAG
         from airflow.sdk import timezone as tz
@@ -110,7 +110,7 @@ class TestAssets:
 
 
 class TestPlugin:
-    def test_registered_through_the_entry_point(self, af) -> None:
+    def test_registered_through_the_entry_point(self, dagtest_airflow) -> None:
         from importlib.metadata import entry_points
 
         from airflow_plugin.plugin import FivetranEventsPlugin
@@ -118,7 +118,7 @@ class TestPlugin:
         (ep,) = [e for e in entry_points(group="airflow.plugins") if e.name == "fivetran_events"]
         assert ep.load() is FivetranEventsPlugin
 
-    def test_macros_in_a_template(self, af, http) -> None:
+    def test_macros_in_a_template(self, dagtest_airflow, http) -> None:
         """macros.fivetran_events.* render in a task's template."""
         from airflow.providers.standard.operators.python import PythonOperator
         from airflow.sdk import DAG, CronDataIntervalTimetable

@@ -303,7 +303,7 @@ with DAG("outage_deferred", schedule=None, start_date=datetime(2026, 1, 1, tzinf
 @pytest.mark.slow
 class TestOnRealTriggerer:
     def test_outage_while_deferred_fails_the_try_and_the_retry_counts_the_sync(
-        self, airflow: AirflowServer, own_redis: OwnRedis, outage_http: Any
+        self, airflow3: AirflowServer, own_redis: OwnRedis, outage_http: Any
     ) -> None:
         """Deferred in the real triggerer, Redis stops: the trigger reports after its window
         (3 s), the try fails (soft_fail does not skip it), Redis starts again on the same
@@ -315,16 +315,16 @@ class TestOnRealTriggerer:
             "port": own_redis.port,
             "extra": json.dumps({"key_prefix": PREFIX}),
         }
-        airflow.request("DELETE", f"/api/v2/connections/{CONN_ID}")
-        resp = airflow.request("POST", "/api/v2/connections", json=conn)
+        airflow3.request("DELETE", f"/api/v2/connections/{CONN_ID}")
+        resp = airflow3.request("POST", "/api/v2/connections", json=conn)
         assert resp.status_code == 201, (resp.status_code, resp.text)
         try:
-            airflow.add_dag("outage_deferred.py", OUTAGE_DAG)
-            airflow.wait_for_parsed("outage_deferred")
-            airflow.trigger("outage_deferred", "outage1")
-            state = lambda: airflow.ti_state("outage_deferred", "outage1", "wait")  # noqa: E731
-            airflow.wait_for("the sensor to defer", lambda: state() == "deferred", timeout=120)
-            airflow.wait_for(
+            airflow3.add_dag("outage_deferred.py", OUTAGE_DAG)
+            airflow3.wait_for_parsed("outage_deferred")
+            airflow3.trigger("outage_deferred", "outage1")
+            state = lambda: airflow3.ti_state("outage_deferred", "outage1", "wait")  # noqa: E731
+            airflow3.wait_for("the sensor to defer", lambda: state() == "deferred", timeout=120)
+            airflow3.wait_for(
                 "the triggerer to subscribe",
                 lambda: any(int(c.get("psub", 0)) for c in own_redis.client().client_list()),
                 timeout=60,
@@ -332,7 +332,7 @@ class TestOnRealTriggerer:
 
             own_redis.stop()
             stopped = time.monotonic()
-            airflow.wait_for(
+            airflow3.wait_for(
                 "the try to fail",
                 lambda: state() in ("up_for_retry", "failed", "skipped", "success"),
                 timeout=90,
@@ -343,20 +343,20 @@ class TestOnRealTriggerer:
 
             own_redis.start()
             post(outage_http, payload("sync_end", "c_live", at(11), sync_id="s-live"))
-            airflow.wait_for(
+            airflow3.wait_for(
                 "the retry to end", lambda: state() in ("success", "failed"), timeout=120
             )
             assert state() == "success"
-            ((tries,),) = airflow.query(
+            ((tries,),) = airflow3.query(
                 "select try_number from task_instance where dag_id='outage_deferred'"
             )
             assert tries == 2
             first = "".join(
                 p.read_text(errors="replace")
-                for p in (airflow.home / "logs" / "dag_id=outage_deferred").glob(
+                for p in (airflow3.home / "logs" / "dag_id=outage_deferred").glob(
                     "run_id=*/task_id=wait/attempt=1.log"
                 )
             )
             assert "FivetranHistoryUnavailable" in first and "unreachable" in first, first[-3000:]
         finally:
-            airflow.request("DELETE", f"/api/v2/connections/{CONN_ID}")
+            airflow3.request("DELETE", f"/api/v2/connections/{CONN_ID}")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 import pytest
 
 from testkit.support import at
 
-from .dagtest import run, sync
+from .dagtest import daily_syncs, one_sensor_dag, result, run, sync, z
 
 pytestmark = [
     pytest.mark.airflow,
@@ -17,32 +16,6 @@ pytestmark = [
     # does not exist in dag.test(), which runs every poke in this process.
     pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning"),
 ]
-
-FAST = {"poke_interval": 0.2, "timeout": 1, "soft_fail": True}
-
-
-def one_sensor_dag(dag_id: str, schedule: Any, **sensor: Any) -> Any:
-    from airflow.sdk import DAG
-
-    from airflow_plugin.sensors import FivetranDateTimeSensor
-
-    with DAG(dag_id, schedule=schedule, start_date=at(1), catchup=False) as dag:
-        FivetranDateTimeSensor(task_id="s", **{"connector_id": "c1", **FAST, **sensor})
-    return dag
-
-
-def daily_syncs(http: Any, days: range = range(1, 16)) -> None:
-    for day in days:
-        sync(http, "c1", at(day, 6), sync_id=f"ok-{day}")
-
-
-def result(out: dict[str, Any]) -> tuple[str, str | None, str | None]:
-    state, value = out["s"]
-    return state, (value or {}).get("target"), (value or {}).get("sync_id")
-
-
-def z(when: datetime) -> str:
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class TestTimetables:
@@ -59,7 +32,7 @@ class TestTimetables:
         ],
     )
     def test_target_is_data_interval_end(
-        self, af, http, monkeypatch, kind: str, target: datetime, decider: str
+        self, dagtest_airflow, http, monkeypatch, kind: str, target: datetime, decider: str
     ) -> None:
         from airflow import plugins_manager
         from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable
@@ -92,7 +65,7 @@ class TestTimetables:
         assert out["_run"].data_interval_end == target
         assert result(out) == ("success", z(target), decider)
 
-    def test_run_without_data_interval_uses_run_after(self, af, http) -> None:
+    def test_run_without_data_interval_uses_run_after(self, dagtest_airflow, http) -> None:
         """A run with no data interval (as asset-triggered and manual runs in Airflow 3)."""
         daily_syncs(http)
         dag = one_sensor_dag("tt_none", None)
@@ -100,7 +73,7 @@ class TestTimetables:
         assert out["_run"].data_interval_end is None
         assert result(out) == ("success", z(at(7, 12)), "ok-8")
 
-    def test_explicit_target_time_template(self, af, http) -> None:
+    def test_explicit_target_time_template(self, dagtest_airflow, http) -> None:
         """target_time is templated; a rendered ISO string is read as UTC."""
         daily_syncs(http)
         dag = one_sensor_dag(
@@ -114,7 +87,7 @@ class TestTimetables:
 
 
 class TestRestart:
-    def test_rerun_waits_for_the_same_target(self, af, http) -> None:
+    def test_rerun_waits_for_the_same_target(self, dagtest_airflow, http) -> None:
         """A re-run sees the same target: a sync before it never counts, one after it does."""
         daily_syncs(http, range(1, 11))
         dag = one_sensor_dag("restart", "@daily", propagate_failures_forward=False)
@@ -126,7 +99,7 @@ class TestRestart:
 
 
 class TestFlags:
-    def test_always_wait_when_syncing(self, af, http) -> None:
+    def test_always_wait_when_syncing(self, dagtest_airflow, http) -> None:
         """A running sync holds the sensor even though a success already counts."""
         from datetime import timezone
 
@@ -141,7 +114,7 @@ class TestFlags:
         assert result(run(waits, at(5)))[0] == "skipped"
         assert result(run(passes, at(5)))[:2] == ("success", z(at(5)))
 
-    def test_stale_running_sync_does_not_wait_forever(self, af, http) -> None:
+    def test_stale_running_sync_does_not_wait_forever(self, dagtest_airflow, http) -> None:
         """A sync_start older than the maximum sync duration (24 h) is not running."""
         from datetime import timezone
 
@@ -155,7 +128,7 @@ class TestFlags:
         dag = one_sensor_dag("aw_stale", "@daily", always_wait_when_syncing=True)
         assert result(run(dag, at(5)))[:2] == ("success", z(at(5)))
 
-    def test_started_after_refuses_a_sync_that_started_before(self, af, http) -> None:
+    def test_started_after_refuses_a_sync_that_started_before(self, dagtest_airflow, http) -> None:
         """criterion=started_after: the success must have started at or after the target."""
         sync(http, "c1", at(10, 1), sync_id="straddles", started=at(9, 23))
         strict = one_sensor_dag("sa_strict", "@daily", criterion="started_after")
@@ -166,7 +139,7 @@ class TestFlags:
         assert result(run(strict, at(10))) == ("success", z(at(10)), "inside")
 
     @pytest.mark.parametrize("mode", ["poke", "reschedule", "deferrable"])
-    def test_flags_reach_every_mode(self, af, http, mode: str) -> None:
+    def test_flags_reach_every_mode(self, dagtest_airflow, http, mode: str) -> None:
         """always_wait_when_syncing and started_after hold in poke, reschedule, deferrable."""
         from datetime import timezone
 
@@ -230,7 +203,7 @@ class TestRescheduleInterval:
 
 
 class TestFailMessage:
-    def test_fail_names_sync_time_reason_and_target(self, af, http) -> None:
+    def test_fail_names_sync_time_reason_and_target(self, dagtest_airflow, http) -> None:
         """FAIL raises FivetranSyncFailed naming the failed sync, its time, reason, target."""
         from airflow_plugin.exceptions import FivetranSyncFailed
         from airflow_plugin.sensors import FivetranDateTimeSensor

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B, S, W
 from testkit.support import at, pattern_listeners
-from tests.integration.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B, S, W
 
 from .dagtest import run, sync
 
@@ -108,7 +108,7 @@ def outcome(state: str, value: Any, released: bool) -> str:
 @pytest.mark.slow
 class TestSeedBackfill:
     @pytest.mark.parametrize("mode", ["poke", "reschedule", "deferrable"])
-    def test_calendar(self, af, app, http, client, mode: str) -> None:
+    def test_calendar(self, dagtest_airflow, app, http, client, mode: str) -> None:
         """Every January run ends with the seed's outcome, for both propagate values.
 
         poke/reschedule: a WAIT times out (soft_fail: skipped). deferrable: a WAIT defers,

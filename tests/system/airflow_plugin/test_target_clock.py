@@ -17,8 +17,7 @@ from freezegun import freeze_time
 
 from testkit.support import at
 
-from .dagtest import run, sync
-from .test_sensor_behaviour import daily_syncs, one_sensor_dag, result, z
+from .dagtest import daily_syncs, one_sensor_dag, result, run, sync, z
 
 pytestmark = [pytest.mark.airflow]
 
@@ -49,7 +48,7 @@ def task_started(dag_run: Any) -> datetime:
 
 
 class TestSameTargetWhateverTheClock:
-    def test_data_interval_end(self, af, http) -> None:
+    def test_data_interval_end(self, dagtest_airflow, http) -> None:
         """CronDataIntervalTimetable: the run at Jan 5 covers Jan 4 and targets its end."""
         from airflow.sdk import CronDataIntervalTimetable
 
@@ -57,7 +56,7 @@ class TestSameTargetWhateverTheClock:
         dag = one_sensor_dag("clock_interval", CronDataIntervalTimetable("@daily", timezone="UTC"))
         assert twice(dag, at(5)) == [("success", z(at(5)), "ok-5")] * 3
 
-    def test_cron_trigger_timetable_start_equals_end(self, af, http) -> None:
+    def test_cron_trigger_timetable_start_equals_end(self, dagtest_airflow, http) -> None:
         """ "@daily" (CronTriggerTimetable): end == logical date, so the target is Jan 12,
         and the failure that ended then decides, under either clock."""
         daily_syncs(http, range(1, 11))
@@ -69,7 +68,7 @@ class TestSameTargetWhateverTheClock:
             == [("success", z(at(9)), "ok-9")] * 3
         )
 
-    def test_run_without_data_interval_uses_its_run_after(self, af, http) -> None:
+    def test_run_without_data_interval_uses_its_run_after(self, dagtest_airflow, http) -> None:
         """No data interval: the run's run_after (Jan 7 12:00), not the time it runs."""
         daily_syncs(http, range(1, 11))
         dag = one_sensor_dag("clock_none", None)

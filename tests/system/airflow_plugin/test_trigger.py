@@ -61,7 +61,7 @@ def run_async(body: Callable[[], Awaitable[Any]]) -> Any:
 
 
 class TestSerialization:
-    def test_round_trip(self, af) -> None:
+    def test_round_trip(self, dagtest_airflow) -> None:
         """serialize() names the class by its dotted path and rebuilds an equal trigger."""
         from airflow.sdk._shared.module_loading import import_string
 
@@ -74,14 +74,14 @@ class TestSerialization:
 
 
 class TestWakeUps:
-    def test_decided_at_once(self, af, writer: HistoryWriter) -> None:
+    def test_decided_at_once(self, dagtest_airflow, writer: HistoryWriter) -> None:
         """A decision already in the history fires without waiting."""
         record(writer, "c1", at(12), "FAILURE", "f1")
         ev = run_async(lambda: first_event(trigger("c1")))
         assert ev["status"] == "fail" and "f1" in ev["message"]
         assert ev["decision"]["sync"]["sync_id"] == "f1"
 
-    def test_publish_wakes_within_a_second(self, af, client, writer) -> None:
+    def test_publish_wakes_within_a_second(self, dagtest_airflow, client, writer) -> None:
         """A sync recorded while deferred releases the trigger in well under a second."""
 
         async def body() -> float:
@@ -97,7 +97,9 @@ class TestWakeUps:
 
         assert run_async(body) < 1.0
 
-    def test_lost_publish_costs_one_interval(self, af, client, writer, monkeypatch) -> None:
+    def test_lost_publish_costs_one_interval(
+        self, dagtest_airflow, client, writer, monkeypatch
+    ) -> None:
         """With the publish lost, the re-check finds the sync within one interval."""
         monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
 
@@ -114,7 +116,9 @@ class TestWakeUps:
 
         assert run_async(body) < 1.5 + 0.5
 
-    def test_listener_reconnects_and_rechecks(self, af, client, writer, monkeypatch) -> None:
+    def test_listener_reconnects_and_rechecks(
+        self, dagtest_airflow, client, writer, monkeypatch
+    ) -> None:
         """When Redis drops the subscription, the hub resubscribes and re-checks everyone."""
         monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
 
@@ -130,7 +134,7 @@ class TestWakeUps:
 
 
 class TestScale:
-    def test_thousands_share_one_subscription(self, af, client, writer) -> None:
+    def test_thousands_share_one_subscription(self, dagtest_airflow, client, writer) -> None:
         """2,000 deferred triggers hold one PSUBSCRIBE and a bounded pool; one wakes alone."""
         from airflow_plugin._wakeups import POOL_SIZE
 

@@ -28,42 +28,42 @@ DAG_ID = "sales_e2e"
 
 
 @pytest.fixture
-def fw(settings: Settings, airflow: AirflowServer) -> Forwarder:
-    return forwarder(settings, airflow.url, airflow.username, airflow.password)
+def fw(settings: Settings, airflow3: AirflowServer) -> Forwarder:
+    return forwarder(settings, airflow3.url, airflow3.username, airflow3.password)
 
 
 @pytest.fixture
-def sales_dag(airflow: AirflowServer) -> Path:
+def sales_dag(airflow3: AirflowServer) -> Path:
     """The example folder, pointed at this test's connector, as a two-line DAG file."""
-    folder = airflow.home / "sql" / DAG_ID
+    folder = airflow3.home / "sql" / DAG_ID
     if not folder.exists():
         shutil.copytree(EXAMPLE, folder)
         toml = folder / "dag.toml"
         toml.write_text(toml.read_text().replace('"demo_connector"', f'"{CONNECTOR}"'))
-        with sqlite3.connect(airflow.warehouse_dir / "fivetran_demo.db") as c:
+        with sqlite3.connect(airflow3.warehouse_dir / "fivetran_demo.db") as c:
             c.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, day TEXT, amount REAL)")
             c.executemany(
                 "INSERT INTO orders VALUES (?, ?, ?)",
                 [(1, "2026-01-01", 10.0), (2, "2026-01-01", 5.5), (3, "2026-01-02", 7.0)],
             )
-        airflow.add_dag(
+        airflow3.add_dag(
             f"{DAG_ID}.py",
             "from airflow_plugin.dag_factory import dags_from_folder"
             f"\n\ndags_from_folder({str(folder)!r}, dag_id={DAG_ID!r})\n",
         )
-    airflow.wait_for_dag(DAG_ID)
-    airflow.wait_for_asset(f"fivetran://connector/{CONNECTOR}")
+    airflow3.wait_for_dag(DAG_ID)
+    airflow3.wait_for_asset(f"fivetran://connector/{CONNECTOR}")
     return folder
 
 
-def successful_runs(airflow: AirflowServer, n: int) -> list[dict[str, Any]]:
+def successful_runs(airflow3: AirflowServer, n: int) -> list[dict[str, Any]]:
     def done() -> list[dict[str, Any]] | None:
-        runs = [r for r in airflow.dag_runs(DAG_ID) if r["state"] == "success"]
-        failed = [r for r in airflow.dag_runs(DAG_ID) if r["state"] == "failed"]
-        assert not failed, f"a run of {DAG_ID} failed: {failed}\n{airflow.logs(tail=30)}"
+        runs = [r for r in airflow3.dag_runs(DAG_ID) if r["state"] == "success"]
+        failed = [r for r in airflow3.dag_runs(DAG_ID) if r["state"] == "failed"]
+        assert not failed, f"a run of {DAG_ID} failed: {failed}\n{airflow3.logs(tail=30)}"
         return runs if len(runs) >= n else None
 
-    return airflow.wait_for(f"{n} successful run(s) of {DAG_ID}", done, timeout=240)  # type: ignore[no-any-return]
+    return airflow3.wait_for(f"{n} successful run(s) of {DAG_ID}", done, timeout=240)  # type: ignore[no-any-return]
 
 
 def sync(http: Any, fw: Forwarder, resync: bool = False) -> str:
@@ -76,8 +76,8 @@ def sync(http: Any, fw: Forwarder, resync: bool = False) -> str:
     return sid
 
 
-def task_log(airflow: AirflowServer, run_id: str, task_id: str) -> str:
-    resp = airflow.get(
+def task_log(airflow3: AirflowServer, run_id: str, task_id: str) -> str:
+    resp = airflow3.get(
         f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1",
         params={"full_content": "true"},
     )
@@ -86,11 +86,11 @@ def task_log(airflow: AirflowServer, run_id: str, task_id: str) -> str:
 
 
 def test_webhook_runs_the_sql_and_full_refresh_is_seen_or_refused(
-    http: Any, airflow: AirflowServer, fw: Forwarder, sales_dag: Path
+    http: Any, airflow3: AirflowServer, fw: Forwarder, sales_dag: Path
 ) -> None:
-    db = airflow.warehouse_dir / "warehouse.db"
+    db = airflow3.warehouse_dir / "warehouse.db"
     sync(http, fw)
-    successful_runs(airflow, 1)
+    successful_runs(airflow3, 1)
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT day, total FROM daily_revenue ORDER BY day").fetchall() == [
             ("2026-01-01", 15.5),
@@ -99,11 +99,11 @@ def test_webhook_runs_the_sql_and_full_refresh_is_seen_or_refused(
         assert c.execute("SELECT full_refresh FROM orders_clean_loads").fetchall() == [(0,)]
 
     sync(http, fw, resync=True)
-    runs = successful_runs(airflow, 2)
+    runs = successful_runs(airflow3, 2)
     with sqlite3.connect(db) as c:
         loads = c.execute("SELECT full_refresh FROM orders_clean_loads").fetchall()
         summary = c.execute("SELECT full_refresh FROM revenue_runs").fetchall()
     assert loads == [(0,), (1,)]  # orders_clean may reset: it saw full_refresh
     assert summary == [(0,), (0,)]  # daily_revenue has reset_allowed = false: refused
     latest = max(runs, key=lambda r: r["run_after"])["dag_run_id"]
-    assert "REFUSED" in task_log(airflow, latest, "revenue.02_summary")
+    assert "REFUSED" in task_log(airflow3, latest, "revenue.02_summary")

@@ -3,7 +3,6 @@ a real worker delivers with that role on a real Airflow 3, and fails with the ro
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from fivetran_events import Settings
 from fivetran_events.keys import delivery_id
 from testkit.airflow_harness import ROLE_USERS, AirflowServer
 from testkit.forward_support import forwarder, post_event
+from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
 from webhook_app.forward import Delivery, DeliveryState, Forwarder
 
@@ -45,7 +45,7 @@ def role_below(role: str) -> str:
 
 
 @pytest.fixture
-def start(settings: Settings, airflow: AirflowServer, tmp_path: Path) -> Iterator[Any]:
+def start(settings: Settings, airflow3: AirflowServer, tmp_path: Path) -> Iterator[Any]:
     """Start a real ``fivetran-events worker`` as the harness user of a role."""
     started: list[WorkerProcess] = []
 
@@ -55,9 +55,9 @@ def start(settings: Settings, airflow: AirflowServer, tmp_path: Path) -> Iterato
             settings,
             tmp_path,
             f"worker-{role}",
-            airflow_url=airflow.url,
+            airflow_url=airflow3.url,
             airflow_username=user,
-            airflow_password=airflow.role_passwords[user],
+            airflow_password=airflow3.role_passwords[user],
             forward_backoff_max_seconds=2,
         )
         started.append(w)
@@ -70,13 +70,18 @@ def start(settings: Settings, airflow: AirflowServer, tmp_path: Path) -> Iterato
 
 def settled(fw: Forwarder, sync_id: str, worker: WorkerProcess) -> Delivery:
     did = delivery_id(CONNECTOR, sync_id, URI)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def done() -> Delivery | None:
         d = fw.store.get(did)
-        if d is not None and d.state in (DeliveryState.DELIVERED, DeliveryState.FAILED):
-            return d
-        time.sleep(0.2)
-    raise AssertionError(f"delivery not settled: {fw.store.get(did)}\n{worker.log()}")
+        return d if d and d.state in (DeliveryState.DELIVERED, DeliveryState.FAILED) else None
+
+    return poll_until(
+        done,
+        f"delivery {did} to settle",
+        60,
+        0.2,
+        details=lambda: f"{fw.store.get(did)}\n{worker.log()}",
+    )
 
 
 def test_the_worker_is_not_admin() -> None:
@@ -84,11 +89,11 @@ def test_the_worker_is_not_admin() -> None:
 
 
 def test_worker_delivers_with_the_compose_role_and_not_below(
-    http: Any, settings: Settings, airflow: AirflowServer, start: Any
+    http: Any, settings: Settings, airflow3: AirflowServer, start: Any
 ) -> None:
     """The compose role posts the asset event; the next lesser role gets 403."""
-    airflow.wait_for_asset(URI)
-    fw = forwarder(settings, airflow.url, airflow.username, airflow.password)
+    airflow3.wait_for_asset(URI)
+    fw = forwarder(settings, airflow3.url, airflow3.username, airflow3.password)
     role = compose_worker_role()
 
     ok = f"role-{role}-{uuid.uuid4()}"
@@ -96,7 +101,7 @@ def test_worker_delivers_with_the_compose_role_and_not_below(
     post_event(http, connector_id=CONNECTOR, sync_id=ok)
     d = settled(fw, ok, worker)
     assert d.state is DeliveryState.DELIVERED, d.fields
-    events = [e for e in airflow.asset_events(URI) if e["extra"].get("sync_id") == ok]
+    events = [e for e in airflow3.asset_events(URI) if e["extra"].get("sync_id") == ok]
     assert [e["id"] for e in events] == [int(d.fields["event_id"])]
     worker.stop()
 
@@ -106,4 +111,4 @@ def test_worker_delivers_with_the_compose_role_and_not_below(
     post_event(http, connector_id=CONNECTOR, sync_id=refused)
     d = settled(fw, refused, worker)
     assert d.state is DeliveryState.FAILED and "403" in (d.get("reason") or ""), d.fields
-    assert not [e for e in airflow.asset_events(URI) if e["extra"].get("sync_id") == refused]
+    assert not [e for e in airflow3.asset_events(URI) if e["extra"].get("sync_id") == refused]

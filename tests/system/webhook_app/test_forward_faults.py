@@ -27,17 +27,14 @@ from freezegun import freeze_time
 from fivetran_events import Settings
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import post_event
+from testkit.processes import poll_until
 from testkit.servers import serving_in_thread, webhook_server
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess
 from webhook_app.airflow_client import TOKEN_MARGIN_SECONDS, AirflowClient
 from webhook_app.forward import DeliveryState, Forwarder
 
-from . import test_forward_airflow3 as af3
-from .test_forward_airflow3 import events_of, start_worker, uri, wait_state
-
-# test_forward_airflow3's fixtures, shared: the worker's settings, its Forwarder, workers.
-af_settings, fw, workers = af3.af_settings, af3.fw, af3.workers
+from .forwarding import events_of, start_worker, uri, wait_state
 
 pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.timeout(600)]
 
@@ -85,12 +82,12 @@ class DelayingProxy(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def proxy(airflow: AirflowServer) -> Iterator[str]:
+def proxy(airflow3: AirflowServer) -> Iterator[str]:
     """A delaying proxy on a free 127.0.0.1 port in front of the suite's api-server."""
     handler = type(
         "Proxy",
         (DelayingProxy,),
-        {"upstream": ("127.0.0.1", airflow.port), "delay": 2.5, "held": []},
+        {"upstream": ("127.0.0.1", airflow3.port), "delay": 2.5, "held": []},
     )
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
@@ -108,7 +105,7 @@ class TestLateCommit:
     def test_post_committed_after_the_client_gave_up(
         self,
         http: Any,
-        airflow: AirflowServer,
+        airflow3: AirflowServer,
         af_settings: Settings,
         fw: Forwarder,
         proxy: str,
@@ -118,7 +115,7 @@ class TestLateCommit:
         """Airflow gets the first POST 2.5 s after it was sent, 1.5 s after the client's
         1 s timeout; the retry finds that event instead of posting a second one."""
         cid = "e2e_conn"
-        airflow.wait_for_asset(uri(cid))
+        airflow3.wait_for_asset(uri(cid))
         # Airflow (behind the proxy) commits up to ~1.5 s after the timeout: 3 s covers it.
         workers.append(
             start_worker(
@@ -135,7 +132,7 @@ class TestLateCommit:
         post_event(http, connector_id=cid, sync_id=sid)
         d = wait_state(fw, cid, sid, DeliveryState.DELIVERED, timeout=60, worker=workers[0])
         time.sleep(1.0)  # anything still in flight lands
-        found = events_of(airflow, cid, sid)
+        found = events_of(airflow3, cid, sid)
         print(
             f"late commit on Airflow 3: {len(found)} event(s) for ({sid}, {uri(cid)}), "
             f"attempts {d.fields['attempts']}, recovered={d.get('recovered')}"
@@ -145,11 +142,11 @@ class TestLateCommit:
 
 
 class TestTokenRenewal:
-    def test_renewed_before_expiry_by_airflows_clock(self, airflow: AirflowServer) -> None:
+    def test_renewed_before_expiry_by_airflows_clock(self, airflow3: AirflowServer) -> None:
         """A worker clock 2 h behind Airflow's still renews the 24 h JWT before its end."""
-        airflow.wait_for_asset(uri("e2e"))
+        airflow3.wait_for_asset(uri("e2e"))
         behind = datetime.now(timezone.utc) - timedelta(hours=2)
-        c = AirflowClient(airflow.url, airflow.username, airflow.password, api_version="3")
+        c = AirflowClient(airflow3.url, airflow3.username, airflow3.password, api_version="3")
         with freeze_time(behind) as clock:
             assert c.known(uri("e2e"))
             assert c.tokens_fetched == 1
@@ -168,7 +165,7 @@ class TestApiServerDownForAMinute:
 
     def test_no_acknowledged_delivery_lost(
         self,
-        airflow: AirflowServer,
+        airflow3: AirflowServer,
         af_settings: Settings,
         fw: Forwarder,
         workers: list[WorkerProcess],
@@ -178,7 +175,7 @@ class TestApiServerDownForAMinute:
         """Deliveries keep arriving at gunicorn while Airflow's api-server is stopped for
         60 s; afterwards every acknowledged one has exactly one event."""
         cid = "fault_conn"
-        airflow.wait_for_asset(uri(cid))
+        airflow3.wait_for_asset(uri(cid))
         workers.append(start_worker(af_settings, tmp_path, "outage", airflow_timeout_seconds=2))
         sent: list[str] = []
         acked: list[str] = []
@@ -186,7 +183,7 @@ class TestApiServerDownForAMinute:
         with webhook_server(
             redis_url,
             tmp_path,
-            FIVETRAN_EVENTS_AIRFLOW_URL=airflow.url,
+            FIVETRAN_EVENTS_AIRFLOW_URL=airflow3.url,
             FIVETRAN_EVENTS_FORWARD_BACKOFF_MAX_SECONDS="2",
         ) as (base, _):
 
@@ -208,19 +205,20 @@ class TestApiServerDownForAMinute:
             sender = threading.Thread(target=send, daemon=True)
             sender.start()
             try:
-                time.sleep(3)
-                airflow.stop_api()
+                poll_until(lambda: len(acked) >= 3, "deliveries before the outage")
+                airflow3.stop_api()
                 stopped = time.monotonic()
                 time.sleep(self.OUTAGE_S)
                 down_for = time.monotonic() - stopped
             finally:
-                airflow.start_api()
-            time.sleep(3)
+                airflow3.start_api()
+            after = len(acked)
+            poll_until(lambda: len(acked) >= after + 3, "deliveries after the outage")
             stop.set()
             sender.join(timeout=15)
         for sid in acked:
             wait_state(fw, cid, sid, DeliveryState.DELIVERED, timeout=180, worker=workers[0])
-        per_sync = {sid: len(events_of(airflow, cid, sid)) for sid in sent}
+        per_sync = {sid: len(events_of(airflow3, cid, sid)) for sid in sent}
         counts = sorted(set(per_sync[s] for s in acked))
         print(
             f"api-server down {down_for:.0f} s: {len(sent)} deliveries sent, "
