@@ -50,6 +50,9 @@ def webhook_server(
         "FIVETRAN_EVENTS_WEBHOOK_SECRETS": f"{SECRET},{OTHER_SECRET}",
         "FIVETRAN_EVENTS_API_TOKENS": TOKEN,
         "FIVETRAN_EVENTS_KEY_PREFIX": "test:",
+        # Forwarding on, as in the ``settings`` fixture: the web process creates deliveries
+        # and jobs only then, and never calls Airflow itself, so the URL need not answer.
+        "FIVETRAN_EVENTS_AIRFLOW_URL": "http://127.0.0.1:9",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp),
         **env,
     }
