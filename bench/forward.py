@@ -30,7 +30,7 @@ import uuid
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 import requests
@@ -210,7 +210,8 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         shared_runs = n - len(set(started.values()))
         r = redis.Redis(port=redis_port)
         records = {
-            (r.hget(k, "sync_id") or b"").decode(): r.hgetall(k) for k in r.scan_iter("fte:fwd:d:*")
+            cast(bytes, r.hget(k, "sync_id") or b"").decode(): r.hgetall(k)
+            for k in r.scan_iter("fte:fwd:d:*")
         }
         retried = sum(1 for d in records.values() if int(d[b"attempts"]) > 1)
         # Where our part's time goes: waiting in the queue, then the attempt itself.

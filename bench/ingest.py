@@ -27,6 +27,7 @@ import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import cast
 
 import redis
 
@@ -120,7 +121,7 @@ def merge(rounds: list[dict[str, object]]) -> dict[str, object]:
         "p50": lat[len(lat) // 2] * 1000,
         "p99": lat[int(len(lat) * 0.99) - 1] * 1000,
         "acked": acked,
-        "errors": sum(r["errors"] for r in rounds),
+        "errors": sum(cast(int, r["errors"]) for r in rounds),
         "wall": wall,
     }  # type: ignore[misc]
 

@@ -264,14 +264,14 @@ def seed_calendar_calls(redis_url: str) -> None:
             our_calls = api.total_calls - before
             before = api.total_calls
             for day in expected:
-                sensor = FivetranSensor(
+                provider_sensor = FivetranSensor(
                     task_id=f"p{day}",
                     connector_id=cid,
                     completed_after_time=at(day).isoformat(),
                     propagate_failures_forward=propagate,
                     deferrable=False,
                 )
-                theirs[day] = _outcome(lambda s=sensor: s.poke({}))
+                theirs[day] = _outcome(lambda s=provider_sensor: s.poke({}))
             their_calls = api.total_calls - before
             print(
                 f"    {scenario} / {propagate!s:<5}           | {ours == expected!s:<21} "

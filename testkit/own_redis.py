@@ -14,8 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .processes import free_port, poll_until, stop_group
 
@@ -35,7 +38,7 @@ class OwnRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def client(self, **kwargs: object) -> redis.Redis:
+    def client(self, **kwargs: Any) -> redis.Redis:
         return redis.Redis(
             host="127.0.0.1",
             port=self.port,  # type: ignore[arg-type]
@@ -70,7 +73,9 @@ class OwnRedis:
             self.wait_answering()
 
     def wait_answering(self, timeout: float = 20.0) -> None:
-        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1, retry=None)
+        probe = redis.Redis(
+            host="127.0.0.1", port=self.port, socket_timeout=1, retry=Retry(NoBackoff(), 0)
+        )
 
         def answers() -> bool:
             assert self.proc is not None and self.proc.poll() is None, "redis-server exited"

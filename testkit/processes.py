@@ -27,7 +27,7 @@ def free_port() -> int:
 
 
 def poll_until(
-    check: Callable[[], T],
+    check: Callable[[], T | None],
     what: str,
     timeout: float = 30.0,
     interval: float = 0.1,
@@ -35,8 +35,9 @@ def poll_until(
 ) -> T:
     """Return ``check()``'s first truthy value; raise ``TimeoutError`` naming ``what``.
 
-    ``check`` may raise to end the wait early (a process it depends on died). ``details``
-    adds what helps diagnose a timeout (a log's tail) to the error.
+    ``check`` returns the thing waited for, or something falsy (None, False, "", [])
+    while it is not there yet; it may raise to end the wait early (a process it depends
+    on died). ``details`` adds what helps diagnose a timeout (a log's tail) to the error.
     """
     deadline = time.monotonic() + timeout
     while True:

@@ -4,16 +4,32 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 import pytest
 import redis
+from redis.client import Pipeline
 
-from fivetran_events import HistoryReader, HistoryWriter, WriteStatus
+from fivetran_events import Event, HistoryReader, HistoryWriter, WriteStatus
 from fivetran_events.keys import ConnectorKeys
 from fivetran_events.timeutil import iso, to_ms
 from testkit.support import at, ev
 
 pytestmark = pytest.mark.redis
+
+
+def set_side(pipe: Pipeline, event: Event) -> None:
+    """An on_success hook that writes one more key in the delivery's MULTI."""
+    pipe.set("test:side", "1")
+
+
+def incr_h(pipe: Pipeline, event: Event) -> None:
+    """An on_success hook whose command fails when EXEC runs it (test:h is a hash)."""
+    pipe.incr("test:h")
+
+
+def members(client: redis.Redis, key: str) -> list[bytes]:
+    return cast("list[bytes]", client.zrange(key, 0, -1))
 
 
 class TestIdempotence:
@@ -67,7 +83,8 @@ class TestOrdering:
 class TestRunning:
     def test_running_until_end(self, writer: HistoryWriter, reader: HistoryReader) -> None:
         writer.record(ev("sync_start", sync_id="s1", created=at(3)))
-        assert reader.running("assimilate_seem", now=to_ms(at(3, 1))).sync_id == "s1"
+        running = reader.running("assimilate_seem", now=to_ms(at(3, 1)))
+        assert running is not None and running.sync_id == "s1"
         writer.record(ev(sync_id="s1", created=at(3, 2)))
         assert reader.running("assimilate_seem", now=to_ms(at(3, 3))) is None
 
@@ -98,7 +115,7 @@ class TestRetention:
         w.record(ev(sync_id="old", created=at(1)), now=to_ms(at(2)))
         w.record(ev(sync_id="new", created=at(20)), now=to_ms(at(20)))
         keys = ConnectorKeys("test:", "assimilate_seem")
-        assert [json.loads(m)["s"] for m in client.zrange(keys.ok, 0, -1)] == ["new"]
+        assert [json.loads(m)["s"] for m in members(client, keys.ok)] == ["new"]
         assert client.zcard(keys.seen) == 1
         late = w.record(ev(sync_id="older", created=at(2)), now=to_ms(at(20)))
         assert late.status is WriteStatus.IGNORED
@@ -118,9 +135,7 @@ class TestAtomicity:
         with pytest.raises(RuntimeError):
             writer.record(ev(sync_id="s1", created=at(3)), on_success=boom)
         assert client.keys("test:*") == []
-        writer.record(
-            ev(sync_id="s1", created=at(3)), on_success=lambda pipe, e: pipe.set("test:side", "1")
-        )
+        writer.record(ev(sync_id="s1", created=at(3)), on_success=set_side)
         assert client.get("test:side") == b"1"
         assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 1
 
@@ -206,7 +221,7 @@ class TestOneRoundTrip:
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
             writer.record(
                 ev(sync_id="s1", created=at(3)),
-                on_success=lambda pipe, e: pipe.set("test:side", "1"),
+                on_success=set_side,
             )
         assert not client.exists("test:side")
         assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 0
@@ -229,9 +244,7 @@ class TestOneRoundTrip:
         """A command that fails when EXEC runs it raises, as Pipeline.execute does."""
         client.hset("test:h", "f", "v")
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            writer.record(
-                ev(sync_id="s1", created=at(3)), on_success=lambda pipe, e: pipe.incr("test:h")
-            )
+            writer.record(ev(sync_id="s1", created=at(3)), on_success=incr_h)
 
 
 class TestStartedAfterPaging:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -26,6 +27,9 @@ def deliver(http, body) -> None:  # type: ignore[no-untyped-def]
 
 def load_scenario(http, rows) -> None:  # type: ignore[no-untyped-def]
     for sync_id, ended, status in rows:
+        failure_reason: dict[str, Any] = (
+            {"reason": "quota exceeded"} if status != "SUCCESSFUL" else {}
+        )
         deliver(http, payload("sync_start", sync_id=sync_id, created=ended.replace(hour=5)))
         deliver(
             http,
@@ -33,7 +37,7 @@ def load_scenario(http, rows) -> None:  # type: ignore[no-untyped-def]
                 sync_id=sync_id,
                 created=ended,
                 status=status,
-                **({"reason": "quota exceeded"} if status != "SUCCESSFUL" else {}),
+                **failure_reason,
             ),
         )
 
@@ -53,7 +57,7 @@ class TestAuth:
     def test_403_when_no_tokens_configured(self, settings: Settings) -> None:
         app = create_app(settings.model_copy(update={"api_tokens": []}))
         r = app.test_client().get("/api/connectors", headers=AUTH)
-        assert r.status_code == 403 and "FIVETRAN_EVENTS_API_TOKENS" in r.json["error"]
+        assert r.status_code == 403 and "FIVETRAN_EVENTS_API_TOKENS" in (r.json or {})["error"]
 
 
 class TestListings:

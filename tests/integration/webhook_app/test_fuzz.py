@@ -15,6 +15,7 @@ import math
 import os
 import time
 from collections import Counter
+from typing import cast
 
 import pytest
 import redis
@@ -81,7 +82,9 @@ def corrupt_records(client: redis.Redis) -> tuple[int, list[str]]:
         if not is_valid_id(connector) or suffix not in CONNECTOR_SETS:
             problems.append(f"{key!r}: unexpected key")
             continue
-        for member, score in client.zrange(key, 0, -1, withscores=True):
+        for member, score in cast(
+            "list[tuple[bytes, float]]", client.zrange(key, 0, -1, withscores=True)
+        ):
             checked += 1
             try:
                 problem = _member_problem(suffix, member, score)
@@ -89,7 +92,9 @@ def corrupt_records(client: redis.Redis) -> tuple[int, list[str]]:
                 problem = f"does not decode: {exc!r}"
             if problem:
                 problems.append(f"{key!r} {member[:80]!r}: {problem}")
-    for connector, raw in client.hgetall(connectors_key(PREFIX)).items():
+    for connector, raw in cast(
+        "dict[bytes, bytes]", client.hgetall(connectors_key(PREFIX))
+    ).items():
         checked += 1
         try:
             meta = json.loads(raw)

@@ -155,8 +155,10 @@ def misc() -> dict[str, Any]:
     out["trigger_roundtrip"] = import_string(path)(**kwargs).serialize() == (path, kwargs)
 
     plugins_manager.ensure_plugins_loaded()
-    out["plugins"] = {p.name: type(p).__module__ for p in plugins_manager.plugins or []}
-    out["plugin_import_errors"] = dict(plugins_manager.import_errors)
+    # Airflow 2's plugins_manager (mypy reads Airflow 3's, which moved both).
+    plugins = plugins_manager.plugins or []  # type: ignore[attr-defined]
+    out["plugins"] = {p.name: type(p).__module__ for p in plugins}
+    out["plugin_import_errors"] = dict(plugins_manager.import_errors)  # type: ignore[attr-defined]
 
     def show(uri: str, last: str) -> dict[str, str]:
         return {"uri": uri, "last": last}

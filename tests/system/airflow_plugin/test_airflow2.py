@@ -184,7 +184,7 @@ class TestDeferrableOnAirflow2:
         sync(http, "d_now", at(5, 6), sync_id="now-ok")
         sync(http, "d_ok", at(10, 6), sync_id="old-ok")
         sync(http, "d_fail", at(10, 6), sync_id="old-ok")
-        releases = {
+        releases: dict[str, tuple[str, str, dict[str, Any]]] = {
             "d_ok": ("SUCCESSFUL", "release-ok", {}),
             "d_fail": ("FAILURE", "release-fail", {"reason": "quota exceeded"}),
         }

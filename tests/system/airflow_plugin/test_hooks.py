@@ -79,8 +79,9 @@ class TestHook:
         sync(http, "c1", at(5), "FAILURE", sync_id="bad")
         sync(http, "c1", at(7), sync_id="ok2")
         hook = FivetranEventsRedisHook()
-        assert hook.last_success("c1", to_ms(at(6))).sync_id == "ok1"
-        assert hook.last_success("c1", to_ms(at(7))).sync_id == "ok2"
+        first, second = hook.last_success("c1", to_ms(at(6))), hook.last_success("c1", to_ms(at(7)))
+        assert first is not None and first.sync_id == "ok1"
+        assert second is not None and second.sync_id == "ok2"
         assert hook.last_success("c1", to_ms(at(2))) is None
 
     def test_unreachable_redis(self, dagtest_airflow, monkeypatch) -> None:

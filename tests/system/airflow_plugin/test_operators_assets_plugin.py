@@ -106,7 +106,8 @@ class TestAssets:
         ) as dag:
             pass
         serialize(dag)
-        assert [a.uri for a in dag.timetable.asset_condition.objects] == ["fivetran://connector/c1"]
+        condition = dag.timetable.asset_condition
+        assert [a.uri for a in condition.objects] == ["fivetran://connector/c1"]  # type: ignore[union-attr]
 
 
 class TestPlugin:

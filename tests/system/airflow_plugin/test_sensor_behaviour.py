@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -56,7 +57,7 @@ class TestTimetables:
             "cron_data_interval": CronDataIntervalTimetable("@daily", timezone="UTC"),
             "cron_trigger": CronTriggerTimetable("@daily", timezone="UTC"),
             "timedelta": timedelta(days=1),
-            "events": EventsTimetable(event_dates=[at(5, 12)]),
+            "events": EventsTimetable(event_dates=[at(5, 12)]),  # type: ignore[list-item]
             "custom": SixAmTimetable(),
         }[kind]
         daily_syncs(http)
@@ -194,11 +195,12 @@ class TestRescheduleInterval:
             )
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            for kw in (
+            kws: tuple[dict[str, Any], ...] = (
                 {"mode": "reschedule", "poke_interval": 15},
                 {"mode": "poke", "poke_interval": 1},
                 {"mode": "reschedule", "poke_interval": 1, "deferrable": True},
-            ):
+            )
+            for kw in kws:
                 FivetranDateTimeSensor(task_id="ok", connector_id="c", **kw)
 
 
@@ -219,7 +221,7 @@ class TestFailMessage:
         )
         sensor = FivetranDateTimeSensor(task_id="s", connector_id="c1")
         with pytest.raises(FivetranSyncFailed) as err:
-            sensor.poke({"data_interval_end": at(11)})  # type: ignore[arg-type]
+            sensor.poke({"data_interval_end": at(11)})  # type: ignore[typeddict-item]
         msg = str(err.value)
         for part in (
             "c1",

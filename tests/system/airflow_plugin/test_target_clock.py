@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.airflow]
 NOWS = (at(16), datetime(2031, 6, 1, 12, tzinfo=at(1).tzinfo))
 
 
-def twice(dag: Any, logical: datetime | None, **kwargs: Any) -> list[tuple[str, ...]]:
+def twice(
+    dag: Any, logical: datetime | None, **kwargs: Any
+) -> list[tuple[str, str | None, str | None]]:
     """Run the same run under each frozen now; return what each saw.
 
     Run once under the real clock first: Airflow builds some pydantic models on first

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from fivetran_events import ConfigurationError, Settings
 from fivetran_events.uris import DEFAULT_URI_TEMPLATE, dataset_uri, dataset_uris, load_uri_map
@@ -87,7 +88,9 @@ class TestSettings:
         assert Settings().forward_retry_hours >= 24
 
     def test_credentials_from_variables(self) -> None:
-        s = Settings(airflow_url="http://x", airflow_username="u", airflow_password="hunter2")
+        s = Settings(
+            airflow_url="http://x", airflow_username="u", airflow_password=SecretStr("hunter2")
+        )
         assert read_credentials(s) == ("u", "hunter2")
         assert "hunter2" not in repr(s)
 
