@@ -45,16 +45,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import requests
 
 from .processes import free_port, poll_until, stop_group
 from .support import conn_uri
+
+T = TypeVar("T")
 
 DAGS_SOURCE = Path(__file__).parent / "airflow_dags"
 USERNAME = "admin"
@@ -327,10 +329,19 @@ class AirflowServer:
         tmp.rename(path)
         return path
 
-    def wait_for(self, what: str, check: Any, timeout: float = 90.0, interval: float = 0.5) -> Any:
-        """Poll ``check()`` until it returns something truthy; fail after ``timeout``."""
+    def wait_for(
+        self,
+        what: str,
+        check: Callable[[], T | None],
+        timeout: float = 90.0,
+        interval: float = 0.5,
+    ) -> T:
+        """Poll ``check()`` until it returns something truthy; fail after ``timeout``.
 
-        def alive_and_checked() -> Any:
+        Unlike a bare ``poll_until`` it fails at once when a component has exited.
+        """
+
+        def alive_and_checked() -> T | None:
             self._check_alive(f"waiting for {what}")
             return check()
 
@@ -343,7 +354,7 @@ class AirflowServer:
             resp = self.get(f"/api/v2/dags/{dag_id}")
             return resp.json() if resp.status_code == 200 else None
 
-        return self.wait_for(f"DAG {dag_id}", found, timeout)  # type: ignore[no-any-return]
+        return self.wait_for(f"DAG {dag_id}", found, timeout)
 
     def asset_id(self, uri: str) -> int | None:
         resp = self.get("/api/v2/assets", params={"uri_pattern": uri, "limit": 100})
@@ -353,11 +364,7 @@ class AirflowServer:
         return None
 
     def wait_for_asset(self, uri: str, timeout: float = 120.0) -> int:
-        return self.wait_for(
-            f"asset {uri}",
-            lambda: self.asset_id(uri),  # type: ignore[no-any-return]
-            timeout,
-        )
+        return self.wait_for(f"asset {uri}", lambda: self.asset_id(uri), timeout)
 
     def asset_events(self, uri: str) -> list[dict[str, Any]]:
         asset = self.asset_id(uri)
@@ -405,11 +412,11 @@ class AirflowServer:
     def wait_for_parsed(self, *dag_ids: str, timeout: float = 120.0) -> None:
         """Wait until the dag-processor has serialized each DAG (so the scheduler runs it)."""
         for dag_id in dag_ids:
-            self.wait_for(
-                f"DAG {dag_id} parsed",
-                lambda d=dag_id: self.query("select 1 from serialized_dag where dag_id=?", d),
-                timeout,
-            )
+
+            def parsed(d: str = dag_id) -> list[tuple[Any, ...]]:
+                return self.query("select 1 from serialized_dag where dag_id=?", d)
+
+            self.wait_for(f"DAG {dag_id} parsed", parsed, timeout)
 
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
         resp = self.get(f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100})

@@ -41,7 +41,7 @@ class OwnRedis:
     def client(self, **kwargs: Any) -> redis.Redis:
         return redis.Redis(
             host="127.0.0.1",
-            port=self.port,  # type: ignore[arg-type]
+            port=self.port,
             **{"socket_timeout": 5, **kwargs},
         )
 

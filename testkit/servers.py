@@ -38,7 +38,7 @@ def wait_ready(
 @contextmanager
 def webhook_server(
     redis_url: str, tmp: Path, workers: int = 2, config: Path | None = None, **env: str
-) -> Iterator[tuple[str, subprocess.Popen]]:
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """Run ``fivetran-events serve`` in its own process group; yield (base URL, process).
 
     ``config``: a gunicorn configuration file (``serve --config``), e.g. deploy's.

@@ -6,6 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from flask import Flask
+from flask.testing import FlaskClient
+from pytest_redis.executor import RedisExecutor
 
 # Sets Airflow's environment (a temporary AIRFLOW_HOME) at import, before any test module
 # imports Airflow; it starts nothing.
@@ -15,7 +18,7 @@ from testkit.support import OTHER_SECRET, SECRET, TOKEN
 
 
 @pytest.fixture
-def redis_url(redis_proc, redisdb: redis.Redis) -> str:  # type: ignore[no-untyped-def]
+def redis_url(redis_proc: RedisExecutor, redisdb: redis.Redis) -> str:
     """TCP URL of the suite's redis-server; pytest-redis flushes it after each test."""
     return f"redis://{redis_proc.host}:{redis_proc.port}/0"
 
@@ -49,13 +52,13 @@ def reader(client: redis.Redis, settings: Settings) -> HistoryReader:
 
 
 @pytest.fixture
-def app(settings: Settings):  # type: ignore[no-untyped-def]
+def app(settings: Settings) -> Flask:
     from webhook_app import create_app
 
     return create_app(settings)
 
 
 @pytest.fixture
-def http(app) -> Iterator:  # type: ignore[no-untyped-def]
+def http(app: Flask) -> Iterator[FlaskClient]:
     with app.test_client() as c:
         yield c

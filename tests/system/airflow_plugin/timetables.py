@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from airflow.timetables.base import DagRunInfo, DataInterval, Timetable
+from pendulum import DateTime
 
 
 class SixAmTimetable(Timetable):
@@ -13,7 +14,7 @@ class SixAmTimetable(Timetable):
     description = "daily at 06:00 UTC"
 
     @staticmethod
-    def _six(when):  # type: ignore[no-untyped-def]
+    def _six(when: DateTime) -> DateTime:
         six = when.replace(hour=6, minute=0, second=0, microsecond=0)
         return six if six <= when else six - timedelta(days=1)
 
