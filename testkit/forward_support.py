@@ -12,7 +12,7 @@ from testkit.airflow2_standin import Airflow2StandIn
 from webhook_app.forward import Forwarder
 from webhook_app.jobs import build_forwarder, configure
 
-from .support import TOKEN, payload, signed
+from .support import TOKEN, deliver, payload
 
 #: The connector the stand-in tests forward, and its dataset URI.
 CID = "assimilate_seem"
@@ -37,11 +37,8 @@ def fw_on_airflow2_standin(settings: Settings, airflow2_standin: Airflow2StandIn
 
 
 def post_event(http: Any, **kwargs: Any) -> dict[str, Any]:
-    """POST a signed Fivetran event to the webhook; return the JSON answer."""
-    raw, headers = signed(payload(**kwargs))
-    resp = http.post("/webhooks/fivetran", data=raw, headers=headers)
-    assert resp.status_code == 200, resp.get_json()
-    return resp.get_json()  # type: ignore[no-any-return]
+    """POST a signed Fivetran event built from ``kwargs`` (``payload``); return its JSON."""
+    return deliver(http, payload(**kwargs))
 
 
 def forwarder(

@@ -82,6 +82,32 @@ def signed(body: dict[str, Any] | bytes, secret: str = SECRET) -> tuple[bytes, d
     return raw, {SIGNATURE_HEADER: sign(raw, secret), "Content-Type": "application/json"}
 
 
+#: Where Fivetran POSTs its webhooks.
+WEBHOOK_PATH = "/webhooks/fivetran"
+
+
+def post_signed(
+    http: Any,
+    body: dict[str, Any] | bytes,
+    secret: str = SECRET,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """POST ``body`` to the webhook signed as Fivetran signs it; return the response.
+
+    ``http`` is the app's Flask test client (``http`` fixture); ``headers`` add to or
+    replace the signed request's own.
+    """
+    raw, signed_headers = signed(body, secret)
+    return http.post(WEBHOOK_PATH, data=raw, headers={**signed_headers, **(headers or {})})
+
+
+def deliver(http: Any, body: dict[str, Any] | bytes) -> dict[str, Any]:
+    """Deliver a signed event that must be accepted (200); return the webhook's JSON."""
+    resp = post_signed(http, body)
+    assert resp.status_code == 200, resp.get_json()
+    return resp.get_json()  # type: ignore[no-any-return]
+
+
 def job_sync_id(client: Any, job: Any, prefix: str = "test:") -> str:
     """The sync id of a forwarding job (its kwargs name a delivery record)."""
     from fivetran_events.keys import delivery_key

@@ -12,17 +12,11 @@ from hypothesis import strategies as st
 from fivetran_events import Settings
 from fivetran_events.timeutil import iso
 from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
-from testkit.support import TOKEN, at, payload, signed
+from testkit.support import TOKEN, at, deliver, payload
 from webhook_app import create_app
 
 pytestmark = pytest.mark.redis
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def deliver(http, body) -> None:  # type: ignore[no-untyped-def]
-    raw, headers = signed(body)
-    r = http.post("/webhooks/fivetran", data=raw, headers=headers)
-    assert r.status_code == 200, r.json
 
 
 def load_scenario(http, rows) -> None:  # type: ignore[no-untyped-def]

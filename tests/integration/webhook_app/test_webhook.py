@@ -16,28 +16,31 @@ from rq.job import Job
 from fivetran_events import Settings, decide
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import to_ms
-from testkit.support import OTHER_SECRET, SECRET, at, job_sync_id, payload, signed
+from testkit.support import (
+    OTHER_SECRET,
+    SECRET,
+    WEBHOOK_PATH,
+    at,
+    job_sync_id,
+    payload,
+    post_signed,
+)
 from webhook_app import create_app
 from webhook_app.forward import FORWARD_JOB
 from webhook_app.state import EXTENSION
 
 pytestmark = pytest.mark.redis
-URL = "/webhooks/fivetran"
-
-
-def post(http, body, secret: str = SECRET, headers: dict | None = None):  # type: ignore[no-untyped-def]
-    raw, hdrs = signed(body, secret)
-    return http.post(URL, data=raw, headers={**hdrs, **(headers or {})})
+URL = WEBHOOK_PATH
 
 
 class TestSignature:
     def test_fivetran_signature_accepted(self, http) -> None:  # type: ignore[no-untyped-def]
         """An upper-case hex HMAC of the raw body, as Fivetran sends it, is accepted."""
-        r = post(http, payload(created=at(3)))
+        r = post_signed(http, payload(created=at(3)))
         assert r.status_code == 200 and r.json["status"] == "recorded"
 
     def test_rotated_secret_accepted(self, http) -> None:  # type: ignore[no-untyped-def]
-        assert post(http, payload(created=at(3)), secret=OTHER_SECRET).status_code == 200
+        assert post_signed(http, payload(created=at(3)), secret=OTHER_SECRET).status_code == 200
 
     @pytest.mark.parametrize("header", [None, "", "00" * 32, "not-hex"])
     def test_missing_or_wrong_is_401_and_writes_nothing(
@@ -71,18 +74,18 @@ class TestEvents:
             "connector_id": "_connector_1",
             "group_id": "_destination_1",
         }
-        r = post(http, body)
+        r = post_signed(http, body)
         assert r.status_code == 200 and r.json["status"] == "ignored"
         assert [k for k in client.keys("*") if b":c:" in k] == []
 
     def test_unknown_event_ignored(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
-        r = post(http, {"event": "transformation_run_succeeded", "created": "x"})
+        r = post_signed(http, {"event": "transformation_run_succeeded", "created": "x"})
         assert r.status_code == 200 and r.json["status"] == "ignored"
         assert client.keys("*") == []
 
     @pytest.mark.parametrize("event", ["resync_connector", "resync_table"])
     def test_resync_recorded(self, http, client: redis.Redis, event: str) -> None:  # type: ignore[no-untyped-def]
-        r = post(http, payload(event, created=at(3), tables=["t1"]))
+        r = post_signed(http, payload(event, created=at(3), tables=["t1"]))
         assert r.json["status"] == "recorded"
         assert client.zcard("test:c:assimilate_seem:resyncs") == 1
 
@@ -90,20 +93,20 @@ class TestEvents:
         "status", ["SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED", "RESCHEDULED"]
     )
     def test_every_status_recorded(self, http, status: str) -> None:  # type: ignore[no-untyped-def]
-        assert post(http, payload(status=status, created=at(3))).json["status"] == "recorded"
+        assert post_signed(http, payload(status=status, created=at(3))).json["status"] == "recorded"
 
     def test_duplicate(self, http) -> None:  # type: ignore[no-untyped-def]
         body = payload(created=at(3))
-        assert post(http, body).json["status"] == "recorded"
-        assert post(http, body).json["status"] == "duplicate"
+        assert post_signed(http, body).json["status"] == "recorded"
+        assert post_signed(http, body).json["status"] == "duplicate"
 
 
 class TestForwardingJob:
     def test_success_enqueues_one_job(self, http, app, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
         """A successful sync_end leaves exactly one forwarding job, also after redelivery."""
         body = payload(sync_id="s1", created=at(3))
-        post(http, body)
-        post(http, body)
+        post_signed(http, body)
+        post_signed(http, body)
         q = Queue("fivetran-events", connection=client)
         assert q.count == 1
         job = Job.fetch(q.job_ids[0], connection=client)
@@ -112,7 +115,7 @@ class TestForwardingJob:
 
     @pytest.mark.parametrize("status", ["FAILED", "RESCHEDULED"])
     def test_failure_enqueues_nothing(self, http, client: redis.Redis, status: str) -> None:  # type: ignore[no-untyped-def]
-        post(http, payload(status=status, created=at(3)))
+        post_signed(http, payload(status=status, created=at(3)))
         assert Queue("fivetran-events", connection=client).count == 0
 
 
@@ -132,13 +135,13 @@ class TestClientErrors:
         body: bytes,  # type: ignore[no-untyped-def]
         field: str,
     ) -> None:
-        r = post(http, body)
+        r = post_signed(http, body)
         assert r.status_code == 400 and r.json["field"] == field
         assert client.keys("*") == []
 
     def test_413_too_large(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
         body = json.dumps({**payload(), "pad": "x" * 70_000}).encode()
-        r = post(http, body)
+        r = post_signed(http, body)
         assert r.status_code == 413 and "larger" in r.json["error"]
         assert client.keys("*") == []
 
@@ -156,7 +159,7 @@ class TestUnavailable:
         )
         app = create_app(down)
         with app.test_client() as c:
-            r = post(c, payload(created=at(3)))
+            r = post_signed(c, payload(created=at(3)))
             assert r.status_code == 503 and r.headers["Retry-After"] == "30"
             assert c.get("/readyz").status_code == 503
             assert c.get("/healthz").status_code == 200
@@ -243,8 +246,8 @@ class TestMetrics:
 
         before = http.get("/metrics").get_data(as_text=True)
         body = payload(created=at(3))
-        post(http, body)
-        post(http, body)
+        post_signed(http, body)
+        post_signed(http, body)
         http.post(URL, data=b"{}")
         after = http.get("/metrics").get_data(as_text=True)
         for outcome in ("recorded", "duplicate", "unauthorized"):
@@ -260,11 +263,11 @@ class TestClockSkew:
     def test_beyond_the_default_skew_is_400(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
         """One millisecond over an hour ahead is refused; exactly an hour is accepted."""
         with freeze_time(self.NOW):
-            r = post(http, payload(created=self.NOW + timedelta(hours=1, milliseconds=1)))
+            r = post_signed(http, payload(created=self.NOW + timedelta(hours=1, milliseconds=1)))
             assert r.status_code == 400 and r.json["field"] == "created"
             assert "ahead of the server's clock" in r.json["error"]
             assert client.keys("*") == []
-            r = post(http, payload(created=self.NOW + timedelta(hours=1)))
+            r = post_signed(http, payload(created=self.NOW + timedelta(hours=1)))
             assert r.status_code == 200 and r.json["status"] == "recorded"
 
     def test_a_success_from_2999_changes_no_decision(
@@ -275,7 +278,7 @@ class TestClockSkew:
     ) -> None:
         """The signed success dated 2999 is refused, so a later target still waits."""
         with freeze_time(self.NOW):
-            r = post(http, payload(created="2999-01-01T00:00:00.000Z", sync_id="future"))
+            r = post_signed(http, payload(created="2999-01-01T00:00:00.000Z", sync_id="future"))
             assert r.status_code == 400 and r.json["field"] == "created"
             assert client.keys("*") == []
             facts = app.extensions[EXTENSION].reader.facts("assimilate_seem", to_ms(at(10)))
@@ -285,8 +288,14 @@ class TestClockSkew:
         """FIVETRAN_EVENTS_MAX_CLOCK_SKEW_SECONDS reaches the check."""
         app = create_app(settings.model_copy(update={"max_clock_skew_seconds": 60}))
         with freeze_time(self.NOW), app.test_client() as http:
-            assert post(http, payload(created=self.NOW + timedelta(seconds=61))).status_code == 400
-            assert post(http, payload(created=self.NOW + timedelta(seconds=60))).status_code == 200
+            assert (
+                post_signed(http, payload(created=self.NOW + timedelta(seconds=61))).status_code
+                == 400
+            )
+            assert (
+                post_signed(http, payload(created=self.NOW + timedelta(seconds=60))).status_code
+                == 200
+            )
 
 
 class TestUnstorableText:
@@ -294,6 +303,6 @@ class TestUnstorableText:
         """JSON may escape a lone surrogate; Redis cannot store it: 400 naming the field
         (it was a 500), nothing written."""
         body = payload("resync_table", created=at(3), tables=["orders", "\ud800"])
-        r = post(http, body)
+        r = post_signed(http, body)
         assert r.status_code == 400 and r.json["field"] == "data.tables", r.json
         assert client.keys("test:c:*") == []

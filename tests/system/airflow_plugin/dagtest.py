@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from testkit.support import at, payload, signed
+from testkit.support import at, deliver, payload
 
 
 def serialize(dag: Any) -> None:
@@ -41,13 +41,6 @@ def run(dag: Any, logical_date: datetime | None, **kwargs: Any) -> dict[str, Any
     return out
 
 
-def post(http: Any, body: dict[str, Any]) -> None:
-    """Record an event the way Fivetran delivers it: a signed POST to the webhook."""
-    raw, headers = signed(body)
-    resp = http.post("/webhooks/fivetran", data=raw, headers=headers)
-    assert resp.status_code == 200, resp.get_json()
-
-
 def sync(
     http: Any,
     connector_id: str,
@@ -59,8 +52,8 @@ def sync(
 ) -> None:
     """Record one sync (its start when given, then its end) through the webhook."""
     if started is not None:
-        post(http, payload("sync_start", connector_id, started, sync_id=sync_id))
-    post(http, payload("sync_end", connector_id, ended, sync_id=sync_id, status=status, **data))
+        deliver(http, payload("sync_start", connector_id, started, sync_id=sync_id))
+    deliver(http, payload("sync_end", connector_id, ended, sync_id=sync_id, status=status, **data))
 
 
 # --- shared by the sensor-behaviour and frozen-clock tests ---------------------------

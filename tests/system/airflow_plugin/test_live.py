@@ -21,9 +21,9 @@ from fivetran_events import Settings
 from fivetran_events.timeutil import iso
 from testkit.airflow_harness import AirflowServer
 from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
-from testkit.support import SECRET, TOKEN, at, pattern_listeners, payload
+from testkit.support import SECRET, TOKEN, at, deliver, pattern_listeners, payload
 
-from .dagtest import post, sync
+from .dagtest import sync
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -114,7 +114,7 @@ def live(airflow3: AirflowServer, redis_proc) -> Iterator[AirflowServer]:  # typ
     with app.test_client() as http:  # signed POSTs through the webhook's view
         for scenario, rows in (("a", SCENARIO_A), ("b", SCENARIO_B)):
             for sid, ended, status in rows:
-                post(
+                deliver(
                     http, payload("sync_end", f"live_{scenario}", ended, sync_id=sid, status=status)
                 )
     airflow3.add_dag("live_dags.py", DAG_FILE)
@@ -278,7 +278,7 @@ class TestDeferredOnRealTriggerer:
         """
         deferred_and_listening(live, client, "live_wake", "wake1")
         posted = time.time()
-        post(http, payload("sync_end", "live_wake", sync_id="s-wake"))
+        deliver(http, payload("sync_end", "live_wake", sync_id="s-wake"))
         took = release_time(live, "live_wake", "wake1", timeout=30)
         fired, how = trigger_decided_at(live, "live_wake", "wake1")
         print(
@@ -295,7 +295,7 @@ class TestDeferredOnRealTriggerer:
         """With the publish lost, the trigger's periodic re-check finds the sync."""
         monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
         deferred_and_listening(live, client, "live_lost", "lost1")
-        post(http, payload("sync_end", "live_lost", sync_id="s-lost"))
+        deliver(http, payload("sync_end", "live_lost", sync_id="s-lost"))
         posted = time.time()
         took = release_time(live, "live_lost", "lost1", timeout=30)
         fired, how = trigger_decided_at(live, "live_lost", "lost1")
@@ -328,7 +328,7 @@ class TestAssetTriggeredRun:
         """A run started by the connector's asset event has no data interval; the sensor's
         target is the event's extra.ended_at, so the sync that triggered it counts."""
         ended = datetime.now(timezone.utc) - timedelta(minutes=1)
-        post(http, payload("sync_end", "live_asset", ended, sync_id="s-asset"))
+        deliver(http, payload("sync_end", "live_asset", ended, sync_id="s-asset"))
         live.post_asset_event(
             "fivetran://connector/live_asset", {"sync_id": "s-asset", "ended_at": iso(ended)}
         )

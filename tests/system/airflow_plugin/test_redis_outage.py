@@ -20,9 +20,9 @@ import pytest
 from fivetran_events import Settings
 from fivetran_events.timeutil import to_ms
 from testkit.airflow_harness import AirflowServer
-from testkit.support import SECRET, TOKEN, at, payload
+from testkit.support import SECRET, TOKEN, at, deliver, payload
 
-from .dagtest import post, run
+from .dagtest import run
 from .outage import PREFIX, OwnRedis
 
 pytestmark = [
@@ -54,7 +54,7 @@ def outage_af(
 ) -> OwnRedis:
     """dag.test() with connection ``outage_redis`` on the dedicated Redis, a sync recorded."""
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", own_redis.conn_uri())
-    post(outage_http, payload("sync_end", "c1", at(5, 6), sync_id="ok-5"))
+    deliver(outage_http, payload("sync_end", "c1", at(5, 6), sync_id="ok-5"))
     return own_redis
 
 
@@ -274,7 +274,7 @@ class TestTrigger:
             assert not task.done(), task.result()
             outage_af.start()
             # A client of its own: the fixture's is bound to the context outside this loop.
-            post(
+            deliver(
                 outage_http.application.test_client(),
                 payload("sync_end", "c1", at(11), sync_id="after"),
             )
@@ -342,7 +342,7 @@ class TestOnRealTriggerer:
             assert time.monotonic() - stopped >= 3.0
 
             own_redis.start()
-            post(outage_http, payload("sync_end", "c_live", at(11), sync_id="s-live"))
+            deliver(outage_http, payload("sync_end", "c_live", at(11), sync_id="s-live"))
             airflow3.wait_for(
                 "the retry to end", lambda: state() in ("success", "failed"), timeout=120
             )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from testkit.support import at
+from testkit.support import at, deliver
 
 from .dagtest import daily_syncs, one_sensor_dag, result, run, sync, z
 
@@ -107,9 +107,7 @@ class TestFlags:
         daily_syncs(http)
         from testkit.support import payload
 
-        from .dagtest import post
-
-        post(http, payload("sync_start", "c1", datetime.now(timezone.utc), sync_id="running"))
+        deliver(http, payload("sync_start", "c1", datetime.now(timezone.utc), sync_id="running"))
         waits = one_sensor_dag("aw_on", "@daily", always_wait_when_syncing=True)
         passes = one_sensor_dag("aw_off", "@daily")
         assert result(run(waits, at(5)))[0] == "skipped"
@@ -121,11 +119,9 @@ class TestFlags:
 
         from testkit.support import payload
 
-        from .dagtest import post
-
         daily_syncs(http)
         started = datetime.now(timezone.utc) - timedelta(hours=25)
-        post(http, payload("sync_start", "c1", started, sync_id="lost"))
+        deliver(http, payload("sync_start", "c1", started, sync_id="lost"))
         dag = one_sensor_dag("aw_stale", "@daily", always_wait_when_syncing=True)
         assert result(run(dag, at(5)))[:2] == ("success", z(at(5)))
 
@@ -146,10 +142,8 @@ class TestFlags:
 
         from testkit.support import payload
 
-        from .dagtest import post
-
         sync(http, "c1", at(10, 1), sync_id="straddles", started=at(9, 23))
-        post(http, payload("sync_start", "c1", datetime.now(timezone.utc), sync_id="running"))
+        deliver(http, payload("sync_start", "c1", datetime.now(timezone.utc), sync_id="running"))
         kw = {
             "mode": "reschedule" if mode == "reschedule" else "poke",
             "deferrable": mode == "deferrable",
