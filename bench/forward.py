@@ -2,7 +2,7 @@
 
 Starts everything it measures on 127.0.0.1 and stops exactly those processes by PID: a
 redis-server, the webhook server (``fivetran-events serve``, gunicorn), one
-``fivetran-events worker`` and a real Airflow 3 (tests/airflow_harness.py). Then it sends
+``fivetran-events worker`` and a real Airflow 3 (testkit/airflow_harness.py). Then it sends
 N signed ``sync_end`` deliveries, a few seconds apart so each gets a DAG run of its own,
 and prints, over the same deliveries:
 

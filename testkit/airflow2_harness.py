@@ -7,10 +7,10 @@ about a minute from a warm index, bounded by ``FTE_AIRFLOW2_INSTALL_TIMEOUT``, d
 900 s). It also installs this project there (``pip install --no-deps -e <repo>`` plus the
 core's runtime dependencies from ``pyproject.toml``, never the ``airflow`` extra, which
 pins Airflow 3-era packages), so ``airflow_plugin`` and its ``airflow.plugins`` entry
-point run on Airflow 2 (tests/airflow_plugin/test_airflow2.py). A venv made before that
+point run on Airflow 2 (tests/system/airflow_plugin/test_airflow2.py). A venv made before that
 step gets it once, without reinstalling Airflow. The fixture then runs: ``airflow db
 migrate``, ``airflow users create`` (an Admin with a random password), ``airflow dags
-reserialize`` over ``tests/airflow2_dags`` (which registers their datasets), and
+reserialize`` over ``testkit/airflow2_dags`` (which registers their datasets), and
 ``airflow webserver --hostname 127.0.0.1`` on a free port with basic auth for the REST
 API. SQLite. Only the webserver runs: posting and reading dataset events needs nothing
 else. Teardown signals exactly the process group it started.

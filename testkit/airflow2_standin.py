@@ -5,7 +5,7 @@ It answers with the request and response shapes of Airflow 2's stable REST API
 ``GET /api/v1/datasets/{uri}``; ``GET /api/v1/datasets/events?dataset_id=&order_by=``;
 ``GET /api/v1/health``), keeping what it was sent so tests can check it. Faults
 (5xx, 429 with Retry-After, a 200 HTML page) can be queued. Only for the Airflow 2
-path: Airflow 3 is tested against the real thing (tests/airflow_harness.py).
+path: Airflow 3 is tested against the real thing (testkit/airflow_harness.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Airflow reads its configuration when ``airflow`` is first imported, so tests/conftest.py
 imports this module before anything else: every in-process use of Airflow (dag.test(),
-DagBag, the DAG factory) sees this home. Real components started by the harnesses get
-environments of their own.
+DagBag, the DAG factory) sees this home; it starts nothing. Its ``airflow_db`` fixture
+(``airflow db migrate``) is registered in tests/system/conftest.py only. Real components
+started by the harnesses get environments of their own.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ URI = f"fivetran://connector/{CID}"
 # talk to it.
 @pytest.fixture(name="airflow2_standin")
 def airflow2_standin_with_dataset(airflow2_standin: Airflow2StandIn) -> Airflow2StandIn:
-    """The stand-in (tests/webhook_app/conftest.py) knowing the connector's dataset."""
+    """The stand-in (tests/integration/webhook_app/conftest.py) knowing the connector's dataset."""
     airflow2_standin.add_dataset(URI)
     return airflow2_standin
 

@@ -108,6 +108,13 @@ def deliver(http: Any, body: dict[str, Any] | bytes) -> dict[str, Any]:
     return resp.get_json()  # type: ignore[no-any-return]
 
 
+def answer(resp: Any) -> dict[str, Any]:
+    """The JSON object a response carries (failing the test when it carries none)."""
+    data = resp.get_json(silent=True)
+    assert isinstance(data, dict), resp.get_data(as_text=True)[:500]
+    return data
+
+
 def job_sync_id(client: Any, job: Any, prefix: str = "test:") -> str:
     """The sync id of a forwarding job (its kwargs name a delivery record)."""
     from fivetran_events.keys import delivery_key

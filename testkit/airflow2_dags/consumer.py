@@ -1,4 +1,4 @@
-"""An Airflow 2 DAG scheduled on a Fivetran connector's dataset (tests/airflow2_harness.py)."""
+"""An Airflow 2 DAG scheduled on a Fivetran connector's dataset (testkit/airflow2_harness.py)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 
 from airflow_plugin.sql_folder import SqlFolderError
 
@@ -27,7 +29,7 @@ def folder(tmp_path: Path, files: dict[str, str], name: str = "sales") -> Path:
     return root
 
 
-def shape(dag) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
+def shape(dag: Any) -> dict[str, list[str]]:
     return {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
 
 
@@ -133,7 +135,7 @@ class TestConnectorsFromHistory:
     def test_recorded_connector_names_are_schemas(
         self,
         tmp_path: Path,
-        http,  # type: ignore[no-untyped-def]
+        http: FlaskClient,
         redis_url: str,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:

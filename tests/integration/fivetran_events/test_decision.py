@@ -141,7 +141,7 @@ def histories(draw: st.DrawFn) -> tuple[list[Sync], dict[str, int], list[tuple[s
 )
 def test_matches_reference(
     client: redis.Redis,
-    history,
+    history: tuple[list[Sync], dict[str, int], list[tuple[str, int]]],
     target_off: int,
     propagate: bool,
     always_wait: bool,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import redis
@@ -128,7 +128,7 @@ class TestAtomicity:
     ) -> None:
         """What on_success queues commits with the history write, or neither does."""
 
-        def boom(pipe, event):  # type: ignore[no-untyped-def]
+        def boom(pipe: Pipeline, event: Event) -> None:
             pipe.set("test:side", "1")
             raise RuntimeError("crash before EXEC")
 
@@ -161,7 +161,7 @@ class TestOneRoundTrip:
         sends = []
         real = redis.connection.AbstractConnection.send_packed_command
 
-        def counting(self, command, check_health=True):  # type: ignore[no-untyped-def]
+        def counting(self: Any, command: Any, check_health: bool = True) -> Any:
             sends.append(command)
             return real(self, command, check_health)
 

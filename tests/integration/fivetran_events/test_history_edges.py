@@ -143,7 +143,7 @@ class TestRetriedSync:
         target = to_ms(at(3, 2, 30))  # after attempt 1 failed, before attempt 2 started
         d = decide(reader.facts(CID, target, started_after=True), criterion="started_after")
         assert d.outcome.value == "success" and d.sync is not None
-        assert d.sync.started_ms == to_ms(at(3, 3))  # type: ignore[union-attr]
+        assert d.sync.started_ms == to_ms(at(3, 3))
         rows = reader.syncs(CID, now=to_ms(at(3, 5)))
         assert [(r["status"], r["started_at"]) for r in rows] == [
             ("SUCCESSFUL", iso(at(3, 3))),

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fivetran_events import Settings
 from fivetran_events.timeutil import iso
 from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
-from testkit.support import TOKEN, at, deliver, payload
+from testkit.support import TOKEN, answer, at, deliver, payload
 from webhook_app import create_app
 
 pytestmark = pytest.mark.redis
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def load_scenario(http, rows) -> None:  # type: ignore[no-untyped-def]
+def load_scenario(http: FlaskClient, rows: list[tuple[str, datetime, str]]) -> None:
     for sync_id, ended, status in rows:
         failure_reason: dict[str, Any] = (
             {"reason": "quota exceeded"} if status != "SUCCESSFUL" else {}
@@ -37,12 +39,12 @@ def load_scenario(http, rows) -> None:  # type: ignore[no-untyped-def]
 
 
 class TestAuth:
-    def test_401_without_token(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_401_without_token(self, http: FlaskClient) -> None:
         r = http.get("/api/connectors")
         assert r.status_code == 401 and r.headers["WWW-Authenticate"] == "Bearer"
 
     @pytest.mark.parametrize("given", ["nope", TOKEN + "x", TOKEN[:-1], "é" * 8])
-    def test_401_invalid_token(self, http, given: str) -> None:  # type: ignore[no-untyped-def]
+    def test_401_invalid_token(self, http: FlaskClient, given: str) -> None:
         """A wrong token is 401 with RFC 6750's error="invalid_token", not 403."""
         r = http.get("/api/connectors", headers={"Authorization": f"Bearer {given}"})
         assert r.status_code == 401 and r.is_json
@@ -55,20 +57,20 @@ class TestAuth:
 
 
 class TestListings:
-    def test_connectors(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_connectors(self, http: FlaskClient) -> None:
         """Known connectors show last success, last failure and the running sync."""
         load_scenario(http, SCENARIO_A)
         deliver(http, payload("sync_start", sync_id="now", created=at(15, 1)))
-        [c] = http.get("/api/connectors", headers=AUTH).json["connectors"]
+        [c] = answer(http.get("/api/connectors", headers=AUTH))["connectors"]
         assert c["connector_id"] == "assimilate_seem" and c["connector_name"] == "ftar_pg"
         assert c["last_success"]["sync_id"] == "a-ok"
         assert c["last_failure"]["reason"] == "quota exceeded"
         # The test's clock is the real one, months after January: the start is stale.
         assert c["running"] is None
 
-    def test_syncs_newest_first_with_window(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_syncs_newest_first_with_window(self, http: FlaskClient) -> None:
         load_scenario(http, SCENARIO_B)
-        rows = http.get("/api/connectors/assimilate_seem/syncs", headers=AUTH).json["syncs"]
+        rows = answer(http.get("/api/connectors/assimilate_seem/syncs", headers=AUTH))["syncs"]
         assert [r["sync_id"] for r in rows] == ["b-ok", "b-fail"]
         assert {k: v for k, v in rows[0].items() if k != "forwarding"} == {
             "sync_id": "b-ok",
@@ -77,9 +79,9 @@ class TestListings:
             "ended_at": iso(at(10, 6)),
             "reason": None,
         }
-        rows = http.get(
-            "/api/connectors/assimilate_seem/syncs?until=2026-01-05&limit=5", headers=AUTH
-        ).json["syncs"]
+        rows = answer(
+            http.get("/api/connectors/assimilate_seem/syncs?until=2026-01-05&limit=5", headers=AUTH)
+        )["syncs"]
         assert [r["sync_id"] for r in rows] == ["b-fail"]
 
     @pytest.mark.parametrize(
@@ -91,22 +93,22 @@ class TestListings:
             ("since=2026-02-01&until=2026-01-01", "since"),
         ],
     )
-    def test_bad_parameters(self, http, query: str, field: str) -> None:  # type: ignore[no-untyped-def]
+    def test_bad_parameters(self, http: FlaskClient, query: str, field: str) -> None:
         deliver(http, payload(created=at(3)))
         r = http.get(f"/api/connectors/assimilate_seem/syncs?{query}", headers=AUTH)
-        assert r.status_code == 400 and r.json["field"] == field
+        assert r.status_code == 400 and answer(r)["field"] == field
 
-    def test_unknown_connector_404(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_unknown_connector_404(self, http: FlaskClient) -> None:
         r = http.get("/api/connectors/nobody/syncs", headers=AUTH)
-        assert r.status_code == 404 and "nobody" in r.json["error"]
+        assert r.status_code == 404 and "nobody" in answer(r)["error"]
 
 
 class TestDecision:
     @pytest.mark.parametrize(("scenario", "propagate"), list(CALENDARS))
     def test_seed_calendar_through_webhook_and_api(
         self,
-        http,
-        scenario: str,  # type: ignore[no-untyped-def]
+        http: FlaskClient,
+        scenario: str,
         propagate: bool,
     ) -> None:
         """History written by signed webhooks; the API's decisions give the seed calendar."""
@@ -122,26 +124,30 @@ class TestDecision:
                 },
             )
             assert r.status_code == 200
-            assert r.json["target"] == iso(at(day))
-            got[day] = r.json["decision"]
+            assert answer(r)["target"] == iso(at(day))
+            got[day] = answer(r)["decision"]
         assert got == CALENDARS[(scenario, propagate)]
 
-    def test_fail_body_names_the_sync(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_fail_body_names_the_sync(self, http: FlaskClient) -> None:
         load_scenario(http, SCENARIO_A)
-        r = http.get(
-            "/api/connectors/assimilate_seem/decision?target=2026-01-11T00:00:00Z", headers=AUTH
-        ).json
+        r = answer(
+            http.get(
+                "/api/connectors/assimilate_seem/decision?target=2026-01-11T00:00:00Z",
+                headers=AUTH,
+            )
+        )
         assert r["decision"] == "fail" and r["sync"]["sync_id"] == "a-fail"
         assert "quota exceeded" in r["reason"]
 
-    def test_started_after(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_started_after(self, http: FlaskClient) -> None:
         """A sync that started before the target does not count under started_after."""
         load_scenario(http, SCENARIO_B)  # b-ok started Jan 10 05:00, ended 06:00
         q = "target=2026-01-10T05:30:00Z"
         base = "/api/connectors/assimilate_seem/decision?"
-        assert http.get(base + q, headers=AUTH).json["decision"] == "success"
+        assert answer(http.get(base + q, headers=AUTH))["decision"] == "success"
         assert (
-            http.get(base + q + "&criterion=started_after", headers=AUTH).json["decision"] == "wait"
+            answer(http.get(base + q + "&criterion=started_after", headers=AUTH))["decision"]
+            == "wait"
         )
 
     @pytest.mark.parametrize(
@@ -155,10 +161,10 @@ class TestDecision:
             ("target=2026-01-01&criterion=whenever", "criterion"),
         ],
     )
-    def test_bad_parameters(self, http, query: str, field: str) -> None:  # type: ignore[no-untyped-def]
+    def test_bad_parameters(self, http: FlaskClient, query: str, field: str) -> None:
         deliver(http, payload(created=at(3)))
         r = http.get(f"/api/connectors/assimilate_seem/decision?{query}", headers=AUTH)
-        assert r.status_code == 400 and r.json["field"] == field, r.json
+        assert r.status_code == 400 and answer(r)["field"] == field, r.json
 
 
 class TestHostileQueries:
@@ -188,9 +194,9 @@ class TestHostileQueries:
     )
     def test_never_500(
         self,
-        http,
+        http: FlaskClient,
         connector: str,
-        params: dict[str, str],  # type: ignore[no-untyped-def]
+        params: dict[str, str],
         view: str,
     ) -> None:
         """Random connector ids and query parameters get 200, 400 or 404, never 500."""

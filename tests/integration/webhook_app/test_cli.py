@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from flask.testing import FlaskClient
 
 from testkit.calendars import SCENARIO_A
 from testkit.support import payload, signed
@@ -33,7 +34,7 @@ def run(args: list[str], redis_url: str, **env: str) -> subprocess.CompletedProc
 
 
 @pytest.fixture
-def scenario_a(http) -> None:  # type: ignore[no-untyped-def]
+def scenario_a(http: FlaskClient) -> None:
     for sync_id, ended, status in SCENARIO_A:
         for body in (
             payload("sync_start", sync_id=sync_id, created=ended.replace(hour=5)),

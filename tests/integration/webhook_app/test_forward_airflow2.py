@@ -1,7 +1,7 @@
 """Forwarding through the webhook, the queue and the worker, against Airflow 2's v1 API.
 
 Real redis-server, the real Flask app and RQ's worker; Airflow 2.9-2.11 is a stand-in
-with its request and response shapes (tests/airflow2_standin.py). The delivery logic
+with its request and response shapes (testkit/airflow2_standin.py). The delivery logic
 (states, retries, exactly once) is the same for Airflow 3, which test_forward_airflow3.py
 runs against the real thing.
 """

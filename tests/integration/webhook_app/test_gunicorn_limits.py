@@ -13,6 +13,7 @@ import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -47,7 +48,9 @@ def chunks(raw: bytes, size: int = 16 * 1024) -> bytes:
     return out + b"0\r\n\r\n"
 
 
-def post(port: int, raw: bytes, chunked: bool, wire: bytes | None = None) -> tuple[int, dict]:
+def post(
+    port: int, raw: bytes, chunked: bool, wire: bytes | None = None
+) -> tuple[int, dict[str, Any]]:
     """POST ``raw`` signed over a raw socket, chunked or with Content-Length; ``wire``
     replaces the body's bytes as sent."""
     _, headers = signed(raw)

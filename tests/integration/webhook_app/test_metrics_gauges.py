@@ -2,7 +2,7 @@
 connector's freshness, the last webhook; counters exist at 0 before their first event.
 
 Real redis-server and the real Flask app; Airflow is the Airflow 2 stand-in where a
-delivery has to fail in a given way (tests/airflow2_standin.py). The clock is frozen
+delivery has to fail in a given way (testkit/airflow2_standin.py). The clock is frozen
 with freezegun, so every age is exact.
 """
 

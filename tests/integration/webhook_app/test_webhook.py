@@ -7,6 +7,8 @@ from datetime import timedelta
 
 import pytest
 import redis
+from flask import Flask
+from flask.testing import FlaskClient
 from freezegun import freeze_time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +22,7 @@ from testkit.support import (
     OTHER_SECRET,
     SECRET,
     WEBHOOK_PATH,
+    answer,
     at,
     job_sync_id,
     payload,
@@ -34,28 +37,28 @@ URL = WEBHOOK_PATH
 
 
 class TestSignature:
-    def test_fivetran_signature_accepted(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_fivetran_signature_accepted(self, http: FlaskClient) -> None:
         """An upper-case hex HMAC of the raw body, as Fivetran sends it, is accepted."""
         r = post_signed(http, payload(created=at(3)))
-        assert r.status_code == 200 and r.json["status"] == "recorded"
+        assert r.status_code == 200 and answer(r)["status"] == "recorded"
 
-    def test_rotated_secret_accepted(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_rotated_secret_accepted(self, http: FlaskClient) -> None:
         assert post_signed(http, payload(created=at(3)), secret=OTHER_SECRET).status_code == 200
 
     @pytest.mark.parametrize("header", [None, "", "00" * 32, "not-hex"])
     def test_missing_or_wrong_is_401_and_writes_nothing(
         self,
-        http,
-        client: redis.Redis,  # type: ignore[no-untyped-def]
+        http: FlaskClient,
+        client: redis.Redis,
         header: str | None,
     ) -> None:
         raw = json.dumps(payload(created=at(3))).encode()
         headers = {} if header is None else {SIGNATURE_HEADER: header}
         r = http.post(URL, data=raw, headers=headers)
-        assert r.status_code == 401 and "signature" in r.json["error"]
+        assert r.status_code == 401 and "signature" in answer(r)["error"]
         assert client.keys("*") == []
 
-    def test_signature_of_other_bytes_is_401(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    def test_signature_of_other_bytes_is_401(self, http: FlaskClient, client: redis.Redis) -> None:
         """Re-serialised JSON does not verify: the signature covers the raw bytes."""
         body = payload(created=at(3))
         sig = sign(json.dumps(body, indent=1).encode(), SECRET)
@@ -65,7 +68,7 @@ class TestSignature:
 
 
 class TestEvents:
-    def test_test_event(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    def test_test_event(self, http: FlaskClient, client: redis.Redis) -> None:
         """Fivetran's test_event gets 200 (else it refuses to create the webhook), no sync."""
         body = {
             "event": "test_event",
@@ -75,34 +78,36 @@ class TestEvents:
             "group_id": "_destination_1",
         }
         r = post_signed(http, body)
-        assert r.status_code == 200 and r.json["status"] == "ignored"
+        assert r.status_code == 200 and answer(r)["status"] == "ignored"
         assert [k for k in client.keys("*") if b":c:" in k] == []
 
-    def test_unknown_event_ignored(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    def test_unknown_event_ignored(self, http: FlaskClient, client: redis.Redis) -> None:
         r = post_signed(http, {"event": "transformation_run_succeeded", "created": "x"})
-        assert r.status_code == 200 and r.json["status"] == "ignored"
+        assert r.status_code == 200 and answer(r)["status"] == "ignored"
         assert client.keys("*") == []
 
     @pytest.mark.parametrize("event", ["resync_connector", "resync_table"])
-    def test_resync_recorded(self, http, client: redis.Redis, event: str) -> None:  # type: ignore[no-untyped-def]
+    def test_resync_recorded(self, http: FlaskClient, client: redis.Redis, event: str) -> None:
         r = post_signed(http, payload(event, created=at(3), tables=["t1"]))
-        assert r.json["status"] == "recorded"
+        assert answer(r)["status"] == "recorded"
         assert client.zcard("test:c:assimilate_seem:resyncs") == 1
 
     @pytest.mark.parametrize(
         "status", ["SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED", "RESCHEDULED"]
     )
-    def test_every_status_recorded(self, http, status: str) -> None:  # type: ignore[no-untyped-def]
+    def test_every_status_recorded(self, http: FlaskClient, status: str) -> None:
         assert post_signed(http, payload(status=status, created=at(3))).json["status"] == "recorded"
 
-    def test_duplicate(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_duplicate(self, http: FlaskClient) -> None:
         body = payload(created=at(3))
         assert post_signed(http, body).json["status"] == "recorded"
         assert post_signed(http, body).json["status"] == "duplicate"
 
 
 class TestForwardingJob:
-    def test_success_enqueues_one_job(self, http, app, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    def test_success_enqueues_one_job(
+        self, http: FlaskClient, app: Flask, client: redis.Redis
+    ) -> None:
         """A successful sync_end leaves exactly one forwarding job, also after redelivery."""
         body = payload(sync_id="s1", created=at(3))
         post_signed(http, body)
@@ -114,7 +119,9 @@ class TestForwardingJob:
         assert job_sync_id(client, job) == "s1"
 
     @pytest.mark.parametrize("status", ["FAILED", "RESCHEDULED"])
-    def test_failure_enqueues_nothing(self, http, client: redis.Redis, status: str) -> None:  # type: ignore[no-untyped-def]
+    def test_failure_enqueues_nothing(
+        self, http: FlaskClient, client: redis.Redis, status: str
+    ) -> None:
         post_signed(http, payload(status=status, created=at(3)))
         assert Queue("fivetran-events", connection=client).count == 0
 
@@ -130,25 +137,25 @@ class TestClientErrors:
     )
     def test_400_names_the_field(
         self,
-        http,
+        http: FlaskClient,
         client: redis.Redis,
-        body: bytes,  # type: ignore[no-untyped-def]
+        body: bytes,
         field: str,
     ) -> None:
         r = post_signed(http, body)
-        assert r.status_code == 400 and r.json["field"] == field
+        assert r.status_code == 400 and answer(r)["field"] == field
         assert client.keys("*") == []
 
-    def test_413_too_large(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    def test_413_too_large(self, http: FlaskClient, client: redis.Redis) -> None:
         body = json.dumps({**payload(), "pad": "x" * 70_000}).encode()
         r = post_signed(http, body)
-        assert r.status_code == 413 and "larger" in r.json["error"]
+        assert r.status_code == 413 and "larger" in answer(r)["error"]
         assert client.keys("*") == []
 
-    def test_405_and_404_are_json(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_405_and_404_are_json(self, http: FlaskClient) -> None:
         assert http.get(URL).status_code == 405
         r = http.get("/nowhere")
-        assert r.status_code == 404 and r.json["status"] == "error"
+        assert r.status_code == 404 and answer(r)["status"] == "error"
 
 
 class TestUnavailable:
@@ -217,8 +224,8 @@ class TestHostileInput:
     )
     def test_never_500_and_refusals_write_nothing(
         self,
-        http,
-        client: redis.Redis,  # type: ignore[no-untyped-def]
+        http: FlaskClient,
+        client: redis.Redis,
         body: bytes,
         sign_it: bool,
         junk_headers: dict[str, str],
@@ -230,12 +237,12 @@ class TestHostileInput:
         r = http.post(URL, data=body, headers=headers)
         assert r.status_code in (200, 400, 401, 413), r.data
         assert r.is_json
-        if r.status_code != 200 or r.json["status"] != "recorded":
+        if r.status_code != 200 or answer(r)["status"] != "recorded":
             assert [k for k in client.keys("*") if b":c:" in k or b"rq:" in k] == []
 
 
 class TestMetrics:
-    def test_outcomes_and_latency_exported(self, http) -> None:  # type: ignore[no-untyped-def]
+    def test_outcomes_and_latency_exported(self, http: FlaskClient) -> None:
         """/metrics counts deliveries by outcome and observes their latency."""
 
         def count(text: str, outcome: str) -> float:
@@ -260,26 +267,26 @@ class TestClockSkew:
 
     NOW = at(3)
 
-    def test_beyond_the_default_skew_is_400(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    def test_beyond_the_default_skew_is_400(self, http: FlaskClient, client: redis.Redis) -> None:
         """One millisecond over an hour ahead is refused; exactly an hour is accepted."""
         with freeze_time(self.NOW):
             r = post_signed(http, payload(created=self.NOW + timedelta(hours=1, milliseconds=1)))
-            assert r.status_code == 400 and r.json["field"] == "created"
-            assert "ahead of the server's clock" in r.json["error"]
+            assert r.status_code == 400 and answer(r)["field"] == "created"
+            assert "ahead of the server's clock" in answer(r)["error"]
             assert client.keys("*") == []
             r = post_signed(http, payload(created=self.NOW + timedelta(hours=1)))
-            assert r.status_code == 200 and r.json["status"] == "recorded"
+            assert r.status_code == 200 and answer(r)["status"] == "recorded"
 
     def test_a_success_from_2999_changes_no_decision(
         self,
-        http,
-        client: redis.Redis,  # type: ignore[no-untyped-def]
-        app,
+        http: FlaskClient,
+        client: redis.Redis,
+        app: Flask,
     ) -> None:
         """The signed success dated 2999 is refused, so a later target still waits."""
         with freeze_time(self.NOW):
             r = post_signed(http, payload(created="2999-01-01T00:00:00.000Z", sync_id="future"))
-            assert r.status_code == 400 and r.json["field"] == "created"
+            assert r.status_code == 400 and answer(r)["field"] == "created"
             assert client.keys("*") == []
             facts = app.extensions[EXTENSION].reader.facts("assimilate_seem", to_ms(at(10)))
         assert decide(facts).outcome.value == "wait"
@@ -299,10 +306,10 @@ class TestClockSkew:
 
 
 class TestUnstorableText:
-    def test_lone_surrogate_in_tables_is_400(self, http, client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    def test_lone_surrogate_in_tables_is_400(self, http: FlaskClient, client: redis.Redis) -> None:
         """JSON may escape a lone surrogate; Redis cannot store it: 400 naming the field
         (it was a 500), nothing written."""
         body = payload("resync_table", created=at(3), tables=["orders", "\ud800"])
         r = post_signed(http, body)
-        assert r.status_code == 400 and r.json["field"] == "data.tables", r.json
+        assert r.status_code == 400 and answer(r)["field"] == "data.tables", r.json
         assert client.keys("test:c:*") == []

@@ -1,7 +1,7 @@
 """Run the plugin through dag.test() on Airflow 2.11; write what happened as JSON.
 
-Not a test module: tests/airflow_plugin/test_airflow2.py runs it with the Airflow 2
-venv's Python (tests/airflow2_harness.py), where ``airflow_plugin`` is the editable
+Not a test module: tests/system/airflow_plugin/test_airflow2.py runs it with the Airflow 2
+venv's Python (testkit/airflow2_harness.py), where ``airflow_plugin`` is the editable
 install of this checkout, against a migrated AIRFLOW_HOME and the connection
 ``fivetran_events_redis`` given in the environment. The history it reads was recorded
 by the test through the webhook. Self-contained: the test process's helpers live in an

@@ -1,7 +1,7 @@
 """Helpers to drive the plugin in dag.test() against the session's migrated Airflow.
 
 The Airflow environment itself (AIRFLOW_HOME, the SQLite database) is set in
-tests/airflow_env.py, before anything imports Airflow.
+testkit/airflow_env.py, before anything imports Airflow.
 """
 
 from __future__ import annotations
@@ -28,5 +28,5 @@ def dagtest_airflow(airflow_db: Path, redis_conn: str) -> Iterator[Path]:
     yield airflow_db
 
 
-# A redis-server of a test's own, to stop and start again (tests/airflow_plugin/outage.py).
+# A redis-server of a test's own, to stop and start again (tests/system/airflow_plugin/outage.py).
 from .outage import own_redis  # noqa: E402, F401

@@ -1,8 +1,8 @@
 """The plugin on a real Airflow 2.11: sensor calendars, deferral, operator, asset, plugin.
 
 ``airflow_plugin/compat.py`` claims Airflow 2.10+; these tests hold it to that. Airflow
-2.11 lives in its own venv (tests/airflow2_harness.py, with this checkout installed
-there), so each test runs tests/airflow_plugin/airflow2_dagtest.py in it as a
+2.11 lives in its own venv (testkit/airflow2_harness.py, with this checkout installed
+there), so each test runs tests/system/airflow_plugin/airflow2_dagtest.py in it as a
 subprocess: its own AIRFLOW_HOME in a temporary folder, SQLite, ``airflow db migrate``
 once per module, the connection ``fivetran_events_redis`` pointing at the suite's
 redis-server. History is written here, through the webhook, as Fivetran delivers it;

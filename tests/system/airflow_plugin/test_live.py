@@ -98,7 +98,7 @@ def live(airflow3: AirflowServer, redis_proc) -> Iterator[AirflowServer]:  # typ
     """The session's Airflow with this module's DAGs parsed and the seed history written.
 
     The session's Airflow reads the history at prefix ``test:`` of the suite's Redis
-    (tests/airflow_harness.py). The history is written before the DAG file exists, so
+    (testkit/airflow_harness.py). The history is written before the DAG file exists, so
     the backfill's first poke already sees all of it; it goes through the webhook's view
     (signed as Fivetran signs), as in production. Afterwards every run still going
     is failed, so no deferred sensor keeps the triggerer listening on the suite's Redis

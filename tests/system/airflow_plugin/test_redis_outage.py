@@ -1,6 +1,6 @@
 """When Redis is unreachable: one policy in poke, reschedule and deferrable mode.
 
-Each test stops a redis-server of its own (tests/airflow_plugin/outage.py) at the moment
+Each test stops a redis-server of its own (tests/system/airflow_plugin/outage.py) at the moment
 the sensor starts, from its ``on_execute_callback``, and starts it again on the same
 port and data when the test says. The history is written through the webhook's view,
 signed as Fivetran signs. The real triggerer's side is in ``TestOnRealTriggerer``.

@@ -50,7 +50,8 @@ class TestTimetables:
             "get_timetables_plugins",
             lambda: {
                 **registered(),
-                "tests.airflow_plugin.timetables.SixAmTimetable": SixAmTimetable,
+                # Registered under its import path, so a move of the module follows.
+                f"{SixAmTimetable.__module__}.{SixAmTimetable.__qualname__}": SixAmTimetable,
             },
         )
         schedule = {

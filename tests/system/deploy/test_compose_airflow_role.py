@@ -22,7 +22,7 @@ from webhook_app.forward import Delivery, DeliveryState, Forwarder
 pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.timeout(480)]
 
 COMPOSE = Path(__file__).resolve().parents[3] / "deploy" / "compose.yaml"
-CONNECTOR = "e2e_conn"  # tests/airflow_dags has a DAG on its dataset
+CONNECTOR = "e2e_conn"  # testkit/airflow_dags has a DAG on its dataset
 URI = f"fivetran://connector/{CONNECTOR}"
 
 

@@ -1,4 +1,4 @@
-"""Forwarding to a real Airflow 3 (tests/airflow_harness.py): end to end and under faults.
+"""Forwarding to a real Airflow 3 (testkit/airflow_harness.py): end to end and under faults.
 
 Each test uses its own sync ids; Airflow lives for the session, Redis is flushed after
 each test. Every wait is bounded.
