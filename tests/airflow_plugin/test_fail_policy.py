@@ -1,7 +1,8 @@
 """A FAIL decision ends the task alike in poke, reschedule and deferrable mode.
 
-The policy (README, "When a sync failed"): ``soft_fail`` and ``never_fail`` skip the
-task; otherwise it fails with ``FivetranSyncFailed`` and ``retries`` apply. A FAIL is a
+The policy (README, "When the sync failed"): ``never_fail`` skips the task; otherwise it
+fails with ``FivetranSyncFailed`` and ``retries`` apply. ``soft_fail`` is for a sensor
+that timed out and leaves a FAIL failed, as Airflow's poke loop does. A FAIL is a
 decision, not an error, so ``silent_fail`` (which keeps a sensor waiting through errors
 such as an unreachable Redis) does not turn it into a wait. Deferred, the same holds
 whether the FAIL is found before deferring or by the trigger.
@@ -26,7 +27,7 @@ pytestmark = [
 
 MODES = ["poke", "reschedule", "deferrable"]
 #: flag given to the sensor -> the task's end state on a FAIL decision
-FLAGS = {None: "failed", "soft_fail": "skipped", "never_fail": "skipped", "silent_fail": "failed"}
+FLAGS = {None: "failed", "soft_fail": "failed", "never_fail": "skipped", "silent_fail": "failed"}
 
 
 class Seen:
