@@ -22,6 +22,7 @@ if AIRFLOW_V_3:
         Asset,
         BaseHook,
         BaseOperator,
+        BaseOperatorLink,
         BaseSensorOperator,
         Connection,
         PokeReturnValue,
@@ -31,6 +32,9 @@ else:  # Airflow 2.10 / 2.11
     from airflow.datasets import Dataset as Asset  # type: ignore[no-redef]
     from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
     from airflow.models import BaseOperator  # type: ignore[no-redef]
+    from airflow.models.baseoperatorlink import (  # type: ignore[no-redef]
+        BaseOperatorLink,
+    )
     from airflow.models.connection import Connection  # type: ignore[no-redef,assignment]
     from airflow.operators.python import ShortCircuitOperator  # type: ignore[no-redef]
     from airflow.sensors.base import (  # type: ignore[no-redef]
@@ -72,6 +76,7 @@ __all__ = [
     "Asset",
     "BaseHook",
     "BaseOperator",
+    "BaseOperatorLink",
     "BaseSensorOperator",
     "BaseTrigger",
     "Connection",

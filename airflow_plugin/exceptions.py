@@ -23,3 +23,12 @@ class FivetranHistoryUnavailable(Exception):
     Airflow skips an ``AirflowException`` from ``execute_complete`` under ``soft_fail``
     but not one from ``poke``, and an outage is no answer that may skip a run.
     """
+
+
+class ConnectorNameError(ValueError):
+    """Raised when a sensor's ``connector_name`` names no recorded connector, or several.
+
+    Its message names the candidates (id and group), so the DAG author can add
+    ``destination_name`` or switch to ``connector_id``. A ValueError: the DAG's input is
+    wrong, though retries apply (a connector becomes known with its first webhook).
+    """

@@ -1,19 +1,25 @@
 """The Redis that holds the sync history, as an Airflow connection.
 
-Default connection id: ``fivetran_events_redis``. Any form Airflow accepts works, e.g.
-an environment variable holding a URI::
+Default connection id: ``fivetran_events_redis``. Its own connection type is
+``fivetran_events`` (the provider's form asks for exactly what the history needs), but
+the hook reads any connection that describes a Redis: type ``redis``, or an environment
+variable holding a URI::
 
     AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='redis://:secret@redis.internal:6379/0?key_prefix=fte%3A'
+    AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='fivetran-events://:secret@redis.internal:6379/0?ssl=true'
 
-Fields: host, port (6379), login (Redis ACL user), password, schema or extra ``db``
-(the database number, 0). Extras: ``key_prefix`` (default ``FIVETRAN_EVENTS_KEY_PREFIX``
-or ``fte:``, must match the webhook server's), ``max_sync_duration_hours`` (default
-``FIVETRAN_EVENTS_MAX_SYNC_DURATION_HOURS`` or 24), ``ssl`` (true for TLS; a
-``rediss://`` URI says the same).
+Fields: host, port (6379), login (Redis ACL user; not on the form, a URI may carry it),
+password, schema or extra ``db`` (the database number, 0). Extras: ``key_prefix``
+(default ``FIVETRAN_EVENTS_KEY_PREFIX`` or ``fte:``, must match the webhook server's),
+``max_sync_duration_hours`` (default ``FIVETRAN_EVENTS_MAX_SYNC_DURATION_HOURS`` or 24),
+``ssl`` (true for TLS; a ``rediss://`` URI says the same), ``ssl_ca_certs`` (a private
+CA file to verify Redis' certificate). Airflow's UI may store a form's extras as
+``extra__fivetran_events__<name>``; both spellings are read.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -37,9 +43,11 @@ from fivetran_events import HistoryReader, load_settings
 from fivetran_events.decision import Completion
 from fivetran_events.history import decode_completion
 from fivetran_events.history_async import AsyncHistoryReader
-from fivetran_events.keys import ConnectorKeys
+from fivetran_events.keys import ConnectorKeys, connectors_key
 
 from .compat import BaseHook, Connection, aget_connection
+from .connection_form import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
+from .connector_names import resolve_connector_name
 from .exceptions import FivetranHistoryUnavailable
 
 DEFAULT_CONN_ID = "fivetran_events_redis"
@@ -64,15 +72,20 @@ class HistoryConfig:
     url: str
     key_prefix: str
     max_sync_duration_ms: int
+    #: A private CA file that signed Redis' TLS certificate (None: the system's CAs).
+    ssl_ca_certs: str | None = None
 
     def to_redis_kwargs(self) -> dict[str, Any]:
         # socket_timeout: a stalled Redis must fail a read (and be retried), not hang it.
-        return {
+        kwargs: dict[str, Any] = {
             "decode_responses": False,
             "socket_connect_timeout": 10,
             "socket_timeout": 10,
             "health_check_interval": 30,
         }
+        if self.ssl_ca_certs:
+            kwargs["ssl_ca_certs"] = self.ssl_ca_certs
+        return kwargs
 
     def where(self) -> str:
         """Return host:port/db for messages (the URL without its credentials)."""
@@ -99,16 +112,35 @@ def config_from_connection(conn: Connection) -> HistoryConfig:
     url = f"{'rediss' if tls else 'redis'}://{auth}{host}:{port}/{db}"
     defaults = load_settings()
     prefix = str(extra.get("key_prefix") or defaults.key_prefix)
-    hours = float(extra.get("max_sync_duration_hours") or defaults.max_sync_duration_hours)
-    return HistoryConfig(url=url, key_prefix=prefix, max_sync_duration_ms=int(hours * 3600 * 1000))
+    raw_hours = extra.get("max_sync_duration_hours", defaults.max_sync_duration_hours)
+    try:
+        hours = float(raw_hours)
+    except (TypeError, ValueError):
+        hours = -1.0
+    if not hours > 0:
+        raise ValueError(
+            f"connection {conn.conn_id}: max_sync_duration_hours must be a number of hours "
+            f"above 0, not {raw_hours!r}"
+        )
+    return HistoryConfig(
+        url=url,
+        key_prefix=prefix,
+        max_sync_duration_ms=int(hours * 3600 * 1000),
+        ssl_ca_certs=str(extra["ssl_ca_certs"]) if tls and extra.get("ssl_ca_certs") else None,
+    )
 
 
 def _extras(conn: Connection) -> dict[str, Any]:
+    """Return the extras, ``extra__fivetran_events__x`` read as ``x`` (a plain ``x`` wins)."""
     extra = getattr(conn, "extra_dejson", None)
-    if extra is not None:
-        return dict(extra)
-    raw = getattr(conn, "extra", None)
-    return json.loads(raw) if raw else {}
+    if extra is None:
+        raw = getattr(conn, "extra", None)
+        extra = json.loads(raw) if raw else {}
+    form_prefix = f"extra__{CONN_TYPE}__"
+    out = {k[len(form_prefix) :]: v for k, v in extra.items() if k.startswith(form_prefix)}
+    out.update({k: v for k, v in extra.items() if not k.startswith(form_prefix)})
+    # An empty form field is "not set", not an empty value.
+    return {k: v for k, v in out.items() if v not in (None, "")}
 
 
 class FivetranEventsRedisHook(BaseHook):
@@ -116,7 +148,7 @@ class FivetranEventsRedisHook(BaseHook):
 
     conn_name_attr = "redis_conn_id"
     default_conn_name = DEFAULT_CONN_ID
-    conn_type = "redis"
+    conn_type = CONN_TYPE
     hook_name = "Fivetran events history (Redis)"
 
     def __init__(self, redis_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
@@ -160,18 +192,39 @@ class FivetranEventsRedisHook(BaseHook):
             return False, f"cannot reach Redis: {exc}"
         return True, "Redis answered PING"
 
+    def connector_id_for(
+        self, name: str, destination_name: str | None = None, *, timeout: float = 0.0
+    ) -> str:
+        """Return the id of the connector ``name`` from the recorded connectors.
+
+        Reads the connectors hash, retried for ``timeout`` s while Redis is unreachable.
+        """
+        cfg = self.config
+        connectors = read_retrying(
+            lambda: self.get_conn().hgetall(connectors_key(cfg.key_prefix)),
+            what="the recorded connectors",
+            cfg=cfg,
+            conn_id=self.redis_conn_id,
+            timeout=timeout,
+        )
+        return resolve_connector_name(connectors, name, destination_name)
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """Return ``CONN_FIELDS`` as WTForms fields (the UIs of Airflow before 3.2)."""
+        from flask_babel import lazy_gettext
+        from wtforms import BooleanField, StringField
+
+        out: dict[str, Any] = {}
+        for name, field in CONN_FIELDS.items():
+            kind = BooleanField if "boolean" in field["schema"]["type"] else StringField
+            out[name] = kind(lazy_gettext(field["label"]), description=field["description"])
+        return out
+
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": [],
-            "relabeling": {"schema": "Database number", "login": "Username (ACL)"},
-            "placeholders": {
-                "host": "127.0.0.1",
-                "port": "6379",
-                "schema": "0",
-                "extra": json.dumps({"key_prefix": "fte:", "max_sync_duration_hours": 24}),
-            },
-        }
+        """Return ``UI_FIELD_BEHAVIOUR`` (the UIs of Airflow before 3.2)."""
+        return copy.deepcopy(UI_FIELD_BEHAVIOUR)
 
 
 def async_reader(cfg: HistoryConfig, client: Any) -> AsyncHistoryReader:

@@ -4,6 +4,9 @@ Registered through the ``airflow.plugins`` entry point, so installing the packag
 enough. In templates: ``{{ macros.fivetran_events.last_successful_sync('my_connector',
 data_interval_end) }}`` and ``{{ macros.fivetran_events.asset_uri('my_connector') }}``.
 Operators and sensors are not registered here: import them from their modules.
+
+On Airflow 3.3+ it also mounts the "Fivetran syncs" view (``airflow_plugin/ui``) in the
+API server under ``/fivetran-events`` and puts it in the UI's navigation.
 """
 
 from __future__ import annotations
@@ -11,12 +14,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from airflow import __version__ as AIRFLOW_VERSION
+
 from fivetran_events.timeutil import now_ms, to_ms
 from fivetran_events.uris import dataset_uri
 
 from .compat import AirflowPlugin
 from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
+from .links import URL_PREFIX
 from .targets import as_datetime
+from .ui import LazyApp
+
+#: The view needs Airflow 3's FastAPI plugin apps and the auth dependencies of 3.3.
+UI_SUPPORTED = tuple(int(p) for p in AIRFLOW_VERSION.split(".")[:2]) >= (3, 3)
 
 
 def last_successful_sync(
@@ -40,3 +50,15 @@ def asset_uri(connector_id: str, template: str | None = None) -> str:
 class FivetranEventsPlugin(AirflowPlugin):
     name = "fivetran_events"
     macros = [last_successful_sync, asset_uri]  # noqa: RUF012 (AirflowPlugin's own shape)
+    if UI_SUPPORTED:
+        fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Fivetran syncs"}]
+        # url_route: the UI shows the view inside its own frame at /plugin/fivetran-syncs.
+        external_views = [
+            {
+                "name": "Fivetran syncs",
+                "href": f"{URL_PREFIX}/",
+                "destination": "nav",
+                "category": "browse",
+                "url_route": "fivetran-syncs",
+            }
+        ]

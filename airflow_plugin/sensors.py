@@ -37,6 +37,7 @@ from .hooks import (
     FivetranEventsRedisHook,
     read_retrying,
 )
+from .operator_links import FivetranConnectorLink
 from .targets import resolve_target
 from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncTrigger
 
@@ -48,7 +49,13 @@ MIN_RESCHEDULE_POKE_INTERVAL = 15.0
 class FivetranDateTimeSensor(BaseSensorOperator):
     """Succeed once ``connector_id`` has synced as of the run's target time.
 
-    :param connector_id: the Fivetran connector id (templated).
+    :param connector_id: the Fivetran connector id (templated). Give it or ``connector_name``.
+    :param connector_name: the connector's name in Fivetran (templated), resolved to its id
+        from the recorded connectors when the task runs; an unknown or ambiguous name
+        raises ``ConnectorNameError`` naming the candidates.
+    :param destination_name: with ``connector_name``, the destination group that tells
+        connectors of the same name apart (templated). Fivetran's webhooks carry the
+        group's id (``destination_group_id``), so that is what it is matched against.
     :param target_time: datetime or ISO 8601 text (templated; naive is UTC). Default:
         the run's ``data_interval_end``; for runs without one, see ``airflow_plugin.targets``.
     :param propagate_failures_forward: FAIL when nothing completed at or after the target
@@ -67,13 +74,17 @@ class FivetranDateTimeSensor(BaseSensorOperator):
     FAIL raises ``FivetranSyncFailed`` naming the sync, its time, its reason and the target.
     """
 
-    template_fields = ("connector_id", "target_time")
+    template_fields = ("connector_id", "target_time", "connector_name", "destination_name")
     ui_color = "#e3f4fc"
+    #: The connector's page in the plugin's UI, at the run's target (operator_links.py).
+    operator_extra_links = (FivetranConnectorLink(),)
 
     def __init__(
         self,
         *,
-        connector_id: str,
+        connector_id: str | None = None,
+        connector_name: str | None = None,
+        destination_name: str | None = None,
         target_time: datetime | str | None = None,
         propagate_failures_forward: bool = True,
         always_wait_when_syncing: bool = False,
@@ -85,7 +96,14 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.connector_id = connector_id
+        if (connector_id is None) == (connector_name is None):
+            raise ValueError(f"{self.task_id}: give connector_id or connector_name (one of them)")
+        if destination_name is not None and connector_name is None:
+            raise ValueError(f"{self.task_id}: destination_name goes with connector_name")
+        # "" until a connector_name is resolved (execute), so the type stays str.
+        self.connector_id: str = connector_id or ""
+        self.connector_name = connector_name
+        self.destination_name = destination_name
         self.target_time = target_time
         self.propagate_failures_forward = propagate_failures_forward
         self.always_wait_when_syncing = always_wait_when_syncing
@@ -111,6 +129,19 @@ class FivetranDateTimeSensor(BaseSensorOperator):
     @cached_property
     def hook(self) -> FivetranEventsRedisHook:
         return FivetranEventsRedisHook(self.redis_conn_id)
+
+    def _resolve_connector(self) -> None:
+        """Turn ``connector_name`` into ``connector_id`` from the recorded connectors.
+
+        Once per process: a deferred sensor's resumed process resolves again (its
+        rendered ``connector_id`` is empty), so the link and messages name the id.
+        """
+        if self.connector_name is None or self.connector_id:
+            return
+        self.connector_id = self.hook.connector_id_for(
+            self.connector_name, self.destination_name, timeout=self.redis_retry_timeout
+        )
+        self.log.info("connector name %r is connector %s", self.connector_name, self.connector_id)
 
     def _target_ms(self, context: Context) -> int:
         target, source = resolve_target(self.target_time, context)
@@ -146,10 +177,17 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 "target": decision["target"],
             }
         if decision["decision"] == Outcome.FAIL.value:
-            raise FivetranSyncFailed(
+            message = (
                 f"Fivetran connector {self.connector_id} is not synced "
                 f"as of {decision['target']}: {decision['reason']}"
             )
+            if getattr(self, "never_fail", False):
+                raise AirflowSkipException(f"{message} (skipped: never_fail is set)")
+            # soft_fail skips a sensor that timed out; a FAIL is an answer, and Airflow's
+            # poke loop lets it fail. Its resume path (after a deferral) would skip any
+            # AirflowException under soft_fail: turn that off so every mode agrees.
+            self.soft_fail = False
+            raise FivetranSyncFailed(message)
         self.log.info("connector %s: waiting: %s", self.connector_id, decision["reason"])
         return None
 
@@ -162,20 +200,35 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         """
         if getattr(self, "never_fail", False):
             raise AirflowSkipException(f"Skipping due to never_fail: {exc}") from exc
-        if may_wait and getattr(self, "silent_fail", False):
+        if may_wait and self._silent_on_outage():
             self.log.error("connector %s: %s; silent_fail: waiting on", self.connector_id, exc)
             return
         raise exc
 
+    def _silent_on_outage(self) -> bool:
+        return bool(getattr(self, "_outage_silent", getattr(self, "silent_fail", False)))
+
     def poke(self, context: Context) -> PokeReturnValue:
-        # FivetranHistoryUnavailable propagates: BaseSensorOperator.execute applies
-        # silent_fail / never_fail to it, as to any error in poke.
-        result = self._outcome(self._decide(self._target_ms(context)).to_dict())
+        try:
+            decision = self._decide(self._target_ms(context))
+        except FivetranHistoryUnavailable as exc:
+            self._unavailable(exc, may_wait=True)  # returns under silent_fail: poke again
+            return PokeReturnValue(is_done=False)
+        result = self._outcome(decision.to_dict())
         return PokeReturnValue(is_done=result is not None, xcom_value=result)
 
     def execute(self, context: Context) -> Any:
+        self._resolve_connector()
         if not self.deferrable:
-            return super().execute(context)
+            # silent_fail keeps a sensor waiting through errors, not through a FAIL
+            # decision: poke applies it to outages itself, and Airflow's loop, which
+            # would swallow FivetranSyncFailed too, runs without it.
+            self._outage_silent, self.silent_fail = self.silent_fail, False
+            try:
+                return super().execute(context)
+            finally:
+                self.silent_fail = self._outage_silent
+                del self._outage_silent
         target_ms = self._target_ms(context)
         try:
             decision = self._decide(target_ms).to_dict()
@@ -214,6 +267,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
             # Under silent_fail the trigger never reports an outage (it retries until the
             # deferral times out), so here there is nothing left to wait for.
             self._unavailable(FivetranHistoryUnavailable(event.get("message", "")), may_wait=False)
+        self._resolve_connector()
         if not event or "decision" not in event:
             raise FivetranSyncFailed(f"trigger ended without a decision: {event!r}")
         return self._outcome(event["decision"])

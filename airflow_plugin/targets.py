@@ -8,7 +8,7 @@ so a retried, rescheduled or restarted sensor waits for the same thing. In order
    timetables; with ``CronTriggerTimetable`` it equals the logical date);
 3. for runs without a data interval (Airflow 3 asset-triggered and manual runs): the
    newest triggering asset event's ``ended_at`` (the forwarder puts the sync's end
-   there), else that event's timestamp;
+   there; the watcher's events carry it under ``payload``), else that event's timestamp;
 4. else the run's ``run_after`` (Airflow 3; the logical date on Airflow 2).
 """
 
@@ -67,6 +67,8 @@ def _newest_triggering_event(context: Context) -> datetime | None:
 
 def _event_time(event: Any) -> datetime | None:
     extra = getattr(event, "extra", None) or {}
+    if isinstance(extra, dict) and isinstance(extra.get("payload"), dict):
+        extra = extra["payload"]  # an AssetWatcher's event (event_triggers.py) nests it
     ended = extra.get("ended_at") if isinstance(extra, dict) else None
     if ended:
         try:

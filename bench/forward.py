@@ -1,10 +1,12 @@
-"""Benchmark: Fivetran webhook -> Airflow asset event -> DAG run, against polling every 60 s.
+"""Benchmark: Fivetran webhook -> Airflow asset event -> DAG run, both paths, against polling.
 
 Starts everything it measures on 127.0.0.1 and stops exactly those processes by PID: a
 redis-server, the webhook server (``fivetran-events serve``, gunicorn), one
 ``fivetran-events worker`` and a real Airflow 3 (testkit/airflow_harness.py). Then it sends
-N signed ``sync_end`` deliveries, a few seconds apart so each gets a DAG run of its own,
-and prints, over the same deliveries:
+N signed ``sync_end`` deliveries to each of two connectors, a few seconds apart so each
+gets a DAG run of its own: one connector's successes reach Airflow through the REST
+worker, the other's through the watcher (``FivetranSyncEventTrigger`` in Airflow's own
+triggerer, reading the same Redis). It prints, side by side for both paths:
 
 - webhook acknowledged -> asset event created (Airflow's own event timestamp): our part;
 - webhook acknowledged -> the asset-scheduled DAG run started (Airflow's run start_date);
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,9 +43,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from testkit.airflow_harness import AirflowServer
 from testkit.processes import free_port, stop_group
+from testkit.support import conn_uri
 
 CONNECTOR = "bench_conn"
 URI = f"fivetran://connector/{CONNECTOR}"
+WATCHED = "bench_watch"
+WATCHED_URI = f"fivetran://connector/{WATCHED}"
+WATCHER_DAG = f"""
+from datetime import datetime, timezone
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, Asset, AssetWatcher
+from airflow_plugin.event_triggers import FivetranSyncEventTrigger
+
+asset = Asset(uri="{WATCHED_URI}", name="bench_watch", watchers=[AssetWatcher(
+    name="bench_watch", trigger=FivetranSyncEventTrigger(connector_id="{WATCHED}"))])
+with DAG("bench_on_watch", schedule=[asset], catchup=False,
+         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+    EmptyOperator(task_id="consume")
+"""
 SECRET = "bench-webhook-secret"
 POKE_INTERVAL_S = 60.0
 
@@ -87,13 +105,13 @@ def wait_until(what: str, check: Any, timeout: float, interval: float = 0.2) -> 
     raise TimeoutError(f"timed out waiting for {what}")
 
 
-def body(sync_id: str, created: datetime) -> bytes:
+def body(sync_id: str, created: datetime, connector: str = CONNECTOR) -> bytes:
     return json.dumps(
         {
             "event": "sync_end",
             "created": created.isoformat().replace("+00:00", "Z"),
             "connector_type": "google_cloud_postgresql",
-            "connector_id": CONNECTOR,
+            "connector_id": connector,
             "connector_name": "bench_pg",
             "sync_id": sync_id,
             "destination_group_id": "bench_group",
@@ -122,11 +140,23 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
             work / "redis.log",
         )
         stack.callback(rproc.stop)
-        airflow = AirflowServer(home=work / "airflow")
+        airflow = AirflowServer(
+            home=work / "airflow",
+            extra_env={
+                "AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": conn_uri(
+                    f"redis://127.0.0.1:{redis_port}/0", "fte:"
+                )
+            },
+        )
         stack.callback(airflow.stop)
         airflow.prepare()
+        airflow.add_dag("bench_watch.py", WATCHER_DAG)
         airflow.start()
         airflow.wait_for_asset(URI)
+        # The watcher stores its start position once it runs: syncs after that count.
+        airflow.wait_for(
+            "the watcher", lambda: airflow.asset_state(f"fivetran_events.position:{WATCHED}"), 180
+        )
 
         env = {k: v for k, v in os.environ.items() if not k.startswith("FIVETRAN_EVENTS_")}
         env.update(
@@ -160,60 +190,38 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         wait_until("the webhook server", lambda: requests.get(f"{url}/readyz", timeout=2).ok, 60)
 
         acks: dict[str, float] = {}
+        watch_acks: dict[str, float] = {}
         session = requests.Session()
         # One warm-up delivery: the worker fetches its token and the asset id once.
         for i in range(n + 1):
-            sid = f"bench-{i}-{uuid.uuid4()}"
-            raw = body(sid, datetime.now(timezone.utc))
-            resp = session.post(
-                f"{url}/webhooks/fivetran",
-                data=raw,
-                timeout=10,
-                headers={SIGNATURE_HEADER: sign(raw, SECRET), "Content-Type": "application/json"},
-            )
-            resp.raise_for_status()
-            if i:
-                acks[sid] = time.time()
+            for connector, into in ((CONNECTOR, acks), (WATCHED, watch_acks)):
+                sid = f"bench-{i}-{uuid.uuid4()}"
+                raw = body(sid, datetime.now(timezone.utc), connector)
+                resp = session.post(
+                    f"{url}/webhooks/fivetran",
+                    data=raw,
+                    timeout=10,
+                    headers={
+                        SIGNATURE_HEADER: sign(raw, SECRET),
+                        "Content-Type": "application/json",
+                    },
+                )
+                resp.raise_for_status()
+                if i:
+                    into[sid] = time.time()
             time.sleep(gap)
 
-        def events() -> dict[str, dict[str, Any]]:
-            found = {e["extra"].get("sync_id"): e for e in airflow.asset_events(URI)}
-            return found if all(s in found for s in acks) else {}
-
-        by_sync = wait_until("every asset event", events, 120, 0.5)
-        created = {s: datetime.fromisoformat(by_sync[s]["timestamp"]).timestamp() for s in acks}
-
-        def runs() -> dict[str, float]:
-            starts: dict[str, float] = {}
-            for s in acks:
-                refs = airflow.get(
-                    "/api/v2/assets/events",
-                    params={
-                        "asset_id": by_sync[s]["asset_id"],
-                        "limit": 100,
-                        "order_by": "-timestamp",
-                    },
-                ).json()["asset_events"]
-                ev = next(e for e in refs if e["id"] == by_sync[s]["id"])
-                dagrun = next(iter(ev.get("created_dagruns") or []), None)
-                if dagrun is None:
-                    return {}
-                run = airflow.get(
-                    f"/api/v2/dags/{dagrun['dag_id']}/dagRuns/{dagrun['run_id']}"
-                ).json()
-                if not run.get("start_date"):
-                    return {}
-                starts[s] = datetime.fromisoformat(run["start_date"]).timestamp()
-            return starts
-
-        started = wait_until("every DAG run to start", runs, 180, 1.0)
+        created, started = event_and_run(airflow, URI, acks, lambda x: x)
+        w_created, w_started = event_and_run(
+            airflow, WATCHED_URI, watch_acks, lambda x: x.get("payload") or {}
+        )
         shared_runs = n - len(set(started.values()))
         r = redis.Redis(port=redis_port)
         records = {
             cast(bytes, r.hget(k, "sync_id") or b"").decode(): r.hgetall(k)
             for k in r.scan_iter("fte:fwd:d:*")
         }
-        retried = sum(1 for d in records.values() if int(d[b"attempts"]) > 1)
+        retried = sum(1 for s in acks if int(records[s][b"attempts"]) > 1)
         # Where our part's time goes: waiting in the queue, then the attempt itself.
         picked = {s: int(records[s][b"first_attempt_ms"]) / 1000 for s in acks}
 
@@ -231,10 +239,51 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         "queued": queued,
         "attempt": attempt,
         "to_run": to_run,
+        "watch_to_event": [w_created[s] - watch_acks[s] for s in watch_acks],
+        "watch_to_run": [w_started[s] - watch_acks[s] for s in watch_acks],
         "poll": poll,
         "shared_runs": shared_runs,
         "retried": retried,
     }
+
+
+def event_and_run(
+    airflow: AirflowServer,
+    uri: str,
+    acks: dict[str, float],
+    sync_extra: Callable[[dict[str, Any]], dict[str, Any]],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Return when each sync's asset event was created and its DAG run started."""
+
+    def events() -> dict[str, dict[str, Any]]:
+        found = {str(sync_extra(e["extra"]).get("sync_id")): e for e in airflow.asset_events(uri)}
+        return found if all(s in found for s in acks) else {}
+
+    by_sync = wait_until(f"every asset event of {uri}", events, 120, 0.5)
+    created = {s: datetime.fromisoformat(by_sync[s]["timestamp"]).timestamp() for s in acks}
+
+    def runs() -> dict[str, float]:
+        starts: dict[str, float] = {}
+        for s in acks:
+            refs = airflow.get(
+                "/api/v2/assets/events",
+                params={
+                    "asset_id": by_sync[s]["asset_id"],
+                    "limit": 100,
+                    "order_by": "-timestamp",
+                },
+            ).json()["asset_events"]
+            ev = next(e for e in refs if e["id"] == by_sync[s]["id"])
+            dagrun = next(iter(ev.get("created_dagruns") or []), None)
+            if dagrun is None:
+                return {}
+            run = airflow.get(f"/api/v2/dags/{dagrun['dag_id']}/dagRuns/{dagrun['run_id']}").json()
+            if not run.get("start_date"):
+                return {}
+            starts[s] = datetime.fromisoformat(run["start_date"]).timestamp()
+        return starts
+
+    return created, wait_until(f"every DAG run of {uri} to start", runs, 180, 1.0)
 
 
 def main() -> None:
@@ -269,6 +318,12 @@ def main() -> None:
     print(line("  of which: ack -> worker picks the job up", r["queued"], "ms"))
     print(line("  of which: job picked up -> Airflow created the event", r["attempt"], "ms"))
     print(line("webhook ack -> asset-scheduled DAG run started", r["to_run"]))
+    print(line("watcher: webhook ack -> asset event created", r["watch_to_event"], "ms"))
+    print(line("watcher: webhook ack -> asset-scheduled DAG run started", r["watch_to_run"]))
+    print(
+        f"{'watcher p50 / REST worker p50 (webhook -> DAG run)':58} "
+        f"{statistics.median(r['watch_to_run']) / statistics.median(r['to_run']):8.2f}x"
+    )
     print(line("polling every 60 s (default poke_interval), same syncs", r["poll"]))
     print(
         f"{'polling p50 / push-to-DAG-run p50':58} "

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what the tests use beyond Python packages: redis-server, nginx (only for
 # `nginx -t` on deploy/nginx.conf), promtool from Debian's prometheus (only for
-# `promtool check rules` / `test rules` on deploy/prometheus/; no server is started)
-# and a Dockerfile linter from npm.
+# `promtool check rules` / `test rules` on deploy/prometheus/; no server is started),
+# chromium (the browser test of the Airflow UI view drives it through Playwright; no
+# browser is downloaded) and a Dockerfile linter from npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/ensure-redis.sh
@@ -27,6 +28,7 @@ apt_install() { # command package why
 
 apt_install nginx nginx-light "config checks only"
 apt_install promtool prometheus "promtool for the alert rules' tests"
+apt_install chromium chromium "the UI view's browser test, headless"
 if [ ! -x .venv/node/node_modules/.bin/dockerfilelint ]; then
   command -v npm >/dev/null || { echo "error: npm is needed for the Dockerfile linter" >&2; exit 1; }
   echo "==> installing dockerfilelint (npm) into .venv/node"

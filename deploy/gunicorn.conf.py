@@ -8,7 +8,6 @@ file serves systemd, the container image and the Compose file.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 
@@ -34,20 +33,10 @@ forwarded_allow_ips = os.environ.get("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1"
 accesslog = "-"
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
-# One JSON object per request; gunicorn substitutes the %(x)s atoms, json.dumps quotes them.
-access_log_format = json.dumps(
-    {
-        "time": "%(t)s",
-        "remote": "%(h)s",
-        "method": "%(m)s",
-        "path": "%(U)s",
-        "status": "%(s)s",
-        "bytes": "%(B)s",
-        "duration_us": "%(D)s",
-        "user_agent": "%(a)s",
-        "request_id": "%({x-request-id}i)s",
-    }
-)
+# gunicorn's lines and one record per request (method, path, status, bytes, duration_us,
+# remote, user_agent, request_id) in the app's format: JSON unless stderr is a terminal
+# (FIVETRAN_EVENTS_LOG_FORMAT=json|console decides instead); see webhook_app/logs.py.
+logger_class = "webhook_app.logs.GunicornLogger"
 
 
 def on_starting(server):  # type: ignore[no-untyped-def]

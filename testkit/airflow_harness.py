@@ -229,6 +229,25 @@ class AirflowServer:
         for name in list(self.procs):
             self._stop(name)
 
+    def kill_triggerer(self) -> None:
+        """SIGKILL the triggerer this harness started (its process group, by PID): a crash."""
+        proc = self.procs.pop("triggerer", None)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=20)
+
+    def start_triggerer(self) -> None:
+        """Start a triggerer again (after ``kill_triggerer``)."""
+        self._spawn("triggerer", COMPONENTS["triggerer"])
+
+    def asset_state(self, key: str) -> list[Any]:
+        """The values (JSON) stored under ``key`` in Airflow's asset state store."""
+        return [
+            json.loads(v)
+            for (v,) in self.query("select value from asset_state_store where key=?", key)
+        ]
+
     def wait_healthy(
         self,
         timeout: float = START_TIMEOUT,

@@ -42,6 +42,9 @@ def webhook_server(
     """Run ``fivetran-events serve`` in its own process group; yield (base URL, process).
 
     ``config``: a gunicorn configuration file (``serve --config``), e.g. deploy's.
+    Forwarding is on (an Airflow URL nothing listens on: the web process never calls it),
+    so each success queues its job as in production; pass
+    ``FIVETRAN_EVENTS_AIRFLOW_URL=""`` to turn it off.
     """
     port = free_port()
     environ = {

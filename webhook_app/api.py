@@ -1,4 +1,8 @@
-"""The read API: ``/api/connectors``, their syncs and the decision; bearer tokens required."""
+"""The read API: ``/api/connectors``, their syncs and the decision; bearer tokens required.
+
+Query parameters are validated by the models in ``openapi.py``, which also generate
+``/api/openapi.json``.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +10,15 @@ import hmac
 
 from flask import Blueprint, Response, jsonify, request
 
-from fivetran_events import decide, parse_criterion
-from fivetran_events.decision import Criterion
+from fivetran_events import Criterion, decide
 from fivetran_events.model import is_valid_id
-from fivetran_events.timeutil import parse_iso, to_ms
 
 from .errors import ApiError
 from .forward import attach_forwarding
+from .openapi import Connectors, DecisionOut, DecisionQuery, Syncs, SyncsQuery, responses, spec
 from .state import state
 
 bp = Blueprint("api", __name__, url_prefix="/api")
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-MAX_LIMIT = 1000
 
 
 @bp.before_request
@@ -47,35 +46,6 @@ def require_token() -> None:
         )
 
 
-def _bool(name: str, default: bool) -> bool:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in _TRUE:
-        return True
-    if raw.lower() in _FALSE:
-        return False
-    raise ApiError(400, f"parameter '{name}' must be true or false", field=name)
-
-
-def _time(name: str, required: bool = False) -> int | None:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        if required:
-            raise ApiError(
-                400,
-                f"parameter '{name}' is required (ISO 8601, e.g. 2026-01-10T00:00:00Z)",
-                field=name,
-            )
-        return None
-    try:
-        return to_ms(parse_iso(raw))
-    except (ValueError, OverflowError):
-        raise ApiError(
-            400, f"parameter '{name}' must be an ISO 8601 timestamp", field=name
-        ) from None
-
-
 def _connector(connector_id: str) -> str:
     if not is_valid_id(connector_id):
         raise ApiError(
@@ -89,45 +59,37 @@ def _connector(connector_id: str) -> str:
 
 
 @bp.get("/connectors")
+@spec.validate(resp=responses(Connectors, connector=False), tags=["history"])
 def connectors() -> Response:
+    """List the recorded connectors: last success, last failure, running sync."""
     return jsonify({"connectors": state().reader.connectors()})
 
 
 @bp.get("/connectors/<connector_id>/syncs")
-def syncs(connector_id: str) -> Response:
+@spec.validate(query=SyncsQuery, resp=responses(Syncs), tags=["history"])
+def syncs(connector_id: str, query: SyncsQuery) -> Response:
+    """List a connector's syncs, newest first, with each success's forwarding state."""
     cid = _connector(connector_id)
-    since, until = _time("since"), _time("until")
-    raw_limit = request.args.get("limit", "100")
-    try:
-        limit = int(raw_limit)
-    except ValueError:
-        raise ApiError(400, "parameter 'limit' must be a whole number", field="limit") from None
-    if not 1 <= limit <= MAX_LIMIT:
-        raise ApiError(400, f"parameter 'limit' must be between 1 and {MAX_LIMIT}", field="limit")
-    if since is not None and until is not None and since > until:
+    if query.since is not None and query.until is not None and query.since > query.until:
         raise ApiError(400, "parameter 'since' must not be after 'until'", field="since")
-    rows = state().reader.syncs(cid, since, until, limit)
-    attach_forwarding(state().forwarder.store, cid, rows)  # issue 3: state per dataset URI
+    rows = state().reader.syncs(cid, query.since, query.until, query.limit)
+    attach_forwarding(state().forwarder.store, cid, rows)  # state per dataset URI
     return jsonify({"connector_id": cid, "syncs": rows})
 
 
 @bp.get("/connectors/<connector_id>/decision")
-def decision(connector_id: str) -> Response:
+@spec.validate(query=DecisionQuery, resp=responses(DecisionOut), tags=["history"])
+def decision(connector_id: str, query: DecisionQuery) -> Response:
+    """Decide whether the connector was synced as of ``target`` (the sensor's answer)."""
     cid = _connector(connector_id)
-    target = _time("target", required=True)
-    assert target is not None
-    propagate = _bool("propagate_failures_forward", True)
-    always_wait = _bool("always_wait_when_syncing", False)
-    try:
-        criterion = parse_criterion(request.args.get("criterion") or Criterion.ENDED_AFTER)
-    except ValueError as exc:
-        raise ApiError(400, f"parameter {exc}", field="criterion") from None
-    facts = state().reader.facts(cid, target, started_after=criterion is Criterion.STARTED_AFTER)
+    facts = state().reader.facts(
+        cid, query.target, started_after=query.criterion is Criterion.STARTED_AFTER
+    )
     result = decide(
         facts,
-        propagate_failures_forward=propagate,
-        always_wait_when_syncing=always_wait,
-        criterion=criterion,
+        propagate_failures_forward=query.propagate_failures_forward,
+        always_wait_when_syncing=query.always_wait_when_syncing,
+        criterion=query.criterion,
     )
     body = result.to_dict()
     body["connector_id"] = cid

@@ -42,8 +42,8 @@ from redis.exceptions import LockError
 from rq import Queue
 
 from fivetran_events import Event, Settings
-from fivetran_events.history import decode_completion
-from fivetran_events.keys import ConnectorKeys, delivery_lock_key, due_key, undelivered_key
+from fivetran_events.asset_extra import SyncRef, extra_for
+from fivetran_events.keys import delivery_lock_key, due_key, undelivered_key
 from fivetran_events.timeutil import iso, now_ms
 from fivetran_events.uris import UriMap
 
@@ -317,50 +317,7 @@ class Forwarder(ReplayMixin):
 
     def build_extra(self, d: Delivery) -> dict[str, Any]:
         """Build the event's ``extra`` from the delivery and the connector's history."""
-        cid = d.fields["connector_id"]
-        sid = d.fields["sync_id"]
-        ended = int(d.fields["ended_ms"])
-        keys = ConnectorKeys(self.settings.key_prefix, cid)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zrangebyscore(keys.ok, ended, ended)
-        pipe.zscore(keys.starts, sid)
-        pipe.zrevrangebyscore(keys.ok, f"({ended}", "-inf", start=0, num=1, withscores=True)
-        same_end, first_start, previous = pipe.execute()
-        # The success's own record carries the start of the attempt that succeeded (a
-        # retried sync id has several); the sync's first start is the fallback.
-        started = next(
-            (
-                c.started_ms
-                for c in map(decode_completion, same_end)
-                if c.sync_id == sid and c.started_ms is not None
-            ),
-            first_start,
-        )
-        since = f"({int(previous[0][1])}" if previous else "-inf"
-        resyncs = [
-            json.loads(_s(m) or "{}") for m in self.redis.zrangebyscore(keys.resyncs, since, ended)
-        ]
-        whole = any(r.get("e") == "resync_connector" for r in resyncs)
-        tables = sorted(
-            {t for r in resyncs if r.get("e") == "resync_table" for t in r.get("tables") or []}
-        )
-        extra: dict[str, Any] = {
-            "source": "fivetran-events",
-            "connector_id": cid,
-            "connector_name": d.get("connector_name"),
-            "connector_type": d.get("connector_type"),
-            "group_id": d.get("group_id"),
-            "sync_id": sid,
-            "status": d.get("status"),
-            "started_at": iso(int(started)) if started is not None else None,
-            "ended_at": iso(ended),
-            # The first success after a resync rewrote the data: consumers may need to
-            # rebuild rather than append. resync_table names the tables it concerned.
-            "full_refresh": bool(resyncs),
-        }
-        if tables and not whole:
-            extra["full_refresh_tables"] = tables
-        return extra
+        return extra_for(self.redis, self.settings.key_prefix, SyncRef.from_fields(d.fields))
 
     def _finish(self, d: Delivery, fields: dict[str, str], drop: list[str], given_up: bool) -> None:
         prefix = self.settings.key_prefix

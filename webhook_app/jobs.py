@@ -16,6 +16,7 @@ from rq import Queue
 from fivetran_events import Settings, load_settings
 from fivetran_events.uris import load_uri_map_from_settings
 
+from . import logs
 from .airflow_client import AirflowClient
 from .forward import FORWARD_JOB, Forwarder
 
@@ -56,5 +57,10 @@ def current_forwarder() -> Forwarder:
 
 
 def forward_sync(delivery: str) -> dict[str, Any]:
-    """Make one attempt at forwarding a successful sync to one Airflow dataset."""
-    return current_forwarder().attempt(delivery)
+    """Make one attempt at forwarding a successful sync to one Airflow dataset.
+
+    Its ids are bound for the attempt, so every line it logs names the delivery.
+    """
+    connector_id, sync_id, _ = [*delivery.split(":", 2), "", ""][:3]
+    with logs.bound(delivery_id=delivery, connector_id=connector_id, sync_id=sync_id):
+        return current_forwarder().attempt(delivery)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from typing import Any
 
@@ -12,11 +13,12 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from fivetran_events import InvalidPayload, parse_event
 from fivetran_events.signature import SIGNATURE_HEADER, verify
 
-from . import metrics
+from . import logs, metrics
 from .errors import ApiError
 from .state import state
 
 bp = Blueprint("webhook", __name__)
+log = logging.getLogger(__name__)
 
 #: Bytes asked of the WSGI server per read of a streamed body.
 READ_SIZE = 64 * 1024
@@ -40,6 +42,7 @@ def receive() -> Response:
         outcome = "too_large"
         raise
     finally:
+        log.info("webhook %s", outcome, extra={"outcome": outcome})
         metrics.DELIVERIES.labels(outcome=outcome).inc()
         metrics.LATENCY.observe(time.perf_counter() - started)
 
@@ -51,6 +54,7 @@ def _receive() -> dict[str, str]:
         raise ApiError(401, f"missing or invalid {SIGNATURE_HEADER} signature")
     try:
         event = parse_event(body)
+        logs.bind(connector_id=event.connector_id, sync_id=event.sync_id)
         result = st.writer.record(
             event, on_success=st.enqueue_forward, max_clock_skew_ms=st.settings.max_clock_skew_ms
         )

@@ -74,5 +74,6 @@ def test_json_access_log(redis_url: str, tmp_path: Path) -> None:
         finally:
             stop_group(proc, timeout=15)
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-    ready = [entry for entry in lines if entry["path"] == "/readyz"]
-    assert ready and ready[-1]["status"] == "200" and ready[-1]["method"] == "GET"
+    ready = [entry for entry in lines if entry.get("path") == "/readyz"]
+    assert ready and ready[-1]["status"] == 200 and ready[-1]["method"] == "GET"
+    assert ready[-1]["request_id"]  # the app's id for the request, on its access record

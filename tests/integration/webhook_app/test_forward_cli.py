@@ -62,7 +62,7 @@ class TestDeliveriesAndReplay:
         assert cli(env, "replay").exit_code == 2
         assert cli(env, "replay", "s1", "--all-undelivered").exit_code == 2
         out = cli(env, "replay", "unknown-sync")
-        assert out.exit_code == 1 and "no deliveries recorded" in out.output
+        assert out.exit_code == 2 and "no deliveries recorded" in out.output  # usage error
 
     def test_datasets_check(
         self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn, env: dict[str, str]
@@ -78,7 +78,7 @@ class TestDeliveriesAndReplay:
     def test_worker_refuses_to_start_without_airflow(self, env: dict[str, str]) -> None:
         env = {k: v for k, v in env.items() if "AIRFLOW" not in k}
         out = cli(env, "worker", "--burst")
-        assert out.exit_code == 1 and "FIVETRAN_EVENTS_AIRFLOW_URL" in out.output
+        assert out.exit_code == 2 and "FIVETRAN_EVENTS_AIRFLOW_URL" in out.output  # usage error
 
     def test_worker_burst_delivers(
         self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn, env: dict[str, str]

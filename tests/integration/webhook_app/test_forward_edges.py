@@ -116,7 +116,8 @@ class TestForwardingOff:
         post_event(off, sync_id="s1", created=at(2))
         env = {k: v for k, v in worker_env(fw.settings).items() if "AIRFLOW" not in k}
         out = CliRunner().invoke(main, ["replay", "--since", "2026-01-01"], env=env)
-        assert out.exit_code == 1 and "FIVETRAN_EVENTS_AIRFLOW_URL" in out.output
+        # forwarding off is a settings error: usage (2), not a failure (1)
+        assert out.exit_code == 2 and "FIVETRAN_EVENTS_AIRFLOW_URL" in out.output
         assert forwarding_keys(client) == []
 
 

@@ -84,3 +84,13 @@ def result(out: dict[str, Any]) -> tuple[str, str | None, str | None]:
 
 def z(when: datetime) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+#: The view of one connector over the seed's first half of January (the UI tests).
+PAGE = "/fivetran-events/connectors/{}?start=2026-01-01&end=2026-01-15"
+
+
+def seed(http: Any, connector_id: str, scenario: list[tuple[str, Any, str]]) -> None:
+    """Record a scenario through the webhook, each sync 20 minutes long."""
+    for sid, ended, status in scenario:
+        sync(http, connector_id, ended, status, sync_id=sid, started=ended.replace(minute=0))

@@ -50,6 +50,20 @@ class TestResolveTarget:
         )
         assert target == at(5, 2) and "triggering asset event" in source
 
+    def test_a_watcher_event_uses_its_payload_ended_at(self) -> None:
+        """The event trigger's events carry the extra under ``payload``: same rule."""
+        from airflow_plugin.targets import resolve_target
+
+        events = {
+            "fivetran://connector/a": [
+                event({"payload": {"ended_at": "2026-01-04T01:00:00Z"}}, at(4, 1, 1))
+            ],
+        }
+        target, _ = resolve_target(
+            None, ctx(triggering_asset_events=events, dag_run=SimpleNamespace(run_after=at(9)))
+        )
+        assert target == at(4, 1)
+
     def test_run_without_interval_or_event_uses_run_after(self) -> None:
         from airflow_plugin.targets import resolve_target
 

@@ -1,25 +1,30 @@
-"""``fivetran-events worker | deliveries | replay | datasets check``: forwarding to Airflow.
-
-Registered on the main group in cli.py, one line each.
-"""
+"""``fivetran-events worker | deliveries | replay | datasets check``: forwarding to Airflow."""
 
 from __future__ import annotations
 
-import json
 import logging
-import sys
+import os
 import threading
 
 import click
 
 from fivetran_events import HistoryReader, load_settings
 from fivetran_events.model import is_valid_id
-from fivetran_events.timeutil import iso, parse_iso, to_ms
+from fivetran_events.timeutil import iso
 
-from .airflow_client import AirflowError
-from .cli import clean_errors
-from .forward import DeliveryState, Forwarder
-from .jobs import build_forwarder, configure
+from .. import logs
+from ..forward import DeliveryState, Forwarder
+from ..jobs import build_forwarder, configure
+from .helpers import (
+    CliError,
+    ExitCode,
+    clean_errors,
+    emit_json,
+    exit_with,
+    json_option,
+    parse_time,
+    table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +57,20 @@ def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) 
     help="Serve Prometheus metrics on 127.0.0.1:PORT.",
 )
 @click.option("--name", help="Worker name (default: RQ's host.pid).")
+@json_option
 @clean_errors
-def worker(burst: bool, sweep_interval: float, metrics_port: int | None, name: str | None) -> None:
-    """Run an RQ worker that forwards successful syncs to Airflow."""
+def worker(
+    burst: bool, sweep_interval: float, metrics_port: int | None, name: str | None, as_json: bool
+) -> None:
+    """Run an RQ worker that forwards successful syncs to Airflow.
+
+    --json logs one JSON object a line even on a terminal.
+    """
     from rq import SimpleWorker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if as_json:
+        os.environ[logs.FORMAT_ENV] = "json"
+        logs.configure()
     forwarder = _forwarder(with_airflow=True)
     configure(forwarder)
     if metrics_port:
@@ -87,37 +100,30 @@ def worker(burst: bool, sweep_interval: float, metrics_port: int | None, name: s
     help="Only deliveries in this state.",
 )
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @clean_errors
 def deliveries(state_: str | None, limit: int, as_json: bool) -> None:
     """List recent deliveries of syncs to Airflow datasets, newest first."""
     fw = _forwarder(with_airflow=False)
     rows = [d.to_dict() for d in fw.store.recent(limit, DeliveryState(state_) if state_ else None)]
     if as_json:
-        click.echo(json.dumps({"deliveries": rows}, indent=2))
+        emit_json({"deliveries": rows})
         return
-    click.echo(
-        f"{'CONNECTOR':20} {'SYNC ID':38} {'STATE':12} {'TRIES':>5} {'EVENT':>7} URI / REASON"
+    table(
+        [
+            (
+                r["connector_id"],
+                r["sync_id"],
+                r["state"],
+                r["attempts"],
+                r["airflow_event_id"],
+                r["uri"]
+                + (f"  ({r['reason']})" if r["reason"] and r["state"] != "delivered" else ""),
+            )
+            for r in rows
+        ],
+        ("CONNECTOR", "SYNC ID", "STATE", "TRIES", "EVENT", "URI (REASON)"),
     )
-    for r in rows:
-        event = str(r["airflow_event_id"] or "-")
-        click.echo(
-            f"{r['connector_id']:20} {r['sync_id']:38} {r['state']:12} "
-            f"{r['attempts']:>5} {event:>7} {r['uri']}"
-        )
-        if r["reason"] and r["state"] != "delivered":
-            click.echo(f"{'':20} {'':38} {'':12} {'':>5} {'':>7}   {r['reason']}")
-
-
-def _since_ms(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return to_ms(parse_iso(value))
-    except (ValueError, OverflowError) as exc:
-        raise click.BadParameter(
-            f"{exc} (give an ISO 8601 time, e.g. 2026-01-01T00:00:00Z)", param_hint="--since"
-        ) from None
 
 
 @click.command()
@@ -134,9 +140,14 @@ def _since_ms(value: str | None) -> int | None:
     "(naive means UTC), also those recorded while forwarding was off.",
 )
 @click.option("--connector", "connector_id", help="Only this connector's deliveries.")
+@json_option
 @clean_errors
 def replay(
-    sync_id: str | None, all_undelivered: bool, since: str | None, connector_id: str | None
+    sync_id: str | None,
+    all_undelivered: bool,
+    since: str | None,
+    connector_id: str | None,
+    as_json: bool,
 ) -> None:
     """Forward a sync (or every given-up delivery, or every success since a time) again,
     with a new retry window.
@@ -147,17 +158,28 @@ def replay(
         raise click.UsageError("give exactly one of SYNC_ID, --all-undelivered or --since")
     if sync_id is not None and not is_valid_id(sync_id):
         raise click.BadParameter("not a valid sync id", param_hint="SYNC_ID")
-    since_ms = _since_ms(since)
+    since_ms = None if since is None else parse_time(since, "--since")
     fw = _forwarder(with_airflow=False)
     if since_ms is not None:
         if not fw.settings.airflow_url:
-            raise click.ClickException(
+            raise CliError(
                 "forwarding is off: set FIVETRAN_EVENTS_AIRFLOW_URL "
-                "(the workers' Airflow) before replaying the past"
+                "(the workers' Airflow) before replaying the past",
+                ExitCode.USAGE,
             )
         if connector_id is not None:
             raise click.UsageError("--connector does not apply to --since")
         created, replayed, delivered = fw.forward_since(since_ms)
+        if as_json:
+            emit_json(
+                {
+                    "since": iso(since_ms),
+                    "created": len(created),
+                    "replayed": len(replayed),
+                    "already_delivered": delivered,
+                }
+            )
+            return
         click.echo(
             f"queued {len(created)} new and {len(replayed)} replayed "
             f"deliver{'y' if len(created) + len(replayed) == 1 else 'ies'} since "
@@ -174,8 +196,14 @@ def replay(
         assert sync_id is not None
         ids = fw.deliveries_of_sync(sync_id, connector_id)
         if not ids:
-            raise click.ClickException(f"no deliveries recorded for sync '{sync_id}'")
+            raise CliError(
+                f"no deliveries recorded for sync '{sync_id}': see `fivetran-events deliveries`",
+                ExitCode.USAGE,
+            )
     done = fw.replay(ids)
+    if as_json:
+        emit_json({"replayed": len(done), "already_delivered": len(ids) - len(done)})
+        return
     click.echo(
         f"replayed {len(done)} deliver{'y' if len(done) == 1 else 'ies'}"
         + (f" ({len(ids) - len(done)} already delivered)" if len(ids) > len(done) else "")
@@ -188,11 +216,16 @@ def datasets() -> None:
 
 
 @datasets.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @clean_errors
 def check(as_json: bool) -> None:
     """List the URIs the mapping and the recorded connectors produce, and whether Airflow
-    knows each (exit 1 if one is missing: its events would be undelivered)."""
+    knows each.
+
+    Exit 1 if one is missing (its events would be undelivered); 4 if Airflow or Redis
+    cannot be reached and 5 if Airflow refuses the login, so "missing" never hides an
+    error.
+    """
     settings = load_settings()
     fw = build_forwarder(settings, with_airflow=True)
     reader = HistoryReader(fw.redis, settings.key_prefix, settings.max_sync_duration_ms)
@@ -204,34 +237,28 @@ def check(as_json: bool) -> None:
             cid, meta.get("connector_name"), meta.get("connector_type"), meta.get("group_id")
         ):
             assert fw.airflow is not None
-            try:
-                known: bool | None = fw.airflow.known(uri)
-                error = None
-            except AirflowError as exc:
-                known, error = None, str(exc)
+            known = fw.airflow.known(uri)  # errors propagate: exit 4 or 5, not "missing"
             rows.append(
                 {
                     "connector_id": cid,
                     "uri": uri,
                     "recorded": cid in recorded,
                     "known_to_airflow": known,
-                    "error": error,
                 }
             )
     if as_json:
-        click.echo(json.dumps({"datasets": rows}, indent=2))
+        emit_json({"datasets": rows})
     else:
-        click.echo(f"{'CONNECTOR':24} {'AIRFLOW':8} URI")
-        for r in rows:
-            state_ = r["known_to_airflow"]
-            mark = "ERROR" if state_ is None else "ok" if state_ else "MISSING"
-            click.echo(
-                f"{r['connector_id']:24} {mark:8} {r['uri']}"
-                + (f"  ({r['error']})" if r["error"] else "")
-            )
-    if any(r["known_to_airflow"] is not True for r in rows):
-        sys.exit(1)
+        table(
+            [
+                (r["connector_id"], "ok" if r["known_to_airflow"] else "MISSING", r["uri"])
+                for r in rows
+            ],
+            ("CONNECTOR", "AIRFLOW", "URI"),
+        )
+    if not all(r["known_to_airflow"] for r in rows):
+        exit_with(ExitCode.FAILED)
 
 
-#: What cli.py registers on the main group.
+#: What the group registers.
 COMMANDS: list[click.Command] = [worker, deliveries, replay, datasets]

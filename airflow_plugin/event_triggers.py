@@ -1,0 +1,374 @@
+"""Airflow 3.3+ listens to the history itself: ``FivetranSyncEventTrigger``.
+
+Use it in an ``AssetWatcher``::
+
+    Asset(uri, watchers=[AssetWatcher(name="pg", trigger=FivetranSyncEventTrigger(
+        connector_id="my_connector"))])
+
+and the triggerer turns every successful sync recorded for the connector into one asset
+event whose payload is the ``extra`` the REST forwarder posts (``fivetran_events.
+asset_extra``), with no Airflow user, password or REST call.
+
+How it keeps its place (docs/architecture.md, "The watcher", says why this way):
+
+- Its state, in Airflow's asset state store, is a position (the newest success it
+  handled, ``(ended_ms, sync_id)``) and the sync ids it handled that ended in the
+  ``lookback`` window before it (default 25 hours: Fivetran retries a delivery for 24).
+  A wake re-reads the successes that ended in that window or later and sends those whose
+  sync id is not handled yet: a success delivered hours after a later-ended one was sent
+  is still sent, and a second success under one sync id (a retried sync) is not. A
+  trigger without state starts at ``start`` (default ``"now"``: a watcher added today
+  does not replay years of history), marks what is already recorded up to it as handled
+  and stores that at once, so syncs recorded while the triggerer was down are still sent.
+- Every trigger of a triggerer that reads one Redis shares one poll (``shared_stream_key``)
+  in the shared stream's ack mode: one ``PSUBSCRIBE`` on the history's change channels
+  wakes the triggers of the connector named in the channel, and a tick every
+  ``poll_interval`` seconds (and on every (re)connect) wakes them all. A woken trigger
+  reads the durable ``ok`` set, not the message, so a lost message or an outage costs at
+  most one tick.
+- A trigger stores its state only in ``advance()``, which Airflow calls once the trigger
+  events derived from a wake were persisted in its database. A triggerer killed before
+  that sends them again after it restarts; one killed after, never.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow.triggers.shared_stream import (
+    AdvanceItem,
+    AdvanceOutcome,
+    SharedStreamProducer,
+)
+
+from fivetran_events.asset_extra import SyncRef, aextra_for
+from fivetran_events.history import decode_completion
+from fivetran_events.keys import ConnectorKeys, changes_pattern, connectors_key
+from fivetran_events.timeutil import now_ms, parse_iso, to_ms
+
+from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
+
+log = logging.getLogger(__name__)
+
+#: Seconds between ticks that make every watcher re-read the history (a lost message).
+DEFAULT_POLL_INTERVAL = 30.0
+#: Seconds between attempts to re-subscribe after the poll lost Redis.
+RECONNECT_DELAY = 1.0
+#: Successes read per page; a wake keeps reading pages until it has caught up.
+PAGE = 100
+#: The asset state store key of a connector's watcher state (named when it held only
+#: the position; kept so that a watcher upgraded in place finds it).
+STATE_KEY = "fivetran_events.position:{connector_id}"
+#: Seconds before the position in which a late success is still sent: Fivetran retries
+#: a delivery for up to 24 hours, plus an hour for clock skew and the webhook's own delay.
+DEFAULT_LOOKBACK = 25 * 3600.0
+
+Position = tuple[int, str]
+
+
+@dataclass
+class WatchState:
+    """What a watcher has handled: enough to send each success once, bounded in size.
+
+    ``handled`` maps each sync id handled in the window to the newest end seen for it, so
+    a retried sync stays known while any of its successes can still be read.
+    """
+
+    position: Position
+    handled: dict[str, int]
+
+    def note(self, ended_ms: int, sync_id: str) -> None:
+        """Count a success as handled (sent, or a repeat of a sync id already handled)."""
+        self.handled[sync_id] = max(ended_ms, self.handled.get(sync_id, ended_ms))
+        self.position = max(self.position, (ended_ms, sync_id))
+
+    def pruned(self, lookback_ms: int) -> WatchState:
+        """A copy without the sync ids no wake can read again (all ended before the window)."""
+        floor = self.position[0] - lookback_ms
+        return WatchState(self.position, {s: e for s, e in self.handled.items() if e >= floor})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ended_ms": self.position[0],
+            "sync_id": self.position[1],
+            "handled": sorted([s, e] for s, e in self.handled.items()),
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> tuple[WatchState, bool]:
+        """Read a stored state, and whether it has ``handled`` (one stored before did not)."""
+        position = (int(value["ended_ms"]), str(value["sync_id"]))
+        handled = value.get("handled")
+        return cls(position, {str(s): int(e) for s, e in handled or ()}), handled is not None
+
+
+@dataclass(eq=False)
+class Wake:
+    """One raw event of the shared stream: "re-read the history" for one connector or all.
+
+    It is also the broker payload handed back to ``advance()``: the watchers woken by it
+    attach the state they reached, to be stored once Airflow persisted their events.
+    """
+
+    connector_id: str | None  # None: every watcher re-reads (a tick, a reconnect)
+    client: Any  # the poll's redis.asyncio client; watchers read through its pool
+    prefix: str
+    commits: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+class HistoryWakeProducer(SharedStreamProducer):
+    """The shared poll: change messages and ticks in, wakes out; states stored on advance."""
+
+    def __init__(self, redis_conn_id: str, poll_interval: float) -> None:
+        self.redis_conn_id = redis_conn_id
+        self.poll_interval = poll_interval
+        self.client: Any = None
+
+    async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
+        cfg = await FivetranEventsRedisHook(self.redis_conn_id).aconfig()
+        self.client = aioredis.Redis.from_url(cfg.url, **cfg.to_redis_kwargs())
+        pattern = changes_pattern(cfg.key_prefix)
+        channel_prefix = pattern[:-1]
+
+        def wake(connector_id: str | None) -> tuple[Wake, Wake]:
+            w = Wake(connector_id, self.client, cfg.key_prefix)
+            return w, w
+
+        while True:
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.psubscribe(pattern)
+                # What was published while nobody listened is lost: everyone re-reads.
+                yield wake(None)
+                next_tick = time.monotonic() + self.poll_interval
+                while True:
+                    wait = max(0.0, next_tick - time.monotonic())
+                    msg = await pubsub.get_message(timeout=min(wait, 5.0))
+                    if msg is not None and msg.get("type") == "pmessage":
+                        channel = msg["channel"]
+                        if isinstance(channel, bytes):
+                            channel = channel.decode()
+                        yield wake(channel[len(channel_prefix) :])
+                    if time.monotonic() >= next_tick:
+                        yield wake(None)
+                        next_tick = time.monotonic() + self.poll_interval
+            except (redis.RedisError, OSError) as exc:
+                # Never raise: that would fail every watcher of the triggerer. The history
+                # is durable, so after the reconnect's wake nothing is missed.
+                log.warning("history watcher lost Redis (%s); re-subscribing", exc)
+                await asyncio.sleep(RECONNECT_DELAY)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+
+    async def advance(self, batch: Sequence[AdvanceItem]) -> None:
+        for item in batch:
+            wake: Wake = item.broker_payload
+            if item.outcome.failed or item.outcome.rejected:
+                # Which watcher failed is not told: store nobody's state for this wake
+                # (a later wake's store covers the others; at worst an event comes twice).
+                log.warning("a wake was not resolved by every watcher: %s", item.outcome)
+                continue
+            for commit in wake.commits:
+                try:
+                    await commit()
+                except Exception:  # a later wake stores a later state anyway
+                    log.exception("could not store a watcher's state")
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+
+
+class FivetranSyncEventTrigger(BaseEventTrigger):
+    """Turn each successful sync recorded for ``connector_id`` into one asset event.
+
+    ``start``: where a watcher without a stored state begins, ``"now"`` or an ISO time
+    (to replay the history since then, once). ``poll_interval``: seconds between re-reads
+    when no change message arrives (a lost message costs at most that). ``lookback``:
+    seconds before the newest handled success in which a late delivery is still sent.
+    """
+
+    def __init__(
+        self,
+        connector_id: str,
+        *,
+        redis_conn_id: str = DEFAULT_CONN_ID,
+        start: str = "now",
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        lookback: float = DEFAULT_LOOKBACK,
+    ) -> None:
+        super().__init__()
+        if start != "now":
+            parse_iso(start)  # refuse a bad start when the DAG is parsed, not later
+        if not lookback >= 0:
+            raise ValueError(f"lookback must be a number of seconds >= 0, got {lookback!r}")
+        self.connector_id = connector_id
+        self.redis_conn_id = redis_conn_id
+        self.start = start
+        self.poll_interval = float(poll_interval)
+        self.lookback = float(lookback)
+        self._state: WatchState | None = None
+
+    @property
+    def _lookback_ms(self) -> int:
+        return int(self.lookback * 1000)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "airflow_plugin.event_triggers.FivetranSyncEventTrigger",
+            {
+                "connector_id": self.connector_id,
+                "redis_conn_id": self.redis_conn_id,
+                "start": self.start,
+                "poll_interval": self.poll_interval,
+                "lookback": self.lookback,
+            },
+        )
+
+    def shared_stream_key(self) -> Hashable | None:
+        return ("fivetran_events.history", self.redis_conn_id, self.poll_interval)
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> SharedStreamProducer:
+        return HistoryWakeProducer(
+            kwargs.get("redis_conn_id", DEFAULT_CONN_ID),
+            float(kwargs.get("poll_interval", DEFAULT_POLL_INTERVAL)),
+        )
+
+    async def filter_shared_stream(
+        self, shared_stream: AsyncIterator[Any]
+    ) -> AsyncIterator[TriggerEvent]:
+        async for wake in shared_stream:
+            if wake.connector_id not in (None, self.connector_id):
+                continue
+            try:
+                if self._state is None:
+                    self._state = await self._load_state(wake)
+                state = self._state
+                found, repeats = await self._unhandled(wake, state)
+            except (redis.RedisError, OSError) as exc:
+                log.warning("watcher of %s cannot read the history: %s", self.connector_id, exc)
+                continue  # the reconnect's wake (or the next tick) reads again
+            for (ended, sync_id), extra in found:
+                yield TriggerEvent(extra)
+                state.note(ended, sync_id)
+            for ended, sync_id in repeats:
+                state.note(ended, sync_id)
+            self._state = state.pruned(self._lookback_ms)
+            if found:
+                reached = self._state.pruned(self._lookback_ms)  # a copy, as of this wake
+                wake.commits.append(lambda r=reached: self._store(r))
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Watch without a shared stream (outside the triggerer's manager, e.g. a test).
+
+        The state is stored as soon as the events left the trigger, not once persisted.
+        """
+        producer = self.create_shared_stream_producer(self.serialize()[1])
+
+        async def wakes() -> AsyncIterator[Any]:
+            async for raw, payload in producer.open_stream():
+                yield raw
+                await producer.advance([AdvanceItem(payload, AdvanceOutcome(acked=1, failed=0))])
+
+        try:
+            async for event in self.filter_shared_stream(wakes()):
+                yield event
+        finally:
+            await producer.aclose()
+
+    # --- the state ---------------------------------------------------------------------
+
+    def _accessors(self) -> list[Any]:
+        store = self.asset_state_store
+        if store is None:
+            return []
+        try:
+            store._single_accessor()
+            return [store]
+        except ValueError:  # one trigger watching several assets: keep it in each
+            return [*store._by_name.values(), *store._by_uri.values()]
+
+    async def _load_state(self, wake: Wake) -> WatchState:
+        key = STATE_KEY.format(connector_id=self.connector_id)
+        stored = [await a.aget(key) for a in self._accessors()]
+        found = [WatchState.from_json(v) for v in stored if isinstance(v, dict)]
+        if found:
+            # Several assets: resume from the least advanced (at worst an event twice).
+            state, complete = min(found, key=lambda f: f[0].position)
+            if complete:
+                return state
+        else:
+            start = now_ms() if self.start == "now" else to_ms(parse_iso(self.start))
+            state = WatchState((start, ""), {})
+        # No state yet, or a position stored before the handled set existed: what is
+        # recorded up to the position now counts as handled (it was sent, or ended before
+        # the watcher began), and that is kept at once, so a restart begins here too.
+        async for ended, sync_id in self._window(wake, state.position[0] - self._lookback_ms):
+            if (ended, sync_id) <= state.position:
+                state.note(ended, sync_id)
+        await self._store(state)
+        return state
+
+    async def _store(self, state: WatchState) -> None:
+        key = STATE_KEY.format(connector_id=self.connector_id)
+        value = state.to_json()
+        for accessor in self._accessors():
+            await accessor.aset(key, value)
+
+    # --- the history -------------------------------------------------------------------
+
+    async def _window(self, wake: Wake, floor_ms: int) -> AsyncIterator[Position]:
+        """Yield every success that ended at or after ``floor_ms``, a page at a time.
+
+        Paged by offset: a success recorded meanwhile can shift one row into the next
+        page (read twice, handled once), never out of it.
+        """
+        keys = ConnectorKeys(wake.prefix, self.connector_id)
+        offset = 0
+        while True:
+            rows = await wake.client.zrangebyscore(
+                keys.ok, floor_ms, "+inf", start=offset, num=PAGE, withscores=True
+            )
+            for c in (decode_completion(m, s) for m, s in rows):
+                yield c.ended_ms, c.sync_id
+            if len(rows) < PAGE:
+                return
+            offset += PAGE
+
+    async def _unhandled(
+        self, wake: Wake, state: WatchState
+    ) -> tuple[list[tuple[Position, dict[str, Any]]], list[Position]]:
+        """Read the successes of the window not handled yet, oldest first, with their extra.
+
+        A sync id read twice (a retried sync that succeeded twice) is sent for its first
+        success only; the repeats are returned apart, for the state to keep the newest end
+        of each sync id once the events are out.
+        """
+        rows = sorted({r async for r in self._window(wake, state.position[0] - self._lookback_ms)})
+        out: list[tuple[Position, dict[str, Any]]] = []
+        repeats: list[Position] = []
+        meta: dict[str, Any] | None = None
+        chosen: set[str] = set()
+        for ended, sync_id in rows:
+            if sync_id in state.handled or sync_id in chosen:
+                repeats.append((ended, sync_id))
+                continue
+            chosen.add(sync_id)
+            if meta is None:
+                raw = await wake.client.hget(connectors_key(wake.prefix), self.connector_id)
+                meta = json.loads(raw) if raw else {}
+            ref = SyncRef.from_meta(self.connector_id, sync_id, ended, meta)
+            out.append(((ended, sync_id), await aextra_for(wake.client, wake.prefix, ref)))
+        return out, repeats

@@ -1,0 +1,237 @@
+"""Bounded reads of the sync history for the "Fivetran syncs" view.
+
+A page must cost the same on a connector with ten syncs as on one with a year of hourly
+syncs, so nothing here walks a history: the list reads one page of connectors (three
+O(log n) reads each, plus the deliveries of each one's last success), the timeline at
+most ``MAX_SYNCS`` syncs of a range, and the calendar one ``facts()`` (five or six
+``LIMIT``-ed reads) per day, for at most ``MAX_DAYS`` days.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from fivetran_events import (
+    Completion,
+    Criterion,
+    Decision,
+    HistoryReader,
+    RunningSync,
+    decide,
+)
+from fivetran_events.history import decode_completion
+from fivetran_events.keys import connectors_key, delivery_key, sync_deliveries_key
+from fivetran_events.timeutil import UTC, parse_iso, to_ms
+
+#: The most connectors one list page shows.
+MAX_CONNECTORS = 500
+#: The most syncs the timeline draws for one range (the newest are kept).
+MAX_SYNCS = 500
+#: The most days a calendar decides: a year of backfill and some.
+MAX_DAYS = 400
+#: Forwarding states, the one that needs attention first (webhook_app/deliveries.py).
+FORWARDING_ORDER = ("failed", "undelivered", "retrying", "pending", "delivered")
+
+
+def _str(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass(frozen=True)
+class ConnectorRow:
+    """One line of the list: what a person scans to find a connector in trouble."""
+
+    connector_id: str
+    name: str | None
+    type: str | None
+    last_success: Completion | None
+    last_failure: Completion | None
+    running: RunningSync | None
+    #: The states of the last success's deliveries to Airflow: state -> count.
+    forwarding: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def forwarding_state(self) -> str | None:
+        """The state that needs attention first, or None when nothing was forwarded."""
+        return next((s for s in FORWARDING_ORDER if self.forwarding.get(s)), None)
+
+
+def connector_page(
+    reader: HistoryReader, offset: int, limit: int, now: int | None = None
+) -> tuple[list[ConnectorRow], int]:
+    """Return one page of connectors, sorted by id, and how many there are in all.
+
+    Three pipelined round trips whatever the history's size: the page's metadata and
+    newest success, failure and running sync; the delivery ids of each newest success;
+    their states.
+    """
+    client: Any = reader.client
+    hash_key = connectors_key(reader.prefix)
+    ids = sorted(_str(k) for k in client.hkeys(hash_key))
+    page = ids[offset : offset + limit]
+    if not page:
+        return [], len(ids)
+    pipe = client.pipeline(transaction=False)
+    pipe.hmget(hash_key, page)
+    for cid in page:
+        keys = reader.keys(cid)
+        pipe.zrevrange(keys.ok, 0, 0, withscores=True)
+        pipe.zrevrange(keys.fail, 0, 0, withscores=True)
+        pipe.zrevrangebyscore(
+            keys.running, "+inf", reader.running_from(now), start=0, num=1, withscores=True
+        )
+    metas, *rest = pipe.execute()
+    newest = [
+        (
+            decode_completion(*ok[0]) if ok else None,
+            decode_completion(*fail[0]) if fail else None,
+            RunningSync(_str(run[0][0]), int(run[0][1])) if run else None,
+        )
+        for ok, fail, run in zip(rest[0::3], rest[1::3], rest[2::3], strict=True)
+    ]
+    forwarding = _forwarding(reader, page, [ok for ok, _, _ in newest])
+    rows = []
+    for cid, raw, (ok, fail, run), fwd in zip(page, metas, newest, forwarding, strict=True):
+        meta = _json(raw)
+        rows.append(ConnectorRow(cid, meta.get("name"), meta.get("type"), ok, fail, run, fwd))
+    return rows, len(ids)
+
+
+def _json(raw: bytes | str | None) -> dict[str, Any]:
+    return dict(json.loads(raw)) if raw else {}
+
+
+def _forwarding(
+    reader: HistoryReader, page: list[str], successes: list[Completion | None]
+) -> list[dict[str, int]]:
+    """Count the delivery states of each connector's newest success (two round trips)."""
+    with_success = [
+        (i, cid, ok) for i, (cid, ok) in enumerate(zip(page, successes, strict=True)) if ok
+    ]
+    pipe = reader.client.pipeline(transaction=False)
+    for _, cid, ok in with_success:
+        # A sync has one delivery per dataset URI of its connector: a handful.
+        pipe.smembers(sync_deliveries_key(reader.prefix, cid, ok.sync_id))
+    members = pipe.execute() if with_success else []
+    pipe = reader.client.pipeline(transaction=False)
+    owners = []
+    for (i, _, _), ids in zip(with_success, members, strict=True):
+        for did in sorted(_str(d) for d in ids):
+            pipe.hget(delivery_key(reader.prefix, did), "state")
+            owners.append(i)
+    counts: list[dict[str, int]] = [{} for _ in page]
+    for i, state in zip(owners, pipe.execute() if owners else [], strict=True):
+        if state is not None:  # an expired record: nothing to show
+            name = _str(state)
+            counts[i][name] = counts[i].get(name, 0) + 1
+    return counts
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One sync on the timeline: from its start (when known) to its end (None: running)."""
+
+    sync_id: str
+    status: str
+    kind: str  # success, failure, rescheduled, running, stale
+    start_ms: int | None
+    end_ms: int | None
+    reason: str | None = None
+
+
+def _kind(status: str) -> str:
+    if status == "SUCCESSFUL":
+        return "success"
+    if status in ("RUNNING", "STALE", "RESCHEDULED"):
+        return status.lower()
+    return "failure"
+
+
+def _ms(text: str | None) -> int | None:
+    return None if text is None else to_ms(parse_iso(text))
+
+
+def timeline(
+    reader: HistoryReader,
+    connector_id: str,
+    since_ms: int,
+    until_ms: int,
+    now: int | None = None,
+    limit: int = MAX_SYNCS,
+) -> tuple[list[Bar], bool]:
+    """Return the syncs that ended (or, running, started) in the range, and if more did.
+
+    Newest first, at most ``limit``: two ``LIMIT``-ed reads (the history's listing).
+    """
+    rows = reader.syncs(connector_id, since_ms, until_ms, limit=limit + 1, now=now)
+    bars = [
+        Bar(
+            r["sync_id"],
+            r["status"],
+            _kind(r["status"]),
+            _ms(r["started_at"]),
+            _ms(r["ended_at"]),
+            r.get("reason"),
+        )
+        for r in rows[:limit]
+    ]
+    return bars, len(rows) > limit
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The sensor's decision flags, as the page was asked for them."""
+
+    criterion: Criterion = Criterion.ENDED_AFTER
+    propagate_failures_forward: bool = True
+    always_wait_when_syncing: bool = False
+
+    def as_params(self) -> dict[str, str]:
+        """Return the flags as query parameters (the URL contract of airflow_plugin.links)."""
+        return {
+            "criterion": self.criterion.value,
+            "propagate_failures_forward": str(self.propagate_failures_forward).lower(),
+            "always_wait_when_syncing": str(self.always_wait_when_syncing).lower(),
+        }
+
+
+def decide_at(
+    reader: HistoryReader, connector_id: str, target_ms: int, flags: Flags, now: int | None = None
+) -> Decision:
+    """Decide as the sensor would for ``target_ms``: one round trip, O(log n) reads."""
+    started_after = flags.criterion is Criterion.STARTED_AFTER
+    facts = reader.facts(connector_id, target_ms, now=now, started_after=started_after)
+    return decide(
+        facts,
+        propagate_failures_forward=flags.propagate_failures_forward,
+        always_wait_when_syncing=flags.always_wait_when_syncing,
+        criterion=flags.criterion,
+    )
+
+
+def day_targets(first: date, last: date) -> list[int]:
+    """Return midnight UTC of each day from ``first`` to ``last``: a @daily DAG's targets.
+
+    Its ``data_interval_end`` (the sensor's default target) is that midnight.
+    """
+    days = (last - first).days + 1
+    if days < 1 or days > MAX_DAYS:
+        raise ValueError(f"the range must hold 1 to {MAX_DAYS} days, not {days}")
+    start = datetime.combine(first, time(0), tzinfo=UTC)
+    return [to_ms(start + timedelta(days=i)) for i in range(days)]
+
+
+def calendar(
+    reader: HistoryReader,
+    connector_id: str,
+    targets: list[int],
+    flags: Flags,
+    now: int | None = None,
+) -> list[Decision]:
+    """Decide each target (at most ``MAX_DAYS``), as a sensor with ``flags`` would."""
+    if len(targets) > MAX_DAYS:
+        raise ValueError(f"at most {MAX_DAYS} targets, not {len(targets)}")
+    return [decide_at(reader, connector_id, t, flags, now) for t in targets]

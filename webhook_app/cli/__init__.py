@@ -1,0 +1,73 @@
+"""The ``fivetran-events`` command line: the group lives here, its modules add commands.
+
+Modules never import this package (as in rq's ``cli/``): each defines plain
+``click.Command`` objects and this module registers them, so there is no import cycle.
+Every error is one line on stderr naming what to fix, never a traceback or a usage
+block, with an exit code of its own (``helpers.ExitCode``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .. import logs
+from . import forwarding, history, serving
+from .helpers import EXIT_CODES_HELP, ExitCode
+from .serving import DEFAULT_WORKERS
+
+
+def _one_line(message: str) -> str:
+    """Fold a message that quotes a multi-line answer (Airflow's, Redis's) into one line."""
+    return " ".join(message.split())
+
+
+class OneLineErrors(click.Group):
+    """A group whose usage errors are one line, like every other error of the CLI.
+
+    click prints a usage block and a hint over three lines for a bad option; scripts and
+    log collectors read one line better, and the line already names the option.
+    """
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            where = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
+            click.echo(f"Error: {_one_line(exc.format_message())}{where}", err=True)
+            sys.exit(ExitCode.USAGE)
+        except click.ClickException as exc:
+            click.echo(f"Error: {_one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(ExitCode.ERROR)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else ExitCode.OK)
+
+
+@click.group(
+    cls=OneLineErrors,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_CODES_HELP,
+)
+@click.version_option(package_name="fivetran-events")
+def main() -> None:
+    """Turn Fivetran webhooks into a sync history and Airflow dataset events."""
+    logs.configure()
+
+
+for _command in (*serving.COMMANDS, *history.COMMANDS, *forwarding.COMMANDS):
+    main.add_command(_command)
+
+__all__ = ["DEFAULT_WORKERS", "ExitCode", "main"]

@@ -1,0 +1,180 @@
+"""What every command of the CLI shares: exit codes, error lines, tables, JSON, clients.
+
+Scripts branch on the exit code, so each outcome has its own: a failed sync (1) is never
+confused with an unreachable Redis (4) or a mistyped option (2).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+import redis
+
+from fivetran_events import (
+    ConfigurationError,
+    FivetranEventsError,
+    HistoryReader,
+    Settings,
+    load_settings,
+)
+from fivetran_events.model import is_valid_id
+from fivetran_events.timeutil import parse_iso, to_ms
+
+from ..airflow_client import AirflowError, AirflowRejected, AirflowUnavailable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ExitCode(IntEnum):
+    """The exit statuses of ``fivetran-events``, one per thing a script may act on."""
+
+    OK = 0
+    #: decide: the sync failed; datasets check: a URI is missing in Airflow.
+    FAILED = 1
+    #: a wrong option or argument, a bad ``FIVETRAN_EVENTS_*`` setting, an unknown connector.
+    USAGE = 2
+    #: decide: no answer yet, ask again later.
+    WAIT = 3
+    #: Redis or Airflow cannot be reached (refused, timed out, 5xx).
+    UNREACHABLE = 4
+    #: Redis or Airflow answered with an error (e.g. Airflow refused the login).
+    ERROR = 5
+
+
+#: The ``--help`` text and the README's table say the same.
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 the sync failed (decide) or a dataset is missing "
+    "(datasets check); 2 usage error (options, arguments, FIVETRAN_EVENTS_* settings, "
+    "unknown connector); 3 wait (decide); 4 cannot reach Redis or Airflow; "
+    "5 Redis or Airflow answered with an error."
+)
+
+
+class CliError(click.ClickException):
+    """Raised for an expected failure: one line on stderr and the exit code given."""
+
+    def __init__(self, message: str, exit_code: int = ExitCode.ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = int(exit_code)  # type: ignore[misc]  # click reads it per instance
+
+
+def as_cli_error(exc: BaseException) -> CliError | None:
+    """Name what to fix for an error of ours, Redis or Airflow; None for anything else."""
+    if isinstance(exc, ConfigurationError):
+        return CliError(str(exc), ExitCode.USAGE)
+    if isinstance(exc, FivetranEventsError):
+        return CliError(str(exc), ExitCode.ERROR)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return CliError(
+            f"cannot reach Redis ({exc}): check FIVETRAN_EVENTS_REDIS_URL and that Redis runs",
+            ExitCode.UNREACHABLE,
+        )
+    if isinstance(exc, redis.RedisError):
+        return CliError(f"Redis answered with an error: {exc}", ExitCode.ERROR)
+    if isinstance(exc, AirflowUnavailable):
+        return CliError(
+            f"cannot reach Airflow ({exc}): check FIVETRAN_EVENTS_AIRFLOW_URL and that "
+            "Airflow's API server runs",
+            ExitCode.UNREACHABLE,
+        )
+    if isinstance(exc, AirflowRejected) and exc.status in (401, 403):
+        return CliError(
+            f"Airflow refused the worker's user ({exc}): check "
+            "FIVETRAN_EVENTS_AIRFLOW_USERNAME/_PASSWORD (or _CREDENTIALS_FILE) and its role",
+            ExitCode.ERROR,
+        )
+    if isinstance(exc, AirflowError):
+        return CliError(f"Airflow answered with an error: {exc}", ExitCode.ERROR)
+    return None
+
+
+def clean_errors(func: F) -> F:
+    """Turn expected failures into one line naming what to fix, with their exit code."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:
+            error = as_cli_error(exc)
+            if error is None:
+                raise
+            raise error from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def json_option(func: F) -> F:
+    """Add ``--json``: print one JSON document on stdout instead of text for people."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(func)
+
+
+def emit_json(body: Any) -> None:
+    click.echo(json.dumps(body, indent=2))
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
+    """Print ``rows`` under ``headers``, each column as wide as its widest cell.
+
+    The last column is left unpadded, so a long URI or reason does not push trailing
+    blanks; ``None`` shows as ``-``.
+    """
+    cells = [[str(h) for h in headers]] + [
+        ["-" if v is None else str(v) for v in row] for row in rows
+    ]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for r in cells:
+        line = "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths[:-1], strict=True))
+        click.echo(f"{line}  {r[-1]}".rstrip() if len(r) > 1 else r[0])
+
+
+def settings() -> Settings:
+    return load_settings()
+
+
+def redis_client(s: Settings) -> redis.Redis:
+    return redis.Redis.from_url(
+        s.redis_url,
+        socket_timeout=s.redis_timeout_seconds,
+        socket_connect_timeout=s.redis_timeout_seconds,
+    )
+
+
+def reader(s: Settings | None = None) -> HistoryReader:
+    s = s or settings()
+    return HistoryReader(redis_client(s), s.key_prefix, s.max_sync_duration_ms)
+
+
+def check_connector(history: HistoryReader, connector_id: str) -> None:
+    """Refuse a malformed or unrecorded connector id (usage errors, exit 2)."""
+    if not is_valid_id(connector_id):
+        raise click.BadParameter(
+            "must be 1-128 characters of letters, digits, '_', '.' or '-'",
+            param_hint="CONNECTOR_ID",
+        )
+    if not history.known(connector_id):
+        raise CliError(
+            f"no events recorded for connector '{connector_id}': "
+            "see `fivetran-events connectors` for the recorded ones",
+            ExitCode.USAGE,
+        )
+
+
+def parse_time(value: str, hint: str) -> int:
+    """Epoch ms of an ISO 8601 option value (naive means UTC), or a usage error."""
+    try:
+        return to_ms(parse_iso(value))
+    except (ValueError, OverflowError) as exc:
+        raise click.BadParameter(
+            f"{exc} (give an ISO 8601 time, e.g. 2026-01-01T00:00:00Z)", param_hint=hint
+        ) from None
+
+
+def exit_with(code: int) -> None:
+    sys.exit(int(code))

@@ -1,0 +1,149 @@
+"""``fivetran-events connectors | history | decide``: reading the recorded history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from fivetran_events import decide, parse_criterion
+from fivetran_events.decision import Criterion
+
+from ..jobs import build_forwarder
+from .helpers import (
+    ExitCode,
+    check_connector,
+    clean_errors,
+    emit_json,
+    exit_with,
+    json_option,
+    parse_time,
+    reader,
+    settings,
+    table,
+)
+
+
+def _when(completion: dict[str, Any] | None) -> str | None:
+    return completion["ended_at"] if completion else None
+
+
+def _forwarding(deliveries: list[dict[str, Any]], on: bool) -> str:
+    """Sum up the last success's deliveries in a word: what an operator looks for."""
+    if not on:
+        return "off"
+    if not deliveries:
+        return "-"
+    states = sorted({d["state"] for d in deliveries})
+    return "/".join(states)
+
+
+@click.command()
+@json_option
+@clean_errors
+def connectors(as_json: bool) -> None:
+    """List the recorded connectors: last success, last failure, running sync, forwarding.
+
+    FORWARDING is the state of the last success's deliveries to Airflow (off when
+    FIVETRAN_EVENTS_AIRFLOW_URL is unset).
+    """
+    s = settings()
+    rows = reader(s).connectors()
+    store = build_forwarder(s, with_airflow=False).store
+    on = s.airflow_url is not None
+    for row in rows:
+        last = row["last_success"]
+        found = store.for_syncs(row["connector_id"], [last["sync_id"]]) if last else {}
+        row["forwarding"] = [
+            {k: d.to_dict()[k] for k in ("uri", "state", "attempts", "airflow_event_id", "reason")}
+            for d in (found.get(last["sync_id"], []) if last else [])
+        ]
+    if as_json:
+        emit_json({"connectors": rows, "forwarding_enabled": on})
+        return
+    table(
+        [
+            (
+                r["connector_id"],
+                r["connector_name"],
+                _when(r["last_success"]),
+                _when(r["last_failure"]),
+                r["running"]["sync_id"] if r["running"] else None,
+                _forwarding(r["forwarding"], on),
+            )
+            for r in rows
+        ],
+        ("CONNECTOR", "NAME", "LAST SUCCESS", "LAST FAILURE", "RUNNING", "FORWARDING"),
+    )
+
+
+@click.command()
+@click.argument("connector_id")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@json_option
+@clean_errors
+def history(connector_id: str, limit: int, as_json: bool) -> None:
+    """Show a connector's syncs, newest first."""
+    r = reader()
+    check_connector(r, connector_id)
+    rows = r.syncs(connector_id, limit=limit)
+    if as_json:
+        emit_json({"connector_id": connector_id, "syncs": rows})
+        return
+    table(
+        [(x["sync_id"], x["status"], x["started_at"], x["ended_at"], x["reason"]) for x in rows],
+        ("SYNC ID", "STATUS", "STARTED", "ENDED", "REASON"),
+    )
+
+
+@click.command(name="decide")
+@click.argument("connector_id")
+@click.option("--target", required=True, help="ISO 8601 time; naive means UTC.")
+@click.option(
+    "--propagate-failures-forward/--no-propagate-failures-forward", default=True, show_default=True
+)
+@click.option("--always-wait-when-syncing", is_flag=True, default=False)
+@click.option(
+    "--criterion",
+    type=click.Choice([c.value for c in Criterion]),
+    default=Criterion.ENDED_AFTER.value,
+    show_default=True,
+)
+@json_option
+@clean_errors
+def decide_cmd(
+    connector_id: str,
+    target: str,
+    propagate_failures_forward: bool,
+    always_wait_when_syncing: bool,
+    criterion: str,
+    as_json: bool,
+) -> None:
+    """Decide whether CONNECTOR_ID was synced as of TARGET.
+
+    Exit 0 success, 1 the sync failed, 3 wait (and 2, 4, 5 for errors, as for every command).
+    """
+    target_ms = parse_time(target, "--target")
+    crit = parse_criterion(criterion)
+    r = reader()
+    check_connector(r, connector_id)
+    facts = r.facts(connector_id, target_ms, started_after=crit is Criterion.STARTED_AFTER)
+    result = decide(
+        facts,
+        propagate_failures_forward=propagate_failures_forward,
+        always_wait_when_syncing=always_wait_when_syncing,
+        criterion=crit,
+    )
+    if as_json:
+        emit_json({"connector_id": connector_id, **result.to_dict()})
+    else:
+        click.echo(f"{result.outcome.value.upper()}: {result.reason}")
+    exit_with(
+        {"success": ExitCode.OK, "fail": ExitCode.FAILED, "wait": ExitCode.WAIT}[
+            result.outcome.value
+        ]
+    )
+
+
+#: What the group registers.
+COMMANDS: list[click.Command] = [connectors, history, decide_cmd]

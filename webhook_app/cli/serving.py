@@ -1,0 +1,80 @@
+"""``fivetran-events serve``: the webhook app under gunicorn."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import click
+
+from .. import logs
+from .helpers import clean_errors, json_option
+
+#: gunicorn's own advice: (2 x cores) + 1 sync workers. A delivery spends most of its
+#: time waiting on three Redis round trips, so workers beyond the core count pay off.
+DEFAULT_WORKERS = min(2 * (os.cpu_count() or 1) + 1, 17)
+
+
+@click.command()
+@click.option("--host", help="Address to bind.  [default: 127.0.0.1]")
+@click.option("--port", type=click.IntRange(1, 65535), help="Port.  [default: 8000]")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    help="gunicorn worker processes.  [default: 2 x cores + 1]",
+)
+@click.option(
+    "--config",
+    "gunicorn_config",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A gunicorn configuration file (deploy/gunicorn.conf.py for production).",
+)
+@json_option
+@clean_errors
+def serve(
+    host: str | None,
+    port: int | None,
+    workers: int | None,
+    gunicorn_config: str | None,
+    as_json: bool,
+) -> None:
+    """Run the webhook server under gunicorn.
+
+    With --config, the file decides whatever --host, --port and --workers do not.
+    --json logs one JSON object a line even on a terminal.
+    """
+    if as_json:
+        os.environ[logs.FORMAT_ENV] = "json"  # gunicorn and its workers inherit it
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+    else:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fte-metrics-")
+    from webhook_app import create_app
+
+    create_app()  # fail here, with one line, on bad configuration
+    argv = [sys.executable, "-m", "gunicorn"]
+    if gunicorn_config:
+        argv += ["--config", gunicorn_config]
+        if host or port:
+            argv += ["--bind", f"{host or '127.0.0.1'}:{port or 8000}"]
+        if workers:
+            argv += ["--workers", str(workers)]
+    else:
+        argv += [
+            "--bind",
+            f"{host or '127.0.0.1'}:{port or 8000}",
+            "--workers",
+            str(workers or DEFAULT_WORKERS),
+            "--graceful-timeout",
+            "20",
+            # gunicorn's own lines (start, worker boots, errors) in the same format
+            "--logger-class",
+            "webhook_app.logs.GunicornLogger",
+        ]
+    argv.append("webhook_app:create_app()")
+    os.execv(sys.executable, argv)  # noqa: S606 (argv is ours, no shell involved)
+
+
+#: What the group registers.
+COMMANDS: list[click.Command] = [serve]

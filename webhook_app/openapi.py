@@ -1,0 +1,209 @@
+"""The read API's contract: typed models that validate ``/api/*`` and generate its OpenAPI.
+
+spectree builds ``/api/openapi.json`` from the same pydantic models the views validate
+their query parameters with, so the document cannot drift from the code. A parameter
+that does not validate becomes the API's usual 400 naming the parameter (``ApiError``),
+not spectree's own 422 list.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from flask import Flask, jsonify
+from flask import Response as FlaskResponse
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+from spectree import Response, SecurityScheme, SpecTree
+from spectree.models import SecureType, SecuritySchemeData
+
+from fivetran_events import Criterion, __version__
+from fivetran_events.timeutil import parse_iso, to_ms
+
+from .errors import ApiError
+
+MAX_LIMIT = 1000
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _epoch_ms(value: Any) -> Any:
+    """Accept ISO 8601 text (naive means UTC) and keep epoch milliseconds."""
+    if isinstance(value, str):
+        try:
+            return to_ms(parse_iso(value))
+        except (ValueError, OverflowError):
+            raise ValueError("must be an ISO 8601 timestamp, e.g. 2026-01-10T00:00:00Z") from None
+    raise ValueError("must be an ISO 8601 timestamp")
+
+
+def _flag(value: Any) -> Any:
+    """Accept the usual spellings of a boolean, and only those (``2`` is a mistake)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError("must be true or false")
+
+
+#: A point in time given as ISO 8601 text; the view receives epoch milliseconds.
+Timestamp = Annotated[
+    int,
+    BeforeValidator(_epoch_ms),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "date-time",
+            "description": "ISO 8601 (a date alone means its midnight); naive means UTC",
+            "example": "2026-01-10T00:00:00Z",
+        }
+    ),
+]
+Flag = Annotated[
+    bool,
+    BeforeValidator(_flag),
+    WithJsonSchema({"type": "string", "enum": sorted(_TRUE | _FALSE)}),
+]
+
+
+class SyncsQuery(BaseModel):
+    """Query of ``GET /api/connectors/{id}/syncs``."""
+
+    model_config = ConfigDict(extra="ignore")
+    since: Timestamp | None = None
+    until: Timestamp | None = None
+    limit: int = Field(100, ge=1, le=MAX_LIMIT)
+
+
+class DecisionQuery(BaseModel):
+    """Query of ``GET /api/connectors/{id}/decision``: decide's arguments."""
+
+    model_config = ConfigDict(extra="ignore")
+    target: Timestamp
+    propagate_failures_forward: Flag = Field(True, json_schema_extra={"default": "true"})
+    always_wait_when_syncing: Flag = Field(False, json_schema_extra={"default": "false"})
+    criterion: Criterion = Criterion.ENDED_AFTER
+
+
+class Completion(BaseModel):
+    sync_id: str
+    status: str
+    ended_at: str
+    started_at: str | None = None
+    reason: str | None = None
+
+
+class Running(BaseModel):
+    sync_id: str
+    started_at: str
+
+
+class Connector(BaseModel):
+    connector_id: str
+    connector_name: str | None
+    connector_type: str | None
+    group_id: str | None
+    last_event_at: str | None
+    last_success: Completion | None
+    last_failure: Completion | None
+    running: Running | None
+
+
+class Connectors(BaseModel):
+    connectors: list[Connector]
+
+
+class Forwarding(BaseModel):
+    uri: str | None
+    state: str
+    attempts: int
+    airflow_event_id: int | None
+    reason: str | None
+
+
+class Sync(BaseModel):
+    sync_id: str
+    status: str
+    started_at: str | None
+    ended_at: str | None
+    reason: str | None
+    forwarding: list[Forwarding] | None = None
+
+
+class Syncs(BaseModel):
+    connector_id: str
+    syncs: list[Sync]
+
+
+class DecisionOut(BaseModel):
+    decision: str = Field(json_schema_extra={"enum": ["success", "fail", "wait"]})
+    reason: str
+    target: str
+    sync: Completion | None
+    connector_id: str
+
+
+class Error(BaseModel):
+    """Every error: what went wrong and, for a parameter, which one."""
+
+    status: str = Field(json_schema_extra={"enum": ["error"]})
+    error: str
+    field: str | None = None
+
+
+#: Answers every /api/* route can give besides its own.
+ERRORS: dict[str, Any] = {
+    "HTTP_400": Error,
+    "HTTP_401": Error,
+    "HTTP_403": Error,
+    "HTTP_503": Error,
+}
+
+
+def responses(ok: type[BaseModel], *, connector: bool = True) -> Response:
+    """The documented answers of a route: ``ok`` for 200, the error body for the rest."""
+    return Response(HTTP_200=ok, **ERRORS, **({"HTTP_404": Error} if connector else {}))
+
+
+def _as_api_error(req: Any, resp: Any, err: Exception | None, *_: Any) -> None:
+    """Raise the API's own 400, naming the first parameter at fault."""
+    if not isinstance(err, ValidationError):
+        return
+    first = err.errors()[0]
+    name = str(first["loc"][0]) if first["loc"] else "query"
+    if first["type"] == "missing":
+        raise ApiError(400, f"parameter '{name}' is required", field=name)
+    message = str(first["msg"]).removeprefix("Value error, ")
+    raise ApiError(400, f"parameter '{name}': {message}", field=name)
+
+
+spec = SpecTree(
+    "flask",
+    title="fivetran-events read API",
+    version=__version__,
+    # spectree leaves out every route under its own path, so it is not /api; it serves
+    # nothing there either: init_app serves the document at /api/openapi.json.
+    path="apidoc",
+    mode="strict",
+    validation_error_status=400,
+    validation_error_model=Error,
+    before=_as_api_error,
+    security_schemes=[
+        SecurityScheme(
+            name="bearer", data=SecuritySchemeData(type=SecureType.HTTP, scheme="bearer")
+        )
+    ],
+    security={"bearer": []},
+    annotations=True,
+)
+
+
+def init_app(app: Flask) -> None:
+    """Serve the document at ``/api/openapi.json``, open to all (it holds no data)."""
+
+    def openapi_json() -> FlaskResponse:
+        return jsonify(spec.spec)
+
+    app.add_url_rule("/api/openapi.json", "openapi_json", openapi_json)
