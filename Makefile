@@ -1,5 +1,8 @@
-# The local stack and the tests; see README.md.
-.PHONY: up down status test lint bench
+# The local stack, the tests and the checks; see README.md.
+.PHONY: up down status install test test-unit test-integration test-system lint hooks lock bench
+
+# What `make test` and CI install: the pinned versions of requirements/lock.txt.
+EXTRAS := server,airflow,dev
 
 up:        ## start Redis and the webhook app on 127.0.0.1 in the background
 	@bash deploy/stack.sh up
@@ -10,13 +13,35 @@ down:      ## stop what `make up` started, and nothing else
 status:
 	@bash deploy/stack.sh status
 
-test:      ## install what the tests need and run them all
-	@bash deploy/venv.sh server,airflow,dev
+install:   ## .venv with the locked versions, and the tools the tests run (redis-server, ...)
+	@bash deploy/venv.sh $(EXTRAS)
 	@bash deploy/ensure-test-tools.sh
+
+test: install  ## every test folder: unit, integration, system
 	@.venv/bin/python -m pytest
 
-lint:
-	@.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy
+test-unit: install         ## no processes: seconds
+	@.venv/bin/python -m pytest tests/unit
+
+test-integration: install  ## real Redis, gunicorn, workers, stand-ins
+	@.venv/bin/python -m pytest tests/integration
+
+test-system: install       ## real Airflow 3 (and 2.11 in a venv of its own)
+	@.venv/bin/python -m pytest tests/system
+
+lint:      ## what CI checks: formatting, ruff's rules, mypy
+	@.venv/bin/ruff format --check .
+	@.venv/bin/ruff check .
+	@.venv/bin/mypy
+
+hooks:     ## run `make lint`'s checks before each commit (.pre-commit-config.yaml)
+	@.venv/bin/pre-commit install
+
+lock:      ## re-pin requirements/lock.txt from pyproject.toml's ranges (keeps pins it can)
+	@.venv/bin/uv pip compile pyproject.toml --extra server --extra airflow --extra dev \
+	    --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	    --annotation-style line --custom-compile-command "make lock" \
+	    --output-file requirements/lock.txt
 
 bench:
 	@.venv/bin/python -m bench.ingest

@@ -179,11 +179,12 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 f"Fivetran connector {self.connector_id} is not synced "
                 f"as of {target}: {decision.reason}"
             )
-            # Skipped here, not by Airflow: its sensor loop skips an AirflowException
-            # under soft_fail only when it comes back from the triggerer, never from poke.
-            for flag in ("soft_fail", "never_fail"):
-                if getattr(self, flag, False):
-                    raise AirflowSkipException(f"{message} (skipped: {flag} is set)")
+            if getattr(self, "never_fail", False):
+                raise AirflowSkipException(f"{message} (skipped: never_fail is set)")
+            # soft_fail skips a sensor that timed out; a FAIL is an answer, and Airflow's
+            # poke loop lets it fail. Its resume path (after a deferral) would skip any
+            # AirflowException under soft_fail: turn that off so every mode agrees.
+            self.soft_fail = False
             raise FivetranSyncFailed(message)
         self.log.info("connector %s: waiting: %s", self.connector_id, decision.reason)
         return None

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import redis
 
+from testkit.processes import free_port, poll_until, stop_group
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["start_gunicorn", "start_redis", "stop_group"]
 
 
 def start_redis(workdir: Path, appendonly: bool = True) -> tuple[subprocess.Popen, str]:
@@ -48,17 +43,23 @@ def start_redis(workdir: Path, appendonly: bool = True) -> tuple[subprocess.Pope
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
-    for _ in range(100):
+
+    def answers() -> bool:
         try:
-            client.ping()
-            return proc, url
+            return bool(client.ping())
         except redis.ConnectionError:
-            time.sleep(0.05)
-    proc.kill()
-    sys.exit("redis-server did not start")
+            return False
+
+    try:
+        poll_until(answers, "redis-server to answer", timeout=5, interval=0.05)
+    except TimeoutError:
+        stop_group(proc)
+        sys.exit("redis-server did not start")
+    return proc, url
 
 
 def start_gunicorn(app: str, env: dict[str, str], workers: int) -> tuple[subprocess.Popen, str]:
@@ -80,26 +81,17 @@ def start_gunicorn(app: str, env: dict[str, str], workers: int) -> tuple[subproc
         start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
+
+    def ready() -> bool:
         try:
             with urllib.request.urlopen(base + "/readyz", timeout=1) as r:
-                if r.status == 200:
-                    return proc, base
+                return bool(r.status == 200)
         except OSError:
-            time.sleep(0.1)
-    stop(proc, group=True)
-    sys.exit("gunicorn did not become ready")
+            return False
 
-
-def stop(proc: subprocess.Popen, group: bool = False) -> None:
-    if proc.poll() is not None:
-        return
-    if group:
-        os.killpg(proc.pid, signal.SIGTERM)
-    else:
-        proc.terminate()
     try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        poll_until(ready, "gunicorn to be ready", timeout=30)
+    except TimeoutError:
+        stop_group(proc, timeout=15)
+        sys.exit("gunicorn did not become ready")
+    return proc, base

@@ -2,7 +2,7 @@
 
 Starts everything it measures on 127.0.0.1 and stops exactly those processes by PID: a
 redis-server, the webhook server (``fivetran-events serve``, gunicorn), one
-``fivetran-events worker`` and a real Airflow 3 (tests/airflow_harness.py). Then it sends
+``fivetran-events worker`` and a real Airflow 3 (testkit/airflow_harness.py). Then it sends
 N signed ``sync_end`` deliveries to each of two connectors, a few seconds apart so each
 gets a DAG run of its own: one connector's successes reach Airflow through the REST
 worker, the other's through the watcher (``FivetranSyncEventTrigger`` in Airflow's own
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 import requests
@@ -41,8 +41,9 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fivetran_events.signature import SIGNATURE_HEADER, sign
-from tests.airflow_harness import AirflowServer, free_port, stop_group
-from tests.support import conn_uri
+from testkit.airflow_harness import AirflowServer
+from testkit.processes import free_port, stop_group
+from testkit.support import conn_uri
 
 CONNECTOR = "bench_conn"
 URI = f"fivetran://connector/{CONNECTOR}"
@@ -217,7 +218,8 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         shared_runs = n - len(set(started.values()))
         r = redis.Redis(port=redis_port)
         records = {
-            (r.hget(k, "sync_id") or b"").decode(): r.hgetall(k) for k in r.scan_iter("fte:fwd:d:*")
+            cast(bytes, r.hget(k, "sync_id") or b"").decode(): r.hgetall(k)
+            for k in r.scan_iter("fte:fwd:d:*")
         }
         retried = sum(1 for s in acks if int(records[s][b"attempts"]) > 1)
         # Where our part's time goes: waiting in the queue, then the attempt itself.
@@ -254,7 +256,7 @@ def event_and_run(
     """Return when each sync's asset event was created and its DAG run started."""
 
     def events() -> dict[str, dict[str, Any]]:
-        found = {sync_extra(e["extra"]).get("sync_id"): e for e in airflow.asset_events(uri)}
+        found = {str(sync_extra(e["extra"]).get("sync_id")): e for e in airflow.asset_events(uri)}
         return found if all(s in found for s in acks) else {}
 
     by_sync = wait_until(f"every asset event of {uri}", events, 120, 0.5)

@@ -27,6 +27,7 @@ import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import cast
 
 import redis
 
@@ -35,7 +36,7 @@ from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso, now_ms
 from webhook_app.cli import DEFAULT_WORKERS
 
-from ._servers import start_gunicorn, start_redis, stop
+from ._servers import start_gunicorn, start_redis, stop_group
 
 SECRET = "bench-secret"
 CONNECTORS = 20
@@ -120,7 +121,7 @@ def merge(rounds: list[dict[str, object]]) -> dict[str, object]:
         "p50": lat[len(lat) // 2] * 1000,
         "p99": lat[int(len(lat) * 0.99) - 1] * 1000,
         "acked": acked,
-        "errors": sum(r["errors"] for r in rounds),
+        "errors": sum(cast(int, r["errors"]) for r in rounds),
         "wall": wall,
     }  # type: ignore[misc]
 
@@ -189,8 +190,8 @@ def main() -> int:
             )
             check = verify(client, hook["acked"])  # type: ignore[arg-type]
         finally:
-            stop(gunicorn, group=True)
-            stop(redis_proc)
+            stop_group(gunicorn, timeout=15)
+            stop_group(redis_proc, timeout=15)
 
     ratios = [
         h["rate"] / ((before_["rate"] + after_["rate"]) / 2)  # type: ignore[operator]

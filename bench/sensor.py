@@ -37,7 +37,7 @@ PREFIX = "bench:"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._servers import start_redis  # noqa: E402 (after the path insertion)
+from bench._servers import start_redis, stop_group  # noqa: E402 (after the path insertion)
 
 
 def bulk_history(
@@ -228,9 +228,9 @@ def seed_calendar_calls(redis_url: str) -> None:
 
     from airflow_plugin.sensors import FivetranDateTimeSensor
     from fivetran_events import HistoryWriter, parse_event
-    from tests.fivetran_api import FivetranStandIn, serving
-    from tests.fivetran_events.test_decision import CALENDARS, SCENARIO_A, SCENARIO_B
-    from tests.support import at, encode, payload
+    from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
+    from testkit.fivetran_api import FivetranStandIn, serving
+    from testkit.support import at, encode, payload
 
     writer = HistoryWriter(redis.Redis.from_url(redis_url), PREFIX, 10 * 365 * 86_400_000)
     api = FivetranStandIn()
@@ -263,14 +263,14 @@ def seed_calendar_calls(redis_url: str) -> None:
             our_calls = api.total_calls - before
             before = api.total_calls
             for day in expected:
-                sensor = FivetranSensor(
+                provider_sensor = FivetranSensor(
                     task_id=f"p{day}",
                     connector_id=cid,
                     completed_after_time=at(day).isoformat(),
                     propagate_failures_forward=propagate,
                     deferrable=False,
                 )
-                theirs[day] = _outcome(lambda s=sensor: s.poke({}))
+                theirs[day] = _outcome(lambda s=provider_sensor: s.poke({}))
             their_calls = api.total_calls - before
             print(
                 f"    {scenario} / {propagate!s:<5}           | {ours == expected!s:<21} "
@@ -297,8 +297,8 @@ async def deferred_latency(redis_url: str, trials: int, provider_poke: float) ->
     from airflow_plugin.triggers import FivetranSyncTrigger
     from fivetran_events import HistoryWriter, parse_event
     from fivetran_events.timeutil import to_ms
-    from tests.fivetran_api import FivetranStandIn, serving
-    from tests.support import encode, payload
+    from testkit.fivetran_api import FivetranStandIn, serving
+    from testkit.support import encode, payload
 
     writer = HistoryWriter(redis.Redis.from_url(redis_url), PREFIX, 10 * 365 * 86_400_000)
     api = FivetranStandIn()
@@ -389,8 +389,7 @@ def main() -> None:
         seed_calendar_calls(url)
         asyncio.run(deferred_latency(url, args.trials, args.provider_poke))
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_group(proc, timeout=10)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install the project with the given extras, quietly.
+# Create .venv (if missing) and install the project with the given extras, quietly, at
+# the versions pinned in requirements/lock.txt (`make lock` refreshes it), so every
+# machine, `make up`, CI and the Docker image run what the tests ran.
 #   deploy/venv.sh server,dev
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,11 +12,12 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 stamp=".venv/.installed-$extras"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+lock=requirements/lock.txt
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
   echo "==> installing fivetran-events[$extras] into .venv (a minute on a fresh machine)"
   log=.venv/pip-install.log
   if ! { .venv/bin/python -m pip install --disable-pip-version-check -U pip &&
-         .venv/bin/python -m pip install --disable-pip-version-check -e ".[$extras]"; } >"$log" 2>&1; then
+         .venv/bin/python -m pip install --disable-pip-version-check -c "$lock" -e ".[$extras]"; } >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "error: installing fivetran-events[$extras] failed; the whole log is in $log" >&2
     exit 1

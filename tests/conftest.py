@@ -6,15 +6,19 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from flask import Flask
+from flask.testing import FlaskClient
+from pytest_redis.executor import RedisExecutor
 
+# Sets Airflow's environment (a temporary AIRFLOW_HOME) at import, before any test module
+# imports Airflow; it starts nothing.
+import testkit.airflow_env  # noqa: F401
 from fivetran_events import HistoryReader, HistoryWriter, Settings
-
-from .airflow_env import airflow_db  # noqa: F401  (sets Airflow's environment at import)
-from .support import OTHER_SECRET, SECRET, TOKEN
+from testkit.support import OTHER_SECRET, SECRET, TOKEN
 
 
 @pytest.fixture
-def redis_url(redis_proc, redisdb: redis.Redis) -> str:  # type: ignore[no-untyped-def]
+def redis_url(redis_proc: RedisExecutor, redisdb: redis.Redis) -> str:
     """TCP URL of the suite's redis-server; pytest-redis flushes it after each test."""
     return f"redis://{redis_proc.host}:{redis_proc.port}/0"
 
@@ -48,19 +52,13 @@ def reader(client: redis.Redis, settings: Settings) -> HistoryReader:
 
 
 @pytest.fixture
-def app(settings: Settings):  # type: ignore[no-untyped-def]
+def app(settings: Settings) -> Flask:
     from webhook_app import create_app
 
     return create_app(settings)
 
 
 @pytest.fixture
-def http(app) -> Iterator:  # type: ignore[no-untyped-def]
+def http(app: Flask) -> Iterator[FlaskClient]:
     with app.test_client() as c:
         yield c
-
-
-# The real-Airflow fixtures (session scope), for every test package: ``airflow`` (3.x,
-# tests/airflow_harness.py) and ``airflow2`` (2.11 in its own venv, tests/airflow2_harness.py).
-from .airflow2_harness import airflow2  # noqa: E402, F401
-from .airflow_harness import airflow  # noqa: E402, F401

@@ -1,0 +1,73 @@
+"""Helpers for the forwarding tests: post a signed webhook, run a worker, read deliveries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rq import SimpleWorker
+
+from fivetran_events import Settings
+from testkit.airflow2_standin import Airflow2StandIn
+from webhook_app.forwarding.worker import Forwarder
+from webhook_app.jobs import build_forwarder, configure
+
+from .support import TOKEN, deliver, payload
+
+#: The connector the stand-in tests forward, and its dataset URI.
+CID = "assimilate_seem"
+URI = f"fivetran://connector/{CID}"
+
+
+# Import these two into a test module to have ``airflow2_standin`` know URI and ``fw``
+# talk to it.
+@pytest.fixture(name="airflow2_standin")
+def airflow2_standin_with_dataset(airflow2_standin: Airflow2StandIn) -> Airflow2StandIn:
+    """The stand-in (tests/integration/webhook_app/conftest.py) knowing the connector's dataset."""
+    airflow2_standin.add_dataset(URI)
+    return airflow2_standin
+
+
+@pytest.fixture(name="fw")
+def fw_on_airflow2_standin(settings: Settings, airflow2_standin: Airflow2StandIn) -> Forwarder:
+    """A worker's Forwarder talking to that stand-in."""
+    return forwarder(
+        settings, airflow2_standin.url, airflow2_standin.username, airflow2_standin.password
+    )
+
+
+def post_event(http: Any, **kwargs: Any) -> dict[str, Any]:
+    """POST a signed Fivetran event built from ``kwargs`` (``payload``); return its JSON."""
+    return deliver(http, payload(**kwargs))
+
+
+def forwarder(
+    settings: Settings, url: str, username: str, password: str, **overrides: Any
+) -> Forwarder:
+    s = settings.model_copy(
+        update={
+            "airflow_url": url,
+            "airflow_username": username,
+            "airflow_password": password,
+            **overrides,
+        }
+    )
+    s = Settings(**{k: getattr(s, k) for k in Settings.model_fields})
+    return build_forwarder(s)
+
+
+def run_worker(fw: Forwarder) -> None:
+    """Run every queued job in this process (RQ's SimpleWorker in burst mode)."""
+    configure(fw)
+    try:
+        SimpleWorker([fw.queue], connection=fw.redis).work(burst=True, with_scheduler=False)
+    finally:
+        configure(None)
+
+
+def syncs(http: Any, connector_id: str) -> list[dict[str, Any]]:
+    resp = http.get(
+        f"/api/connectors/{connector_id}/syncs", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert resp.status_code == 200, resp.get_json()
+    return resp.get_json()["syncs"]  # type: ignore[no-any-return]

@@ -1,0 +1,127 @@
+"""Helpers shared by the tests: Fivetran payloads signed as Fivetran signs them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import quote
+
+from fivetran_events import Event, parse_event
+from fivetran_events.signature import SIGNATURE_HEADER, sign
+from fivetran_events.timeutil import iso
+
+SECRET = "test-webhook-secret"
+OTHER_SECRET = "rotated-webhook-secret"
+TOKEN = "test-api-token"
+UTC = timezone.utc
+
+
+def at(day: int, hour: int = 0, minute: int = 0, month: int = 1, year: int = 2026) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
+
+
+def payload(
+    event: str = "sync_end",
+    connector_id: str = "assimilate_seem",
+    created: datetime | str | None = None,
+    sync_id: str | None = None,
+    status: str | None = "SUCCESSFUL",
+    new_names: bool = False,
+    **data: Any,
+) -> dict[str, Any]:
+    """Build a payload shaped like Fivetran's (DESIGN.md's real capture)."""
+    created = created or datetime.now(UTC)
+    body: dict[str, Any] = {
+        "event": event,
+        "created": created if isinstance(created, str) else iso(created),
+        ("connection_type" if new_names else "connector_type"): "google_cloud_postgresql",
+        ("connection_id" if new_names else "connector_id"): connector_id,
+        ("connection_name" if new_names else "connector_name"): "ftar_pg",
+        "destination_group_id": "inappropriate_implode",
+    }
+    if event in ("sync_start", "sync_end"):
+        body["sync_id"] = sync_id or str(uuid.uuid4())
+    if event == "sync_end":
+        body["data"] = {"status": status, **data}
+    elif data:
+        body["data"] = data
+    return body
+
+
+def ev(event: str = "sync_end", **kw: Any) -> Event:
+    """A parsed event, as the webhook hands it to the history writer."""
+    return parse_event(encode(payload(event, **kw)))
+
+
+def conn_uri(redis_url: str, prefix: str, **extra: str) -> str:
+    """The ``AIRFLOW_CONN_...`` URI of the history's Redis with its key prefix."""
+    query = "&".join(
+        f"{k}={quote(str(v), safe='')}" for k, v in {"key_prefix": prefix, **extra}.items()
+    )
+    return f"{redis_url}?{query}"
+
+
+def pattern_listeners(client: Any) -> int:
+    """How many Redis connections hold a PSUBSCRIBE (a triggerer's shared listener is one).
+
+    Connections, not ``PUBSUB NUMPAT``: that counts distinct patterns, and two triggerers
+    listening on the same prefix are one pattern.
+    """
+    return sum(1 for c in client.client_list() if int(c.get("psub", 0)) > 0)
+
+
+def encode(body: dict[str, Any] | bytes) -> bytes:
+    return body if isinstance(body, bytes) else json.dumps(body).encode()
+
+
+def signed(body: dict[str, Any] | bytes, secret: str = SECRET) -> tuple[bytes, dict[str, str]]:
+    """Return the raw body and the headers Fivetran would send with it."""
+    raw = encode(body)
+    return raw, {SIGNATURE_HEADER: sign(raw, secret), "Content-Type": "application/json"}
+
+
+#: Where Fivetran POSTs its webhooks.
+WEBHOOK_PATH = "/webhooks/fivetran"
+
+
+def post_signed(
+    http: Any,
+    body: dict[str, Any] | bytes,
+    secret: str = SECRET,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """POST ``body`` to the webhook signed as Fivetran signs it; return the response.
+
+    ``http`` is the app's Flask test client (``http`` fixture); ``headers`` add to or
+    replace the signed request's own.
+    """
+    raw, signed_headers = signed(body, secret)
+    return http.post(WEBHOOK_PATH, data=raw, headers={**signed_headers, **(headers or {})})
+
+
+def deliver(http: Any, body: dict[str, Any] | bytes) -> dict[str, Any]:
+    """Deliver a signed event that must be accepted (200); return the webhook's JSON."""
+    resp = post_signed(http, body)
+    assert resp.status_code == 200, resp.get_json()
+    return resp.get_json()  # type: ignore[no-any-return]
+
+
+def answer(resp: Any) -> dict[str, Any]:
+    """The JSON object a response carries (failing the test when it carries none)."""
+    data = resp.get_json(silent=True)
+    assert isinstance(data, dict), resp.get_data(as_text=True)[:500]
+    return data
+
+
+def job_sync_id(client: Any, job: Any, prefix: str = "test:") -> str:
+    """The sync id of a forwarding job (its kwargs name a delivery record)."""
+    from fivetran_events.keys import delivery_key
+
+    value = client.hget(delivery_key(prefix, job.kwargs["delivery"]), "sync_id")
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def days(n: float) -> timedelta:
+    return timedelta(days=n)

@@ -1,0 +1,175 @@
+"""The DAG a SQL folder becomes: tasks, groups, order, schedule, outlets, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from airflow_plugin.sql_folder import SqlFolderError
+
+from .sql_folders import SALES, folder
+
+pytestmark = pytest.mark.airflow
+
+def shape(dag: Any) -> dict[str, list[str]]:
+    return {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
+
+
+class TestAssetScheduled:
+    def test_shape_schedule_outlets(self, tmp_path: Path) -> None:
+        """Files become tasks, a sub-folder a chained group after the group it reads."""
+        from airflow_plugin.dag_factory import build_dag
+
+        dag = build_dag(folder(tmp_path, SALES))
+        assert dag.dag_id == "sales"
+        assert shape(dag) == {
+            "accounts": [],
+            "revenue.01_stage": ["accounts"],
+            "revenue.02_merge": ["revenue.01_stage"],
+        }
+        uris = {a.uri for a in dag.timetable.asset_condition.objects}
+        assert uris == {"fivetran://connector/sf_conn", "fivetran://connector/stripe_conn"}
+        assert type(dag.timetable.asset_condition).__name__ == "AssetAll"
+        outlets = {t.task_id: sorted(o.uri for o in t.outlets) for t in dag.tasks}
+        assert outlets == {
+            "accounts": ["sql://warehouse/accounts"],
+            "revenue.01_stage": [],
+            "revenue.02_merge": ["sql://warehouse/revenue", "sql://warehouse/stage"],
+        }
+
+    def test_any_of_the_connectors(self, tmp_path: Path) -> None:
+        from airflow_plugin.dag_factory import build_dag
+
+        dag = build_dag(folder(tmp_path, SALES), assets="any")
+        assert type(dag.timetable.asset_condition).__name__ == "AssetAny"
+
+    def test_schema_map_from_outside(self, tmp_path: Path) -> None:
+        """Mappings can come from the recorded connectors' names instead of dag.toml."""
+        from airflow_plugin.dag_factory import build_dag
+
+        files = {k: v for k, v in SALES.items() if k != "dag.toml"}
+        dag = build_dag(
+            folder(tmp_path, files), schema_to_connector={"salesforce": "a", "stripe": "b"}
+        )
+        assert {a.uri for a in dag.timetable.asset_condition.objects} == {
+            "fivetran://connector/a",
+            "fivetran://connector/b",
+        }
+
+
+class TestRefusals:
+    @pytest.mark.parametrize(
+        ("files", "words"),
+        [
+            ({**SALES, "x.sql": "SELECT * FROM hubspot.contact"}, "hubspot.contact"),
+            ({**SALES, "dag.toml": "schedule = 'assets'\n"}, "salesforce.account"),
+            ({"a.sql": "SELECT 1"}, "no file reads a Fivetran connector"),
+            ({**SALES, "dag.toml": "bogus = 1\n" + SALES["dag.toml"]}, "unknown setting"),
+            ({**SALES, "dag.toml": SALES["dag.toml"] + "typo = 1\n"}, "connectors.typo"),
+            ({**SALES, "dag.toml": "[reset_allowed]\nx = 'no'\n"}, "reset_allowed.x"),
+            ({**SALES, "dag.toml": "connectors = ["}, "not valid TOML"),
+            (
+                {
+                    "a.sql": "INSERT INTO x SELECT * FROM y",
+                    "b.sql": "INSERT INTO y SELECT * FROM x",
+                    "dag.toml": "schedule = '@daily'\n",
+                },
+                "cycle",
+            ),
+        ],
+    )
+    def test_import_error_names_the_problem(
+        self, tmp_path: Path, files: dict[str, str], words: str
+    ) -> None:
+        from airflow_plugin.dag_factory import build_dag
+
+        with pytest.raises(SqlFolderError, match=words):
+            build_dag(folder(tmp_path, files))
+
+
+class TestTimeScheduled:
+    def test_a_sensor_per_connector_in_front_of_its_readers(self, tmp_path: Path) -> None:
+        """A cron schedule puts FivetranDateTimeSensor(s) before the groups that read them."""
+        from airflow_plugin.dag_factory import build_dag
+
+        toml = SALES["dag.toml"].replace(
+            "[connectors]",
+            'schedule = "@daily"\n'
+            '[sensor]\nmode = "reschedule"\n'
+            "propagate_failures_forward = false\n[connectors]",
+        )
+        dag = build_dag(folder(tmp_path, {**SALES, "dag.toml": toml}))
+        assert shape(dag) == {
+            "wait_for_sf_conn": [],
+            "wait_for_stripe_conn": [],
+            "accounts": ["wait_for_sf_conn"],
+            "revenue.01_stage": ["accounts", "wait_for_stripe_conn"],
+            "revenue.02_merge": ["revenue.01_stage"],
+        }
+        sensor = dag.get_task("wait_for_sf_conn")
+        assert type(sensor).__name__ == "FivetranDateTimeSensor"
+        assert sensor.connector_id == "sf_conn" and sensor.mode == "reschedule"
+        assert sensor.propagate_failures_forward is False
+
+
+@pytest.mark.redis
+class TestConnectorsFromHistory:
+    def test_recorded_connector_names_are_schemas(
+        self,
+        tmp_path: Path,
+        http: FlaskClient,
+        redis_url: str,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A connector the webhook recorded as 'ftar_pg' owns the schema ftar_pg."""
+        from airflow_plugin.dag_factory import build_dag
+        from testkit.support import payload, signed
+
+        raw, headers = signed(payload(connector_id="pg_conn"))  # connector_name ftar_pg
+        assert http.post("/webhooks/fivetran", data=raw, headers=headers).status_code == 200
+        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS", f"{redis_url}?key_prefix=test%3A")
+        files = {
+            "a.sql": "CREATE TABLE t AS SELECT * FROM ftar_pg.orders",
+            "dag.toml": "connectors_from_history = true\n",
+        }
+        dag = build_dag(folder(tmp_path, files))
+        assert {a.uri for a in dag.timetable.asset_condition.objects} == {
+            "fivetran://connector/pg_conn"
+        }
+
+    def test_unreachable_history_is_an_import_error(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from airflow_plugin.dag_factory import build_dag
+
+        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS", "redis://127.0.0.1:1/0")
+        files = {
+            "a.sql": "SELECT * FROM ftar_pg.orders",
+            "dag.toml": "connectors_from_history = true\n",
+        }
+        with pytest.raises(SqlFolderError, match="connectors_from_history"):
+            build_dag(folder(tmp_path, files))
+
+
+class TestChaining:
+    def test_a_folder_waits_for_another_folders_output(self, tmp_path: Path) -> None:
+        """Folder B reads what folder A writes: B is scheduled on A's outlet dataset."""
+        from airflow_plugin.dag_factory import build_dag
+
+        a = build_dag(folder(tmp_path, SALES, "a"))
+        b = build_dag(
+            folder(
+                tmp_path,
+                {
+                    "report.sql": "CREATE TABLE report AS SELECT * FROM revenue",
+                    "dag.toml": 'upstream = ["revenue"]\n',
+                },
+                "b",
+            )
+        )
+        written = {o.uri for t in a.tasks for o in t.outlets}
+        waited = {x.uri for x in b.timetable.asset_condition.objects}
+        assert waited == {"sql://warehouse/revenue"} and waited <= written

@@ -1,0 +1,198 @@
+"""The decision contract: the seed calendars and a brute-force reference."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fivetran_events import (
+    Completion,
+    Facts,
+    HistoryReader,
+    HistoryWriter,
+    Outcome,
+    RunningSync,
+    decide,
+    parse_event,
+)
+from fivetran_events.timeutil import iso, to_ms
+from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
+from testkit.reference import Sync, reference_decide
+from testkit.support import at, encode, payload
+
+
+def completions(scenario: str) -> list[Completion]:
+    rows = SCENARIO_A if scenario == "A" else SCENARIO_B
+    return [Completion(sid, st_, to_ms(t), st_ == "SUCCESSFUL") for sid, t, st_ in rows]
+
+
+@pytest.mark.unit
+class TestSeedCalendarsPure:
+    @pytest.mark.parametrize(("scenario", "propagate"), list(CALENDARS))
+    def test_calendar(self, scenario: str, propagate: bool) -> None:
+        """decide() over the in-memory history gives the seed's calendar day by day."""
+        got = {}
+        for day in range(1, 16):
+            facts = Facts.from_history(completions(scenario), {}, None, at(day))
+            got[day] = decide(facts, at(day), propagate_failures_forward=propagate).outcome.value
+        assert got == CALENDARS[(scenario, propagate)]
+
+    def test_fail_names_the_sync_and_reason(self) -> None:
+        facts = Facts.from_history(
+            [Completion("x1", "FAILURE_WITH_TASK", to_ms(at(3)), False, reason="quota")],
+            {},
+            None,
+            at(2),
+        )
+        d = decide(facts)
+        assert d.outcome is Outcome.FAIL
+        when = iso(at(3))
+        assert when is not None
+        assert "x1" in d.reason and "quota" in d.reason and when in d.reason
+
+
+@pytest.mark.unit
+class TestFlags:
+    def test_always_wait_when_syncing(self) -> None:
+        """A running sync makes it WAIT even when a success already counts."""
+        facts = Facts.from_history(completions("B"), {}, RunningSync("r", to_ms(at(14))), at(5))
+        assert decide(facts).outcome is Outcome.SUCCESS
+        assert decide(facts, always_wait_when_syncing=True).outcome is Outcome.WAIT
+
+    def test_started_after_refuses_a_sync_that_started_before(self) -> None:
+        """A success that ended after the target but started before it does not count."""
+        ok = Completion("s", "SUCCESSFUL", to_ms(at(10, 1)), True)
+        facts = Facts.from_history([ok], {"s": to_ms(at(9, 23))}, None, at(10))
+        assert decide(facts, criterion="ended_after").outcome is Outcome.SUCCESS
+        assert decide(facts, criterion="started_after").outcome is Outcome.WAIT
+
+    def test_end_exactly_at_target_counts(self) -> None:
+        """'At or after' includes the target instant itself."""
+        facts = Facts.from_history(
+            [Completion("s", "SUCCESSFUL", to_ms(at(5)), True)], {}, None, at(5)
+        )
+        assert decide(facts).outcome is Outcome.SUCCESS
+
+    @pytest.mark.redis
+    def test_tie_before_target_success_is_later(self, client: redis.Redis) -> None:
+        """A success and a failure ending at the same instant: the success is the latest."""
+        writer = HistoryWriter(client, "tie:", retention_ms=10**13)
+        for sid, status in (("f", "FAILED"), ("s", "SUCCESSFUL")):
+            writer.record(parse_event(encode(payload("sync_end", "c", at(3), sid, status))))
+        facts = HistoryReader(client, "tie:", DAY).facts("c", to_ms(at(4)))
+        assert facts.latest_before_target is not None
+        assert facts.latest_before_target.sync_id == "s"
+        assert decide(facts, propagate_failures_forward=True).outcome is Outcome.WAIT
+
+    def test_bad_criterion(self) -> None:
+        with pytest.raises(ValueError, match="criterion must be one of"):
+            decide(Facts(target_ms=0), criterion="whenever")
+
+
+# --- property: the Redis-backed reader + decide() agree with the brute-force reference --------
+
+# Times fall on whole hours so that ties (an end exactly at the target, a success and a
+# failure ending together) come up often: the contract's edges live there.
+HOUR = 3_600_000
+DAY = 24 * HOUR
+T0 = to_ms(at(1))
+
+
+def hours(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi).map(lambda h: h * HOUR)
+
+
+statuses = st.sampled_from(["SUCCESSFUL", "FAILURE", "FAILED", "FAILURE_WITH_TASK", "RESCHEDULED"])
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[Sync], dict[str, int], list[tuple[str, int]]]:
+    n = draw(st.integers(0, 12))
+    syncs: list[Sync] = []
+    starts: dict[str, int] = {}
+    for i in range(n):
+        sid = f"s{i}"
+        start = T0 + draw(hours(0, 20 * 24))
+        if draw(st.booleans()):
+            starts[sid] = start
+        end = start + draw(hours(0, 24))
+        syncs.append(Sync(sid, end, draw(statuses)))
+        if draw(st.integers(0, 5)) == 0:  # a retried sync ends again under the same id
+            syncs.append(Sync(sid, end + draw(hours(0, 24)), draw(statuses)))
+    running = [(f"r{i}", T0 + draw(hours(0, 22 * 24))) for i in range(draw(st.integers(0, 2)))]
+    return syncs, starts, running
+
+
+@pytest.mark.redis
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    history=histories(),
+    target_off=hours(-24, 23 * 24),
+    propagate=st.booleans(),
+    always_wait=st.booleans(),
+    criterion=st.sampled_from(["ended_after", "started_after"]),
+    now_off=hours(0, 25 * 24),
+)
+def test_matches_reference(
+    client: redis.Redis,
+    history: tuple[list[Sync], dict[str, int], list[tuple[str, int]]],
+    target_off: int,
+    propagate: bool,
+    always_wait: bool,
+    criterion: str,
+    now_off: int,
+) -> None:
+    """On random histories written through the webhook path, decide() equals the reference."""
+    syncs, starts, running = history
+    prefix = f"h{uuid.uuid4().hex[:8]}:"
+    max_dur = 2 * DAY
+    writer = HistoryWriter(client, prefix, retention_ms=10**13)
+    reader = HistoryReader(client, prefix, max_sync_duration_ms=max_dur)
+    for sid, start in starts.items():
+        writer.record(parse_event(encode(payload("sync_start", "conn", iso(start), sid))))
+    for s in syncs:
+        writer.record(
+            parse_event(encode(payload("sync_end", "conn", iso(s.ended_ms), s.sync_id, s.status)))
+        )
+    for sid, start in running:
+        writer.record(parse_event(encode(payload("sync_start", "conn", iso(start), sid))))
+    now = T0 + now_off
+    target = T0 + target_off
+    # Exactly at the maximum duration a sync is still running (README); only longer is lost.
+    is_running = any(now - max_dur <= start for _, start in running)
+    facts = reader.facts("conn", target, now=now, started_after=criterion == "started_after")
+    got = decide(
+        facts,
+        target,
+        propagate_failures_forward=propagate,
+        always_wait_when_syncing=always_wait,
+        criterion=criterion,
+    )
+    want = reference_decide(
+        syncs, {**starts, **dict(running)}, is_running, target, propagate, always_wait, criterion
+    )
+    assert got.outcome.value == want
+    # The in-memory builder agrees too.
+    mem = Facts.from_history(
+        [Completion(s.sync_id, s.status, s.ended_ms, s.status == "SUCCESSFUL") for s in syncs],
+        {**starts, **dict(running)},
+        facts.running,
+        target,
+    )
+    assert (
+        decide(
+            mem,
+            propagate_failures_forward=propagate,
+            always_wait_when_syncing=always_wait,
+            criterion=criterion,
+        ).outcome.value
+        == want
+    )
+    for key in client.scan_iter(f"{prefix}*"):
+        client.delete(key)

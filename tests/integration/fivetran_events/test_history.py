@@ -1,0 +1,271 @@
+"""The Redis history: idempotent, order-independent, atomic, bounded by retention."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
+
+import pytest
+import redis
+from redis.client import Pipeline
+
+from fivetran_events import Event, HistoryReader, HistoryWriter, WriteStatus
+from fivetran_events.keys import ConnectorKeys
+from fivetran_events.timeutil import iso, to_ms
+from testkit.support import at, ev
+
+pytestmark = pytest.mark.redis
+
+
+def set_side(pipe: Pipeline, event: Event) -> None:
+    """An on_success hook that writes one more key in the delivery's MULTI."""
+    pipe.set("test:side", "1")
+
+
+def incr_h(pipe: Pipeline, event: Event) -> None:
+    """An on_success hook whose command fails when EXEC runs it (test:h is a hash)."""
+    pipe.incr("test:h")
+
+
+def members(client: redis.Redis, key: str) -> list[bytes]:
+    return cast("list[bytes]", client.zrange(key, 0, -1))
+
+
+class TestIdempotence:
+    def test_redelivery_changes_nothing(self, writer: HistoryWriter, client: redis.Redis) -> None:
+        """The same sync_end twice: recorded, then duplicate, with every key unchanged."""
+        e = ev(sync_id="s1", created=at(3))
+        assert writer.record(e).status is WriteStatus.RECORDED
+        snapshot = {k: client.dump(k) for k in client.keys("test:c:*")}
+        assert writer.record(e).status is WriteStatus.DUPLICATE
+        assert {k: client.dump(k) for k in client.keys("test:c:*")} == snapshot
+
+    def test_failed_then_successful_same_sync(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
+        """A retried sync ending FAILED then SUCCESSFUL under one id records both."""
+        writer.record(ev(sync_id="s1", status="FAILED", created=at(3, 1), reason="x"))
+        writer.record(ev(sync_id="s1", status="SUCCESSFUL", created=at(3, 2)))
+        rows = reader.syncs("assimilate_seem")
+        assert [(r["sync_id"], r["status"]) for r in rows] == [
+            ("s1", "SUCCESSFUL"),
+            ("s1", "FAILED"),
+        ]
+
+    def test_start_redelivered_is_duplicate(self, writer: HistoryWriter) -> None:
+        e = ev("sync_start", sync_id="s1", created=at(3))
+        assert writer.record(e).status is WriteStatus.RECORDED
+        assert writer.record(e).status is WriteStatus.DUPLICATE
+
+
+class TestOrdering:
+    def test_end_before_start(self, writer: HistoryWriter, reader: HistoryReader) -> None:
+        """A sync_end arriving before its sync_start: not running, start time still known."""
+        writer.record(ev(sync_id="s1", created=at(3, 2)))
+        writer.record(ev("sync_start", sync_id="s1", created=at(3, 1)))
+        assert reader.running("assimilate_seem", now=to_ms(at(3, 3))) is None
+        assert reader.start_of("assimilate_seem", "s1") == to_ms(at(3, 1))
+        assert reader.syncs("assimilate_seem")[0]["started_at"] == iso(at(3, 1))
+
+    def test_completions_ordered_by_created_not_arrival(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
+        """The later event, delivered first, still counts as the latest completion."""
+        writer.record(ev(sync_id="late", status="FAILED", created=at(5)))
+        writer.record(ev(sync_id="early", status="SUCCESSFUL", created=at(4)))
+        facts = reader.facts("assimilate_seem", to_ms(at(6)))
+        assert facts.latest_before_target is not None
+        assert facts.latest_before_target.sync_id == "late"
+        assert [r["sync_id"] for r in reader.syncs("assimilate_seem")] == ["late", "early"]
+
+
+class TestRunning:
+    def test_running_until_end(self, writer: HistoryWriter, reader: HistoryReader) -> None:
+        writer.record(ev("sync_start", sync_id="s1", created=at(3)))
+        running = reader.running("assimilate_seem", now=to_ms(at(3, 1)))
+        assert running is not None and running.sync_id == "s1"
+        writer.record(ev(sync_id="s1", created=at(3, 2)))
+        assert reader.running("assimilate_seem", now=to_ms(at(3, 3))) is None
+
+    def test_stale_running_sync_is_ignored(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
+        """A sync whose sync_end never came stops counting as running after the limit."""
+        writer.record(ev("sync_start", sync_id="lost", created=at(3)))
+        assert reader.running("assimilate_seem", now=to_ms(at(3, 23))) is not None
+        assert reader.running("assimilate_seem", now=to_ms(at(4, 1))) is None
+        assert reader.syncs("assimilate_seem", now=to_ms(at(5)))[0]["status"] == "STALE"
+
+    def test_rescheduled_ends_running_but_is_no_completion(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
+        writer.record(ev("sync_start", sync_id="s1", created=at(3)))
+        writer.record(ev(sync_id="s1", status="RESCHEDULED", created=at(3, 1)))
+        assert reader.running("assimilate_seem", now=to_ms(at(3, 2))) is None
+        facts = reader.facts("assimilate_seem", to_ms(at(4)))
+        assert facts.latest_before_target is None
+        assert reader.syncs("assimilate_seem")[0]["status"] == "RESCHEDULED"
+
+
+class TestRetention:
+    def test_old_history_is_trimmed(self, client: redis.Redis) -> None:
+        """Writes trim every set to the retention window; older deliveries are ignored."""
+        w = HistoryWriter(client, "test:", retention_ms=10 * 86_400_000, trim_every=1)
+        w.record(ev(sync_id="old", created=at(1)), now=to_ms(at(2)))
+        w.record(ev(sync_id="new", created=at(20)), now=to_ms(at(20)))
+        keys = ConnectorKeys("test:", "assimilate_seem")
+        assert [json.loads(m)["s"] for m in members(client, keys.ok)] == ["new"]
+        assert client.zcard(keys.seen) == 1
+        late = w.record(ev(sync_id="older", created=at(2)), now=to_ms(at(20)))
+        assert late.status is WriteStatus.IGNORED
+        assert client.zcard(keys.ok) == 1
+
+
+class TestAtomicity:
+    def test_hook_runs_inside_the_transaction(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
+        """What on_success queues commits with the history write, or neither does."""
+
+        def boom(pipe: Pipeline, event: Event) -> None:
+            pipe.set("test:side", "1")
+            raise RuntimeError("crash before EXEC")
+
+        with pytest.raises(RuntimeError):
+            writer.record(ev(sync_id="s1", created=at(3)), on_success=boom)
+        assert client.keys("test:*") == []
+        writer.record(ev(sync_id="s1", created=at(3)), on_success=set_side)
+        assert client.get("test:side") == b"1"
+        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 1
+
+    def test_publishes_a_change(self, writer: HistoryWriter, client: redis.Redis) -> None:
+        """Every recorded event is announced on the connector's channel (the trigger wakes)."""
+        sub = client.pubsub()
+        sub.subscribe("test:changes:assimilate_seem")
+        sub.get_message(timeout=1)
+        writer.record(ev(sync_id="s1", created=at(3)))
+        msg = sub.get_message(timeout=2)
+        assert msg is not None and msg["data"] == b"sync_end"
+        sub.close()
+
+
+class TestOneRoundTrip:
+    """A write is WATCH, the duplicate check, MULTI and EXEC sent in one round trip."""
+
+    def test_one_round_trip_per_write(
+        self, writer: HistoryWriter, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Each write, recorded or duplicate, start or end, costs one round trip."""
+        writer.client.ping()  # connect first: a new connection sends its own setup
+        sends = []
+        real = redis.connection.AbstractConnection.send_packed_command
+
+        def counting(self: Any, command: Any, check_health: bool = True) -> Any:
+            sends.append(command)
+            return real(self, command, check_health)
+
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        for e in (
+            ev("sync_start", sync_id="s1", created=at(3)),
+            ev(sync_id="s1", created=at(3, 1)),
+        ):
+            sends.clear()
+            assert writer.record(e, on_success=hook).status is WriteStatus.RECORDED
+            assert len(sends) == 1
+            sends.clear()
+            assert writer.record(e, on_success=hook).status is WriteStatus.DUPLICATE
+            assert len(sends) == 1
+
+    def test_duplicate_commits_nothing_of_the_hook(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
+        """The check aborts a duplicate's whole transaction, what on_success queued too."""
+        e = ev(sync_id="s1", created=at(3))
+        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        assert writer.record(e, on_success=hook).status is WriteStatus.RECORDED
+        assert writer.record(e, on_success=hook).status is WriteStatus.DUPLICATE
+        assert client.lrange("test:jobs", 0, -1) == [b"s1"]
+        assert not client.exists(ConnectorKeys("test:", "assimilate_seem").guard)
+
+    def test_concurrent_redeliveries_record_once(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
+        """The same delivery from many threads at once: one recorded, one job."""
+        e = ev(sync_id="s1", created=at(3))
+        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: writer.record(e, on_success=hook).status, range(64)))
+        assert results.count(WriteStatus.RECORDED) == 1
+        assert results.count(WriteStatus.DUPLICATE) == 63
+        assert client.llen("test:jobs") == 1
+
+    def test_concurrent_writes_to_one_connector_all_commit(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
+        """Writes that change the watched set under each other retry until all commit."""
+        events = [ev(sync_id=f"s{i}", created=at(3, i % 24)) for i in range(160)]
+        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda e: writer.record(e, on_success=hook).status, events))
+        assert results == [WriteStatus.RECORDED] * 160
+        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 160
+        assert client.llen("test:jobs") == 160
+
+    def test_error_in_the_check_commits_nothing(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
+        """A dedup set of the wrong type raises, and the transaction is not run."""
+        client.set(ConnectorKeys("test:", "assimilate_seem").seen, "not a sorted set")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            writer.record(
+                ev(sync_id="s1", created=at(3)),
+                on_success=set_side,
+            )
+        assert not client.exists("test:side")
+        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 0
+
+    def test_refused_command_aborts_the_whole_write(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
+        """A command Redis refuses to queue raises, and nothing of the write commits."""
+        with pytest.raises(redis.ResponseError):
+            writer.record(
+                ev(sync_id="s1", created=at(3)),
+                on_success=lambda pipe, e: pipe.execute_command("SET", "test:x"),
+            )
+        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 0
+        assert writer.record(ev(sync_id="s1", created=at(3))).status is WriteStatus.RECORDED
+
+    def test_error_inside_the_transaction_is_raised(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
+        """A command that fails when EXEC runs it raises, as Pipeline.execute does."""
+        client.hset("test:h", "f", "v")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            writer.record(ev(sync_id="s1", created=at(3)), on_success=incr_h)
+
+
+class TestStartedAfterPaging:
+    def test_finds_a_qualifying_success_beyond_the_first_page(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
+        """started_after pages past successes that started before the target."""
+        for i in range(12):  # overlapping syncs that all started before the target
+            writer.record(ev("sync_start", sync_id=f"early{i}", created=at(2)))
+            writer.record(ev(sync_id=f"early{i}", created=at(3, i)))
+        writer.record(ev("sync_start", sync_id="good", created=at(4)))
+        writer.record(ev(sync_id="good", created=at(4, 1)))
+        facts = reader.facts("assimilate_seem", to_ms(at(3)), started_after=True)
+        assert any(c.sync_id == "good" for c in facts.successes_from_target)
+
+    def test_trimming_happens_on_a_share_of_writes(self, client: redis.Redis) -> None:
+        """With the default, about one write in TRIM_EVERY trims, so old entries go soon."""
+        w = HistoryWriter(client, "test:", retention_ms=10 * 86_400_000)
+        w.record(ev(sync_id="old", created=at(1)), now=to_ms(at(2)))
+        keys = ConnectorKeys("test:", "assimilate_seem")
+        for i in range(200):
+            w.record(ev(sync_id=f"n{i}", created=at(25)), now=to_ms(at(25)))
+        assert client.zscore(keys.ended, "old") is None
+        assert client.zcard(keys.ok) == 200

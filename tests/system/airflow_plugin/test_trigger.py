@@ -1,0 +1,165 @@
+"""The trigger on real Redis, run on an asyncio loop as the triggerer runs it.
+
+A change published by the webhook write wakes it at once; with the publish lost it
+still decides within one re-check interval; thousands share one subscription.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import redis
+
+from fivetran_events import HistoryWriter, parse_event
+from fivetran_events.timeutil import to_ms
+from testkit.support import at, encode, payload
+
+pytestmark = [pytest.mark.airflow, pytest.mark.redis]
+
+
+TARGET = at(10)
+ENDED = at(11)
+
+
+def trigger(connector_id: str, target=TARGET, **kwargs: Any):  # type: ignore[no-untyped-def]
+    from airflow_plugin.triggers import FivetranSyncTrigger
+
+    return FivetranSyncTrigger(connector_id, to_ms(target), **kwargs)
+
+
+async def first_event(t: Any) -> dict[str, Any]:
+    async for ev in t.run():
+        return ev.payload
+    raise AssertionError("the trigger ended without an event")
+
+
+def record(
+    writer: HistoryWriter, connector_id: str, ended=ENDED, status="SUCCESSFUL", sync_id: str = "s1"
+) -> None:
+    writer.record(
+        parse_event(
+            encode(payload("sync_end", connector_id, ended, sync_id=sync_id, status=status))
+        )
+    )
+
+
+async def subscribed(client: redis.Redis, n: int = 1) -> None:
+    """Wait until the shared listener's PSUBSCRIBE is active."""
+    for _ in range(200):
+        if client.execute_command("PUBSUB", "NUMPAT") >= n:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the trigger never subscribed")
+
+
+def run_async(body: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(asyncio.wait_for(body(), 60))
+
+
+class TestSerialization:
+    def test_round_trip(self, dagtest_airflow) -> None:
+        """serialize() names the class by its dotted path and rebuilds an equal trigger."""
+        from airflow.sdk._shared.module_loading import import_string
+
+        t = trigger(
+            "c1", always_wait_when_syncing=True, criterion="started_after", recheck_interval=5
+        )
+        path, kwargs = t.serialize()
+        assert path == "airflow_plugin.triggers.FivetranSyncTrigger"
+        assert import_string(path)(**kwargs).serialize() == (path, kwargs)
+
+
+class TestWakeUps:
+    def test_decided_at_once(self, dagtest_airflow, writer: HistoryWriter) -> None:
+        """A decision already in the history fires without waiting."""
+        record(writer, "c1", at(12), "FAILURE", "f1")
+        ev = run_async(lambda: first_event(trigger("c1")))
+        assert ev["status"] == "fail" and "f1" in ev["message"]
+        assert ev["decision"]["sync"]["sync_id"] == "f1"
+
+    def test_publish_wakes_within_a_second(self, dagtest_airflow, client, writer) -> None:
+        """A sync recorded while deferred releases the trigger in well under a second."""
+
+        async def body() -> float:
+            task = asyncio.create_task(first_event(trigger("c1", recheck_interval=60)))
+            await subscribed(client)
+            await asyncio.sleep(0.2)
+            assert not task.done()
+            t0 = time.monotonic()
+            record(writer, "c1")
+            ev = await task
+            assert ev["status"] == "success" and ev["decision"]["sync"]["sync_id"] == "s1"
+            return time.monotonic() - t0
+
+        assert run_async(body) < 1.0
+
+    def test_lost_publish_costs_one_interval(
+        self, dagtest_airflow, client, writer, monkeypatch
+    ) -> None:
+        """With the publish lost, the re-check finds the sync within one interval."""
+        monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
+
+        async def body() -> float:
+            task = asyncio.create_task(first_event(trigger("c1", recheck_interval=1.5)))
+            await subscribed(client)
+            t0 = time.monotonic()
+            record(writer, "c1")
+            await asyncio.sleep(0.5)
+            assert not task.done(), "nothing was published, yet it woke early"
+            ev = await task
+            assert ev["status"] == "success"
+            return time.monotonic() - t0
+
+        assert run_async(body) < 1.5 + 0.5
+
+    def test_listener_reconnects_and_rechecks(
+        self, dagtest_airflow, client, writer, monkeypatch
+    ) -> None:
+        """When Redis drops the subscription, the hub resubscribes and re-checks everyone."""
+        monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
+
+        async def body() -> None:
+            task = asyncio.create_task(first_event(trigger("c1", recheck_interval=60)))
+            await subscribed(client)
+            record(writer, "c1")  # not published: only the reconnect can find it
+            client.client_kill_filter(_type="pubsub")
+            ev = await asyncio.wait_for(task, 5)
+            assert ev["status"] == "success"
+
+        run_async(body)
+
+
+class TestScale:
+    def test_thousands_share_one_subscription(self, dagtest_airflow, client, writer) -> None:
+        """2,000 deferred triggers hold one PSUBSCRIBE and a bounded pool; one wakes alone."""
+        from airflow_plugin._wakeups import POOL_SIZE
+
+        n = 2000
+
+        async def body() -> None:
+            tasks = {
+                i: asyncio.create_task(first_event(trigger(f"c{i % 500}", recheck_interval=600)))
+                for i in range(n)
+            }
+            await subscribed(client)
+            await asyncio.sleep(1.0)  # every trigger did its first read and now waits
+            assert client.execute_command("PUBSUB", "NUMPAT") == 1
+            clients = len(client.client_list())
+            assert clients <= POOL_SIZE + 2, clients  # pool + listener + this test's client
+            t0 = time.monotonic()
+            record(writer, "c7")
+            woken = [tasks[i] for i in range(7, n, 500)]
+            await asyncio.wait_for(asyncio.gather(*woken), 5)
+            assert time.monotonic() - t0 < 1.0
+            await asyncio.sleep(0.2)
+            assert sum(t.done() for t in tasks.values()) == len(woken)
+            for t in tasks.values():
+                t.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            assert client.execute_command("PUBSUB", "NUMPAT") == 0  # the hub closed
+
+        run_async(body)

@@ -1,0 +1,246 @@
+"""The "Fivetran syncs" view as Airflow's API server serves it: auth, input, bounds.
+
+Every request goes to the session's real Airflow 3 (tests/airflow_harness.py), which
+loads the plugin from its entry point and reads the suite's Redis through the plugin's
+hook; the history is written through the webhook (signed POSTs) or the HistoryWriter.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import requests
+
+from airflow_plugin.links import connector_view_url
+from fivetran_events import parse_event
+from testkit.airflow_harness import ROLE_USERS
+from testkit.calendars import SCENARIO_A, SCENARIO_B
+from testkit.support import at, encode, payload
+
+from .dagtest import PAGE, seed, sync
+
+pytestmark = pytest.mark.airflow
+
+
+def view(airflow3: Any, path: str, token: str | None = None, **kw: Any) -> requests.Response:
+    headers = {"Authorization": f"Bearer {token or airflow3.token()}"}
+    return requests.get(airflow3.url + path, headers=headers, timeout=30, **kw)
+
+
+def decisions(html: str) -> dict[int, str]:
+    """Day of January -> the decision the calendar shows for that day's midnight."""
+    found = re.findall(r'data-target="2026-01-(\d\d)T00:00:00.000Z" data-decision="(\w+)"', html)
+    return {int(day): decision for day, decision in found}
+
+
+class TestAuth:
+    def test_without_a_session_it_is_refused(self, airflow3, http) -> None:
+        """No cookie, no bearer: Airflow's own auth answers 401 before the view reads."""
+        seed(http, "ui_a", SCENARIO_A)
+        for path in ("/fivetran-events/", PAGE.format("ui_a")):
+            resp = requests.get(airflow3.url + path, timeout=30)
+            assert resp.status_code == 401, (path, resp.status_code, resp.text[:200])
+            assert "ui_a" not in resp.text
+
+    def test_a_forged_or_expired_session_is_refused(self, airflow3, http) -> None:
+        """A cookie that is not Airflow's JWT is 403; one Airflow issued but expired, 401."""
+        seed(http, "ui_a", SCENARIO_A)
+        forged = requests.get(
+            airflow3.url + "/fivetran-events/", cookies={"_token": "not-a-jwt"}, timeout=30
+        )
+        assert forged.status_code == 403, forged.text[:200]
+        expired = requests.get(
+            airflow3.url + "/fivetran-events/",
+            cookies={"_token": airflow3.expired_token()},
+            timeout=30,
+        )
+        assert expired.status_code == 401, expired.text[:200]
+
+    def test_a_logged_in_user_sees_the_list(self, airflow3, http) -> None:
+        """The session cookie Airflow's UI holds (``_token``) opens the view."""
+        seed(http, "ui_a", SCENARIO_A)
+        seed(http, "ui_b", SCENARIO_B)
+        resp = requests.get(
+            airflow3.url + "/fivetran-events/", cookies={"_token": airflow3.token()}, timeout=30
+        )
+        assert resp.status_code == 200, resp.text[:300]
+        assert 'data-connector="ui_a"' in resp.text and 'data-connector="ui_b"' in resp.text
+
+    def test_the_least_role_is_enough(self, airflow3, http) -> None:
+        """A viewer (the simple auth manager's least role) may look: the view only reads."""
+        seed(http, "ui_a", SCENARIO_A)
+        name = ROLE_USERS["viewer"]
+        tok = requests.post(
+            f"{airflow3.url}/auth/token",
+            json={"username": name, "password": airflow3.role_passwords[name]},
+            timeout=30,
+        ).json()["access_token"]
+        resp = view(airflow3, "/fivetran-events/", tok)
+        assert resp.status_code == 200 and 'data-connector="ui_a"' in resp.text, resp.text[:300]
+
+    def test_airflow_lists_the_app_and_the_nav_entry(self, airflow3) -> None:
+        """GET /api/v2/plugins shows the mounted app and the "Fivetran syncs" view."""
+        plugins = airflow3.get("/api/v2/plugins").json()["plugins"]
+        ours = next(p for p in plugins if p["name"] == "fivetran_events")
+        assert [(a["url_prefix"], a["name"]) for a in ours["fastapi_apps"]] == [
+            ("/fivetran-events", "Fivetran syncs")
+        ]
+        assert [(v["name"], v["href"]) for v in ours["external_views"]] == [
+            ("Fivetran syncs", "/fivetran-events/")
+        ]
+
+
+class TestPages:
+    def test_the_list_shows_last_success_failure_running_and_forwarding(
+        self, airflow3, http
+    ) -> None:
+        """Each connector's newest success and failure, a running sync, its deliveries."""
+        seed(http, "ui_a", SCENARIO_A)
+        now = payload("sync_start", "ui_run", sync_id="running-now")
+        resp = http.post("/webhooks/fivetran", data=encode(now), headers=_signed(now))
+        assert resp.status_code == 200
+        html = view(airflow3, "/fivetran-events/").text
+        row_a = _row(html, "ui_a")
+        assert "2026-01-10T06:00:00.000Z" in _cell(row_a, "last-success")
+        assert "2026-01-12T06:00:00.000Z" in _cell(row_a, "last-failure")
+        assert "no" in _cell(row_a, "running")
+        # The web app (forwarding on in the tests) created a delivery for a-ok; no worker
+        # runs, so it is still pending.
+        assert 'data-state="pending"' in row_a
+        row_run = _row(html, "ui_run")
+        assert 'title="running-now"' in _cell(row_run, "running")
+        assert 'data-state=""' in row_run
+
+    def test_the_calendar_is_the_seed_table(self, airflow3, http) -> None:
+        """Histories A and B, both propagate values: the README's table, day by day."""
+        from testkit.calendars import CALENDARS
+
+        seed(http, "ui_a", SCENARIO_A)
+        seed(http, "ui_b", SCENARIO_B)
+        for (scenario, propagate), expected in CALENDARS.items():
+            path = PAGE.format(f"ui_{scenario.lower()}")
+            html = view(airflow3, f"{path}&propagate_failures_forward={propagate}").text
+            assert decisions(html) == expected, (scenario, propagate)
+
+    def test_a_link_opens_the_decision_for_its_target(self, airflow3, http) -> None:
+        """connector_view_url's URL shows the sensor's decision for that target."""
+        seed(http, "ui_a", SCENARIO_A)
+        url = connector_view_url("ui_a", at(13), propagate_failures_forward=False)
+        html = view(airflow3, url).text
+        assert 'id="decision" data-decision="wait"' in html
+        url = connector_view_url("ui_a", at(13), propagate_failures_forward=True)
+        assert 'id="decision" data-decision="fail"' in view(airflow3, url).text
+
+    def test_the_timeline_draws_each_sync_in_its_color(self, airflow3, http) -> None:
+        """Success, failure and RESCHEDULED each get their class; the range bounds them."""
+        seed(http, "ui_a", SCENARIO_A)
+        sync(http, "ui_a", at(5, 6), "RESCHEDULED", sync_id="a-later", started=at(5, 5))
+        sync(http, "ui_a", at(20, 6), sync_id="a-outside", started=at(20, 5))
+        html = view(airflow3, PAGE.format("ui_a")).text
+        drawn = dict(re.findall(r'class="sync sync-(\w+)" data-sync-id="([\w-]+)"', html))
+        assert {v: k for k, v in drawn.items()} == {
+            "a-ok": "success",
+            "a-fail": "failure",
+            "a-later": "rescheduled",
+        }
+
+
+def _signed(body: dict[str, Any]) -> dict[str, str]:
+    from testkit.support import signed
+
+    return signed(body)[1]
+
+
+def _row(html: str, connector_id: str) -> str:
+    match = re.search(rf'<tr data-connector="{connector_id}">(.*?)</tr>', html, re.S)
+    assert match, f"no row for {connector_id}"
+    return match.group(1)
+
+
+def _cell(row: str, cls: str) -> str:
+    match = re.search(rf'<td class="{cls}"[^>]*>(.*?)</td>', row, re.S)
+    assert match, f"no {cls} cell"
+    return match.group(1)
+
+
+class TestBadInput:
+    @pytest.mark.parametrize(
+        ("query", "names"),
+        [
+            ("target=yesterday", "target"),
+            ("propagate_failures_forward=maybe", "propagate_failures_forward"),
+            ("always_wait_when_syncing=2", "always_wait_when_syncing"),
+            ("criterion=started_before", "criterion"),
+            ("start=2026-01-15&end=2026-01-01", "before start"),
+            ("start=2025-01-01&end=2026-03-01", "400 days"),
+            ("start=2026-13-01", "start"),
+            ("limit=0", "limit"),
+            ("limit=ten", "limit"),
+        ],
+    )
+    def test_a_bad_parameter_is_a_400_naming_it(self, airflow3, http, client, query, names) -> None:
+        """Never a 500, never a guess: the page says what to fix, and nothing is written."""
+        seed(http, "ui_a", SCENARIO_A)
+        before = sorted(client.keys("*"))
+        resp = view(airflow3, f"/fivetran-events/connectors/ui_a?{query}")
+        assert resp.status_code == 400, (query, resp.status_code, resp.text[:300])
+        assert names in resp.text
+        assert sorted(client.keys("*")) == before
+
+    @pytest.mark.parametrize("connector", ["nobody", "bad%3Aid", "x" * 200])
+    def test_an_unknown_connector_is_a_404(self, airflow3, http, connector) -> None:
+        seed(http, "ui_a", SCENARIO_A)
+        resp = view(airflow3, f"/fivetran-events/connectors/{connector}")
+        assert resp.status_code == 404, resp.text[:300]
+        assert "has been recorded" in resp.text
+
+    def test_a_bad_list_page_is_a_400(self, airflow3) -> None:
+        for query in ("offset=-1", "limit=100000", "limit=x"):
+            resp = view(airflow3, f"/fivetran-events/?{query}")
+            assert resp.status_code == 400, (query, resp.text[:300])
+
+
+def _calls(client: Any) -> int:
+    stats = client.info("commandstats")
+    return sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info")
+
+
+class TestBounded:
+    def test_a_long_history_costs_the_page_no_more_reads(
+        self, airflow3, http, client, writer
+    ) -> None:
+        """2,000 older syncs: the same Redis commands and about the same bytes as none."""
+        seed(http, "ui_small", SCENARIO_A)
+        seed(http, "ui_big", SCENARIO_A)
+        start = at(1) - 2000 * (at(1, 1) - at(1))
+        for i in range(2000):
+            ended = start + i * (at(1, 1) - at(1))
+            writer.record(parse_event(encode(payload("sync_end", "ui_big", ended, f"old-{i}"))))
+        cost = {}
+        for name in ("ui_small", "ui_big"):
+            view(airflow3, PAGE.format(name))  # the first request builds the app and reader
+            calls, out = _calls(client), client.info("stats")["total_net_output_bytes"]
+            html = view(airflow3, PAGE.format(name)).text
+            cost[name] = (
+                _calls(client) - calls,
+                client.info("stats")["total_net_output_bytes"] - out,
+            )
+            assert decisions(html)[13] == "fail"
+        assert cost["ui_big"][0] == cost["ui_small"][0], cost
+        assert cost["ui_big"][1] < 1.2 * cost["ui_small"][1] + 2000, cost
+
+    def test_the_timeline_shows_at_most_limit_syncs(self, airflow3, http, writer) -> None:
+        """More syncs in the range than the limit: the newest ones, and the page says so."""
+        seed(http, "ui_many", SCENARIO_A)
+        for hour in range(30):
+            writer.record(
+                parse_event(
+                    encode(payload("sync_end", "ui_many", at(3, hour % 24, hour), f"m{hour}"))
+                )
+            )
+        html = view(airflow3, PAGE.format("ui_many") + "&limit=10").text
+        assert html.count('class="sync sync-') == 10
+        assert "the newest 10 shown" in html
+        assert 'data-sync-id="a-fail"' in html  # the newest is kept

@@ -1,0 +1,23 @@
+"""DAG integrity: every example DAG imports cleanly in Airflow, with the expected shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.airflow
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "dags"
+
+
+def test_every_example_dag_imports(airflow_db: Path) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(EXAMPLES))  # LOAD_EXAMPLES is off (testkit/airflow_env.py)
+    assert bag.import_errors == {}
+    assert set(bag.dag_ids) == {"sales", "fivetran_asset_consumer", "fivetran_sensor_daily"}
+    sensor = bag.get_dag("fivetran_sensor_daily").get_task("wait_for_demo_connector")
+    assert type(sensor).__name__ == "FivetranDateTimeSensor"
+    sales = bag.get_dag("sales")
+    assert sorted(sales.task_dict) == ["orders_clean", "revenue.01_daily", "revenue.02_summary"]
