@@ -39,7 +39,6 @@ is an error at parse time, naming the file, unless listed in ``external``.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import sys
 from collections.abc import Mapping
@@ -144,11 +143,15 @@ def recorded_schemas(redis_conn_id: str = "fivetran_events_redis") -> dict[str, 
 
 
 def _caller_dir(depth: int = 2) -> Path:
-    frame = inspect.stack()[depth]
-    return Path(frame.filename).resolve().parent
+    """Return the folder of the file ``depth`` frames up (the DAG file calling us).
+
+    ``sys._getframe`` reads one frame's code object; ``inspect.stack()`` would read the
+    source of every frame on the stack, on every parse of every DAG file.
+    """
+    return Path(sys._getframe(depth).f_code.co_filename).resolve().parent
 
 
-def _topological(
+def _refuse_cycles(
     groups: tuple[SqlGroup, ...], upstream: Mapping[str, set[str]], folder: Path
 ) -> None:
     """Refuse a cycle between groups (A reads what B writes and B what A writes)."""
@@ -208,7 +211,7 @@ def build_dag(
             f"'external' entry provides: {tables} (map the schema under "
             f"[connectors] in {CONFIG_FILE}, or list it in 'external')",
         )
-    _topological(sql.groups, res.upstream_groups, root)
+    _refuse_cycles(sql.groups, res.upstream_groups, root)
     connectors = sorted(set().union(*res.connectors.values()))
     time_scheduled = cfg.schedule != ASSETS
     if not time_scheduled and not connectors and not cfg.upstream:

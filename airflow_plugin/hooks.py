@@ -39,10 +39,8 @@ from tenacity import (
     wait_exponential,
 )
 
-from fivetran_events import HistoryReader, load_settings
+from fivetran_events import AsyncHistoryReader, HistoryReader, decode_completion, load_settings
 from fivetran_events.decision import Completion
-from fivetran_events.history import decode_completion
-from fivetran_events.history_async import AsyncHistoryReader
 from fivetran_events.keys import ConnectorKeys, connectors_key
 
 from .compat import BaseHook, Connection, aget_connection

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fivetran_events import Outcome, decide, parse_criterion
+from fivetran_events import Outcome, parse_criterion
 from fivetran_events.timeutil import iso, to_ms
 
 from .compat import Context, ShortCircuitOperator
@@ -54,14 +54,16 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
     def sync_needed(self, context: Context) -> bool:
         """Return False (skip downstream) when a success already counts for the target."""
         target, source = resolve_target(self.target_time, context)
-        facts = (
+        decision = (
             FivetranEventsRedisHook(self.redis_conn_id)
             .reader()
-            .facts(
-                self.connector_id, to_ms(target), started_after=self.criterion == "started_after"
+            .decide(
+                self.connector_id,
+                to_ms(target),
+                criterion=self.criterion,
+                propagate_failures_forward=False,
             )
         )
-        decision = decide(facts, propagate_failures_forward=False, criterion=self.criterion)
         if decision.outcome is Outcome.SUCCESS:
             self.log.info(
                 "connector %s is already synced as of %s (%s): %s; skipping the sync",

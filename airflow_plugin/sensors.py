@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from fivetran_events import Decision, Outcome, decide, parse_criterion
+from fivetran_events import Decision, Outcome, parse_criterion
 from fivetran_events.timeutil import iso, to_ms
 
 from .compat import (
@@ -150,36 +150,34 @@ class FivetranDateTimeSensor(BaseSensorOperator):
 
     def _decide(self, target_ms: int) -> Decision:
         """Decide from the history; raise ``FivetranHistoryUnavailable`` after the retries."""
-        started_after = self.criterion == "started_after"
-        facts = read_retrying(
-            lambda: self.hook.reader().facts(
-                self.connector_id, target_ms, started_after=started_after
+        return read_retrying(
+            lambda: self.hook.reader().decide(
+                self.connector_id,
+                target_ms,
+                criterion=self.criterion,
+                propagate_failures_forward=self.propagate_failures_forward,
+                always_wait_when_syncing=self.always_wait_when_syncing,
             ),
             what=f"the history of connector {self.connector_id}",
             cfg=self.hook.config,
             conn_id=self.redis_conn_id,
             timeout=self.redis_retry_timeout,
         )
-        return decide(
-            facts,
-            propagate_failures_forward=self.propagate_failures_forward,
-            always_wait_when_syncing=self.always_wait_when_syncing,
-            criterion=self.criterion,
-        )
 
-    def _outcome(self, decision: dict[str, Any]) -> dict[str, Any] | None:
+    def _outcome(self, decision: Decision) -> dict[str, Any] | None:
         """Return the XCom value on SUCCESS, raise on FAIL, log and return None on WAIT."""
-        if decision["decision"] == Outcome.SUCCESS.value:
-            self.log.info("connector %s: %s", self.connector_id, decision["reason"])
+        target = iso(decision.target_ms)
+        if decision.outcome is Outcome.SUCCESS:
+            self.log.info("connector %s: %s", self.connector_id, decision.reason)
             return {
-                **(decision["sync"] or {}),
+                **(decision.sync.to_dict() if decision.sync is not None else {}),
                 "connector_id": self.connector_id,
-                "target": decision["target"],
+                "target": target,
             }
-        if decision["decision"] == Outcome.FAIL.value:
+        if decision.outcome is Outcome.FAIL:
             message = (
                 f"Fivetran connector {self.connector_id} is not synced "
-                f"as of {decision['target']}: {decision['reason']}"
+                f"as of {target}: {decision.reason}"
             )
             if getattr(self, "never_fail", False):
                 raise AirflowSkipException(f"{message} (skipped: never_fail is set)")
@@ -188,7 +186,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
             # AirflowException under soft_fail: turn that off so every mode agrees.
             self.soft_fail = False
             raise FivetranSyncFailed(message)
-        self.log.info("connector %s: waiting: %s", self.connector_id, decision["reason"])
+        self.log.info("connector %s: waiting: %s", self.connector_id, decision.reason)
         return None
 
     def _unavailable(self, exc: FivetranHistoryUnavailable, *, may_wait: bool) -> None:
@@ -214,7 +212,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         except FivetranHistoryUnavailable as exc:
             self._unavailable(exc, may_wait=True)  # returns under silent_fail: poke again
             return PokeReturnValue(is_done=False)
-        result = self._outcome(decision.to_dict())
+        result = self._outcome(decision)
         return PokeReturnValue(is_done=result is not None, xcom_value=result)
 
     def execute(self, context: Context) -> Any:
@@ -231,7 +229,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 del self._outage_silent
         target_ms = self._target_ms(context)
         try:
-            decision = self._decide(target_ms).to_dict()
+            decision = self._decide(target_ms)
         except FivetranHistoryUnavailable as exc:
             self._unavailable(exc, may_wait=True)  # returns under silent_fail: defer
         else:
@@ -270,4 +268,4 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self._resolve_connector()
         if not event or "decision" not in event:
             raise FivetranSyncFailed(f"trigger ended without a decision: {event!r}")
-        return self._outcome(event["decision"])
+        return self._outcome(Decision.from_dict(event["decision"]))

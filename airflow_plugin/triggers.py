@@ -21,8 +21,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fivetran_events import Decision, Outcome, decide
-from fivetran_events.decision import Criterion
+from fivetran_events import Criterion, Decision, Outcome
 
 from ._wakeups import hub_for
 from .compat import BaseTrigger, TriggerEvent
@@ -105,26 +104,23 @@ class FivetranSyncTrigger(BaseTrigger):
         try:
             await hub.subscribed(timeout=min(5.0, self.recheck_interval))
             reader = async_reader(cfg, hub.client)
-            started_after = self.criterion == Criterion.STARTED_AFTER.value
             woken_by = "the first check"
             while True:
                 # Clear before reading: a change landing during the read sets it again,
                 # so the wait below returns at once instead of missing it.
                 changed.clear()
-                facts = await aread_retrying(
-                    lambda: reader.facts(
-                        self.connector_id, self.target_ms, started_after=started_after
+                decision = await aread_retrying(
+                    lambda: reader.decide(
+                        self.connector_id,
+                        self.target_ms,
+                        criterion=self.criterion,
+                        propagate_failures_forward=self.propagate_failures_forward,
+                        always_wait_when_syncing=self.always_wait_when_syncing,
                     ),
                     what=f"the history of connector {self.connector_id}",
                     cfg=cfg,
                     conn_id=self.redis_conn_id,
                     timeout=self.retry_timeout,
-                )
-                decision = decide(
-                    facts,
-                    propagate_failures_forward=self.propagate_failures_forward,
-                    always_wait_when_syncing=self.always_wait_when_syncing,
-                    criterion=self.criterion,
                 )
                 if decision.outcome is not Outcome.WAIT:
                     self.log.info(

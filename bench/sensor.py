@@ -138,8 +138,7 @@ def bench_started_after(
     """started_after latency, sync and async reader, 10^2 vs ``big`` syncs, starts or not."""
     import redis.asyncio as aredis
 
-    from fivetran_events import HistoryReader, decide
-    from fivetran_events.history_async import AsyncHistoryReader
+    from fivetran_events import AsyncHistoryReader, HistoryReader, decide
 
     start, step = datetime(2020, 1, 1, tzinfo=UTC), timedelta(minutes=5)
     cases = [(n, with_starts) for with_starts in (True, False) for n in (100, big)]

@@ -17,13 +17,22 @@ from .decision import (
     parse_criterion,
 )
 from .exceptions import ConfigurationError, FivetranEventsError, HistoryBusy, InvalidPayload
-from .history import HistoryReader, HistoryWriter, WriteResult, WriteStatus
+from .history import (
+    AsyncHistoryReader,
+    HistoryReader,
+    HistoryWriter,
+    WriteResult,
+    WriteStatus,
+    decode_completion,
+    encode_completion,
+)
 from .model import Event, EventKind, parse_event
 from .settings import Settings, load_settings
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncHistoryReader",
     "Completion",
     "ConfigurationError",
     "Criterion",
@@ -43,6 +52,8 @@ __all__ = [
     "WriteStatus",
     "__version__",
     "decide",
+    "decode_completion",
+    "encode_completion",
     "load_settings",
     "parse_criterion",
     "parse_event",

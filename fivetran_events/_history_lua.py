@@ -1,4 +1,4 @@
-"""The Lua scripts of the history write (history.py sends them; keys.py names the keys).
+"""The Lua scripts of the history write (history/writer.py sends them; keys.py names the keys).
 
 One event's whole history write is one script, so that it is one command inside the
 webhook's MULTI (seven to fifteen commands otherwise: each costs the webhook a pack, a
@@ -15,7 +15,7 @@ from __future__ import annotations
 #: this is one or two in practice; the bound keeps a write's cost bounded whatever).
 LATE_START_SCAN = 64
 
-# A completion member is compact JSON with sorted keys (history.encode_completion), so
+# A completion member is compact JSON with sorted keys (history/codec.py), so
 # the start of the attempt, "b", is always its first key: adding or replacing it is a
 # string operation, and no number goes through cjson's 14-digit formatting. Writes are
 # idempotent on content, also when the dedup mark is gone: an end already recorded (the

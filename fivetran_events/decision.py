@@ -1,6 +1,6 @@
 """The decision the sensor makes, as a pure function of history facts and a target.
 
-The contract (DESIGN.md, "The decision"):
+The contract (docs/architecture.md, "The decision"):
 
 1. ``always_wait_when_syncing`` and a sync is running now: WAIT.
 2. A successful sync counts for the target: SUCCESS. ``ended_after``: it ended at or
@@ -17,16 +17,18 @@ the Airflow sensor, its async trigger, the REST API and the CLI share it unchang
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from .timeutil import iso, to_ms, to_utc
+from .timeutil import iso, parse_iso, to_ms, to_utc
 
 
 class Outcome(str, Enum):
+    """The sensor's answer for one target."""
+
     SUCCESS = "success"
     FAIL = "fail"
     WAIT = "wait"
@@ -149,6 +151,28 @@ class Decision:
     target_ms: int
     sync: Completion | RunningSync | None = field(default=None)
 
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> Decision:
+        """Rebuild a decision from ``to_dict`` (a trigger's event carries it as JSON)."""
+        raw = body.get("sync")
+        sync: Completion | RunningSync | None = None
+        if raw is not None:
+            started = _ms_or_none(raw.get("started_at"))
+            if raw["status"] == "RUNNING":
+                assert started is not None
+                sync = RunningSync(raw["sync_id"], started)
+            else:
+                sync = Completion(
+                    sync_id=raw["sync_id"],
+                    status=raw["status"],
+                    ended_ms=to_ms(parse_iso(raw["ended_at"])),
+                    succeeded=raw["status"] == "SUCCESSFUL",
+                    reason=raw.get("reason"),
+                    started_ms=started,
+                )
+        target = to_ms(parse_iso(body["target"]))
+        return cls(Outcome(body["decision"]), body["reason"], target, sync)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "decision": self.outcome.value,
@@ -230,6 +254,10 @@ def decide(
             latest,
         )
     return Decision(Outcome.WAIT, f"no sync has completed at or after {when} yet", target_ms, None)
+
+
+def _ms_or_none(text: str | None) -> int | None:
+    return None if text is None else to_ms(parse_iso(text))
 
 
 def _because(c: Completion) -> str:

@@ -14,7 +14,7 @@ Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id)::
     {p}c:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
     {p}c:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
     {p}c:{c}:guard     never stored: written and deleted by a duplicate's check, so that
-                       the write's transaction, which watches it, aborts (history.py)
+                       the write's transaction, which watches it, aborts (history/writer.py)
     {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}; only
                        moves forward (an older event fills gaps, changes nothing else)
     {p}changes:{c}     pub/sub channel, published on every recorded event of the connector
@@ -88,10 +88,6 @@ class ConnectorKeys:
     def channel(self) -> str:
         return f"{self.prefix}changes:{self.connector_id}"
 
-    def all_sets(self) -> list[str]:
-        """Every sorted set of the connector (retention trims each)."""
-        return [self._k(s) for s in CONNECTOR_SETS]
-
 
 def connectors_key(prefix: str) -> str:
     """The hash of known connectors and their latest metadata."""
@@ -113,7 +109,7 @@ def changes_pattern(prefix: str) -> str:
     return f"{prefix}changes:*"
 
 
-# --- Forwarding to Airflow (issue 3) ----------------------------------------------------
+# --- Forwarding to Airflow -------------------------------------------------------------
 #
 #     {p}fwd:d:{c}:{s}:{u}   HASH  one delivery of sync {s} to dataset URI hash {u}: state,
 #                                  attempts, reason, Airflow's event id, the extra posted, ...
@@ -123,6 +119,9 @@ def changes_pattern(prefix: str) -> str:
 #     {p}fwd:undelivered     ZSET  deliveries given up (404, retries exhausted), for replay
 #     {p}fwd:due             ZSET  deliveries that need an attempt at score ms: retries and
 #                                  leases of in-flight attempts (a dead worker's work resumes)
+#     {p}fwd:st:{state}      ZSET  the deliveries in one state (pending, retrying, undelivered,
+#                                  failed; delivered ones are not indexed), score: receipt ms,
+#                                  so counting a state is one ZCARD (the scrape-time gauges)
 
 
 def delivery_id(connector_id: str, sync_id: str, uri: str) -> str:
@@ -155,3 +154,8 @@ def undelivered_key(prefix: str) -> str:
 
 def due_key(prefix: str) -> str:
     return f"{prefix}fwd:due"
+
+
+def delivery_state_key(prefix: str, state: str) -> str:
+    """The index of the deliveries in ``state``, kept in step with their records."""
+    return f"{prefix}fwd:st:{state}"

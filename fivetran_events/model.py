@@ -1,8 +1,8 @@
 """Parse Fivetran webhook payloads into typed events (pure: no I/O).
 
-What Fivetran really sends is described in DESIGN.md: ``connector_*`` or ``connection_*``
-field names, ``group_id`` or ``destination_group_id``, ``data.status`` on ``sync_end``,
-``test_event`` without a ``sync_id``, and event kinds added over time (accepted, ignored).
+What Fivetran really sends: ``connector_*`` or ``connection_*`` field names, ``group_id``
+or ``destination_group_id``, ``data.status`` on ``sync_end``, ``test_event`` without a
+``sync_id``, and event kinds added over time (accepted, ignored).
 """
 
 from __future__ import annotations

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 from typing import Annotated, Literal
 
+import redis
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .exceptions import ConfigurationError
 from .keys import DEFAULT_PREFIX
-from .uris import DEFAULT_URI_TEMPLATE, check_template
+from .urimap import DEFAULT_URI_TEMPLATE, UriMap, check_template, load_uri_map
 
 DAY_S = 86_400
 
@@ -55,7 +56,7 @@ class Settings(BaseSettings):
     #: further is refused with 400 (a success from the future would count for every target).
     max_clock_skew_seconds: float = Field(default=3600.0, ge=0)
 
-    # --- Forwarding to Airflow (issue 3) ------------------------------------------------
+    # --- Forwarding to Airflow ---------------------------------------------------------
     #: Base URL of Airflow's API server (e.g. http://127.0.0.1:8080); unset: no forwarding.
     airflow_url: str | None = None
     #: Airflow user the worker posts as (Airflow 3: exchanged for a JWT; Airflow 2: basic auth).
@@ -73,7 +74,7 @@ class Settings(BaseSettings):
     airflow_verify_tls: bool = True
     #: CA bundle for Airflow's certificate (implies verification).
     airflow_ca_bundle: str | None = None
-    #: Dataset URI of a connector without a mapping entry (see fivetran_events.uris).
+    #: Dataset URI of a connector without a mapping entry (see fivetran_events.urimap).
     dataset_uri_template: str = DEFAULT_URI_TEMPLATE
     #: TOML or YAML file mapping connector ids to one or more dataset URIs.
     dataset_mapping_file: str | None = None
@@ -143,6 +144,22 @@ class Settings(BaseSettings):
     @property
     def max_clock_skew_ms(self) -> int:
         return int(self.max_clock_skew_seconds * 1000)
+
+    def uri_map(self) -> UriMap:
+        """Build the dataset URI map these settings describe (template and mapping file)."""
+        return load_uri_map(self.dataset_uri_template, self.dataset_mapping_file)
+
+    def redis_client(self) -> redis.Redis:
+        """Return a client for ``redis_url`` whose commands time out (the one factory).
+
+        Every process (web, worker, CLI) builds its client here, so a stuck Redis costs
+        at most ``redis_timeout_seconds`` per command everywhere alike.
+        """
+        return redis.Redis.from_url(
+            self.redis_url,
+            socket_timeout=self.redis_timeout_seconds,
+            socket_connect_timeout=self.redis_timeout_seconds,
+        )
 
 
 #: A folder of secret files (Docker/Compose secrets, systemd credentials): a file named

@@ -1,93 +1,20 @@
-"""Dataset (Asset) URIs per connector: a template, or an explicit mapping file.
+"""Dataset (Asset) URIs per connector, for DAG authors and the forwarding worker alike.
 
 The webhook's worker posts events to these URIs and DAG authors schedule on them, so
-both sides build them here, from the same settings, and nobody types a URI by hand.
-
-A mapping file (TOML, or YAML when PyYAML is installed) names one or more URIs per
-connector; a connector it does not name gets the template::
-
-    # fivetran-datasets.toml
-    [connectors]
-    assimilate_seem = ["postgres://warehouse/public/orders", "fivetran://connector/{connector_id}"]
-    other_connector = "s3://lake/raw/other"
-
-Templates and mapped URIs may use ``{connector_id}``, ``{connector_name}``,
-``{connector_type}`` and ``{group_id}``.
+both sides build them from the same settings, and nobody types a URI by hand. The map
+itself (template, mapping file) is ``urimap.py``; this module adds the environment.
 """
 
 from __future__ import annotations
 
-import json
-import string
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .exceptions import ConfigurationError
+from .settings import load_settings
+from .urimap import DEFAULT_URI_TEMPLATE, UriMap, load_uri_map
 
-DEFAULT_URI_TEMPLATE = "fivetran://connector/{connector_id}"
-#: The placeholders a template may use.
-FIELDS = ("connector_id", "connector_name", "connector_type", "group_id")
-
-
-def check_template(template: str) -> str:
-    """Return ``template`` if it names only known placeholders; raise ValueError if not."""
-    try:
-        names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
-    except ValueError as exc:
-        raise ValueError(f"invalid URI template {template!r}: {exc}") from None
-    unknown = sorted(set(names) - set(FIELDS))
-    if unknown:
-        known = ", ".join("{" + f + "}" for f in FIELDS)
-        raise ValueError(f"URI template {template!r} uses {unknown}; it may use {known}")
-    if "://" not in template:
-        raise ValueError(f"URI template {template!r} must be a URI (scheme://...)")
-    return template
-
-
-def render(
-    template: str,
-    connector_id: str,
-    connector_name: str | None = None,
-    connector_type: str | None = None,
-    group_id: str | None = None,
-) -> str:
-    """Fill ``template`` in; a missing name, type or group renders as an empty string."""
-    return template.format(
-        connector_id=connector_id,
-        connector_name=connector_name or "",
-        connector_type=connector_type or "",
-        group_id=group_id or "",
-    )
-
-
-@dataclass(frozen=True)
-class UriMap:
-    """The template and the per-connector mapping, loaded once."""
-
-    template: str = DEFAULT_URI_TEMPLATE
-    mapping: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    source: str | None = None
-
-    def uris(
-        self,
-        connector_id: str,
-        connector_name: str | None = None,
-        connector_type: str | None = None,
-        group_id: str | None = None,
-    ) -> list[str]:
-        """Return the URIs a successful sync of ``connector_id`` updates, without duplicates."""
-        templates = self.mapping.get(connector_id, (self.template,))
-        out: list[str] = []
-        for t in templates:
-            uri = render(t, connector_id, connector_name, connector_type, group_id)
-            if uri not in out:
-                out.append(uri)
-        return out
-
-    def mapped_connectors(self) -> list[str]:
-        return sorted(self.mapping)
+__all__ = ["DEFAULT_URI_TEMPLATE", "UriMap", "dataset_uri", "dataset_uris", "load_uri_map"]
 
 
 def dataset_uris(
@@ -98,19 +25,19 @@ def dataset_uris(
     *,
     template: str | None = None,
     mapping_file: str | Path | None = None,
+    uri_map: UriMap | None = None,
 ) -> list[str]:
-    """Return the dataset URIs of ``connector_id`` (template and mapping file as configured).
+    """Return the dataset URIs of ``connector_id`` from the caller's map or configuration.
 
-    Without arguments the template and mapping file come from the environment
-    (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE``, ``FIVETRAN_EVENTS_DATASET_MAPPING_FILE``),
-    exactly as the forwarding worker reads them.
+    With neither ``uri_map`` nor a template or mapping file, they come from the
+    environment (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE``,
+    ``FIVETRAN_EVENTS_DATASET_MAPPING_FILE``), exactly as the forwarding worker reads them.
     """
-    if template is None and mapping_file is None:
-        from .settings import load_settings
-
-        uri_map = load_uri_map_from_settings(load_settings())
-    else:
-        uri_map = load_uri_map(template or DEFAULT_URI_TEMPLATE, mapping_file)
+    if uri_map is None:
+        if template is None and mapping_file is None:
+            uri_map = load_settings().uri_map()
+        else:
+            uri_map = load_uri_map(template or DEFAULT_URI_TEMPLATE, mapping_file)
     return uri_map.uris(connector_id, connector_name, connector_type, group_id)
 
 
@@ -123,79 +50,3 @@ def dataset_uri(connector_id: str, **kwargs: Any) -> str:
             f"({', '.join(uris)}): use dataset_uris()"
         )
     return uris[0]
-
-
-def load_uri_map_from_settings(settings: Any) -> UriMap:
-    """Build the UriMap that ``settings`` describe."""
-    return load_uri_map(settings.dataset_uri_template, settings.dataset_mapping_file)
-
-
-def load_uri_map(
-    template: str = DEFAULT_URI_TEMPLATE, mapping_file: str | Path | None = None
-) -> UriMap:
-    """Load the mapping file (if any); raise ConfigurationError saying what to fix."""
-    try:
-        check_template(template)
-    except ValueError as exc:
-        raise ConfigurationError(f"FIVETRAN_EVENTS_DATASET_URI_TEMPLATE: {exc}") from None
-    if not mapping_file:
-        return UriMap(template=template)
-    path = Path(mapping_file)
-    data = _read_mapping(path)
-    return UriMap(template=template, mapping=_parse_mapping(data, path), source=str(path))
-
-
-def _read_mapping(path: Path) -> Any:
-    where = f"FIVETRAN_EVENTS_DATASET_MAPPING_FILE ({path})"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(f"{where}: cannot read it: {exc.strerror}") from None
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            import tomllib
-
-            return tomllib.loads(text)
-        if suffix in (".yaml", ".yml"):
-            try:
-                import yaml
-            except ImportError:
-                raise ConfigurationError(
-                    f"{where}: reading YAML needs PyYAML (pip install pyyaml), or use TOML"
-                ) from None
-            return yaml.safe_load(text)
-        if suffix == ".json":
-            return json.loads(text)
-    except ConfigurationError:
-        raise
-    except Exception as exc:  # each parser has its own error class; all mean "bad syntax"
-        raise ConfigurationError(f"{where}: not valid {suffix[1:].upper()}: {exc}") from None
-    raise ConfigurationError(f"{where}: name it .toml, .yaml, .yml or .json")
-
-
-def _parse_mapping(data: Any, path: Path) -> dict[str, tuple[str, ...]]:
-    where = f"FIVETRAN_EVENTS_DATASET_MAPPING_FILE ({path})"
-    if not isinstance(data, dict) or not isinstance(data.get("connectors"), dict):
-        raise ConfigurationError(
-            f"{where}: expected a 'connectors' table mapping connector "
-            "ids to a URI or a list of URIs"
-        )
-    out: dict[str, tuple[str, ...]] = {}
-    for cid, value in data["connectors"].items():
-        uris = [value] if isinstance(value, str) else value
-        if (
-            not isinstance(uris, list)
-            or not uris
-            or not all(isinstance(u, str) and u for u in uris)
-        ):
-            raise ConfigurationError(
-                f"{where}: connector '{cid}' must map to a URI or a non-empty list of URIs"
-            )
-        for u in uris:
-            try:
-                check_template(u)
-            except ValueError as exc:
-                raise ConfigurationError(f"{where}: connector '{cid}': {exc}") from None
-        out[str(cid)] = tuple(uris)
-    return out

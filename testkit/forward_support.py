@@ -9,7 +9,7 @@ from rq import SimpleWorker
 
 from fivetran_events import Settings
 from testkit.airflow2_standin import Airflow2StandIn
-from webhook_app.forward import Forwarder
+from webhook_app.forwarding.worker import Forwarder
 from webhook_app.jobs import build_forwarder, configure
 
 from .support import TOKEN, deliver, payload

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
@@ -163,6 +164,21 @@ def _maybe_sent(exc: requests.RequestException) -> bool:
     return True
 
 
+@contextmanager
+def _answer(what: str) -> Iterator[None]:
+    """Classify an answer that is not Airflow's JSON (a proxy's error page, say) as a retry.
+
+    Only the parsing of Airflow's answers is wrapped, so a bug of ours elsewhere still
+    fails the job visibly instead of being retried for the whole retry window.
+    """
+    try:
+        yield
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AirflowUnavailable(
+            f"unexpected answer from Airflow to {what}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
 def _body(resp: requests.Response) -> str:
     text = resp.text or resp.reason or ""
     return text[:BODY_LIMIT]
@@ -261,7 +277,8 @@ class AirflowClient:
             raise AirflowRejected(
                 resp.status_code, f"cannot get a token for user '{self.username}': {_body(resp)}"
             )
-        token = str(resp.json()["access_token"])
+        with _answer("POST /auth/token"):
+            token = str(resp.json()["access_token"])
         self.tokens_fetched += 1
         self._token_expires = time.time() + renew_after(token)
         return token
@@ -310,7 +327,8 @@ class AirflowClient:
             if resp.status_code == 404:
                 return None
             self._check(resp)
-            return int(resp.json()["id"])
+            with _answer("GET /api/v1/datasets"):
+                return int(resp.json()["id"])
         offset = 0
         while True:
             resp = self._request(
@@ -319,13 +337,15 @@ class AirflowClient:
                 params={"uri_pattern": uri, "limit": 100, "offset": offset, "order_by": "id"},
             )
             self._check(resp)
-            body = resp.json()
-            assets = body.get("assets", [])
-            for asset in assets:  # uri_pattern is a substring match
-                if asset.get("uri") == uri:
-                    return int(asset["id"])
-            offset += len(assets)
-            if not assets or offset >= int(body.get("total_entries", 0)):
+            with _answer("GET /api/v2/assets"):
+                body = resp.json()
+                assets = body.get("assets", [])
+                for asset in assets:  # uri_pattern is a substring match
+                    if asset.get("uri") == uri:
+                        return int(asset["id"])
+                offset += len(assets)
+                total = int(body.get("total_entries", 0))
+            if not assets or offset >= total:
                 return None
 
     def prepare(self, uri: str) -> None:
@@ -371,7 +391,8 @@ class AirflowClient:
                         f"Airflow answered 404 for asset '{uri}' (id {asset}): {_body(resp)}"
                     )
         self._check(resp)
-        return AirflowEvent.from_json(resp.json())
+        with _answer("POST of an event"):
+            return AirflowEvent.from_json(resp.json())
 
     def find_event(
         self, uri: str, since: datetime, match: Mapping[str, Any]
@@ -395,18 +416,16 @@ class AirflowClient:
                 "GET", path, params={**params, "limit": LOOKUP_PAGE, "offset": offset}
             )
             self._check(resp)
-            body = resp.json()
-            events = [AirflowEvent.from_json(e) for e in body.get(key, [])]
+            with _answer(f"GET {path}"):
+                body = resp.json()
+                events = [AirflowEvent.from_json(e) for e in body.get(key, [])]
+                total = int(body.get("total_entries", 0))
             for ev in events:
                 if all(ev.extra.get(k) == v for k, v in match.items()):
                     return ev
             offset += len(events)
             # Newest first: once a page reaches before ``since`` nothing older can match.
-            if (
-                not events
-                or offset >= int(body.get("total_entries", 0))
-                or events[-1].timestamp < since
-            ):
+            if not events or offset >= total or events[-1].timestamp < since:
                 return None
 
     @staticmethod

@@ -10,11 +10,10 @@ import hmac
 
 from flask import Blueprint, Response, jsonify, request
 
-from fivetran_events import Criterion, decide
 from fivetran_events.model import is_valid_id
 
 from .errors import ApiError
-from .forward import attach_forwarding
+from .forwarding import attach_forwarding
 from .openapi import Connectors, DecisionOut, DecisionQuery, Syncs, SyncsQuery, responses, spec
 from .state import state
 
@@ -73,7 +72,7 @@ def syncs(connector_id: str, query: SyncsQuery) -> Response:
     if query.since is not None and query.until is not None and query.since > query.until:
         raise ApiError(400, "parameter 'since' must not be after 'until'", field="since")
     rows = state().reader.syncs(cid, query.since, query.until, query.limit)
-    attach_forwarding(state().forwarder.store, cid, rows)  # state per dataset URI
+    attach_forwarding(state().enqueuer.store, cid, rows)  # the state per dataset URI
     return jsonify({"connector_id": cid, "syncs": rows})
 
 
@@ -82,14 +81,12 @@ def syncs(connector_id: str, query: SyncsQuery) -> Response:
 def decision(connector_id: str, query: DecisionQuery) -> Response:
     """Decide whether the connector was synced as of ``target`` (the sensor's answer)."""
     cid = _connector(connector_id)
-    facts = state().reader.facts(
-        cid, query.target, started_after=query.criterion is Criterion.STARTED_AFTER
-    )
-    result = decide(
-        facts,
+    result = state().reader.decide(
+        cid,
+        query.target,
+        criterion=query.criterion,
         propagate_failures_forward=query.propagate_failures_forward,
         always_wait_when_syncing=query.always_wait_when_syncing,
-        criterion=query.criterion,
     )
     body = result.to_dict()
     body["connector_id"] = cid

@@ -5,8 +5,6 @@ Also which Redis errors mean "retry later" (503) rather than a bug of ours (500)
 
 from __future__ import annotations
 
-from typing import Any
-
 import redis
 
 
@@ -25,12 +23,6 @@ class ApiError(Exception):
         self.message = message
         self.field = field
         self.headers = headers or {}
-
-    def to_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"status": "error", "error": self.message}
-        if self.field:
-            body["field"] = self.field
-        return body
 
 
 #: Redis error codes that mean "not now": the server is up but refuses writes for a

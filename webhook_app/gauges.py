@@ -3,10 +3,10 @@
 metrics.py counts what one process did; these gauges describe the state every process
 shares in Redis (deliveries waiting or given up, each connector's freshness), so any app
 instance gives the same answer and a restart loses nothing. They are computed when
-/metrics is scraped, in two pipelined round trips whose size is bounded by the number of
-connectors plus at most ``STATE_SAMPLE`` deliveries of each forwarding set: never a scan
-of the history. A Redis error yields ``fivetran_events_gauges_up 0`` instead of failing
-the scrape, so the process's own counters (the 503s among them) still reach Prometheus.
+/metrics is scraped, in two pipelined round trips whose size grows with the number of
+connectors only: never a scan of the history or of the deliveries. A Redis error yields
+``fivetran_events_gauges_up 0`` instead of failing the scrape, so the process's own
+counters (the 503s among them) still reach Prometheus.
 """
 
 from __future__ import annotations
@@ -20,24 +20,23 @@ import redis
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from fivetran_events.history import decode_completion
+from fivetran_events import decode_completion
 from fivetran_events.keys import (
     ConnectorKeys,
     connectors_key,
-    delivery_key,
+    delivery_state_key,
     due_key,
     last_test_event_key,
     undelivered_key,
 )
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 
-#: Members of ``fwd:due`` and ``fwd:undelivered`` whose state is read per scrape. Their
-#: sizes (``..._due_deliveries``, ``..._given_up_deliveries``) are always exact; past this
-#: many, the split by state counts the first ones of each set only.
-STATE_SAMPLE = 5_000
-#: The states an on-call person acts on. ``fwd:due`` holds pending and retrying
-#: deliveries, ``fwd:undelivered`` undelivered and failed ones (webhook_app/forward.py).
-STATES = ("pending", "retrying", "undelivered", "failed")
+from .forwarding.states import INDEXED
+
+#: The states an on-call person acts on, each with an index of its own in Redis
+#: (``fwd:st:{state}``, kept by webhook_app/forwarding/store.py): a count is one ZCARD
+#: and the oldest one ZRANGE 0 0, however many deliveries there are.
+STATES = tuple(s.value for s in INDEXED)
 
 
 def _text(value: Any) -> str:
@@ -141,12 +140,10 @@ class RedisGauges(Collector):
         client: redis.Redis,
         prefix: str,
         clock: Callable[[], int] = now_ms,
-        sample: int = STATE_SAMPLE,
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.clock = clock
-        self.sample = sample
 
     def collect(self) -> Iterator[Metric]:
         try:
@@ -170,38 +167,29 @@ class RedisGauges(Collector):
         pipe.zcard(due_key(p))
         pipe.zcard(undelivered_key(p))
         pipe.zrange(due_key(p), 0, 0, withscores=True)
-        pipe.zrange(due_key(p), 0, self.sample - 1)
-        pipe.zrange(undelivered_key(p), 0, self.sample - 1)
+        for state in STATES:
+            pipe.zcard(delivery_state_key(p, state))
+            pipe.zrange(delivery_state_key(p, state), 0, 0, withscores=True)
         pipe.hgetall(connectors_key(p))
         pipe.get(last_test_event_key(p))
-        snap.due, snap.given_up, first_due, due_ids, given_up_ids, raw, test_event = pipe.execute()
+        snap.due, snap.given_up, first_due, *by_state, raw, test_event = pipe.execute()
         if first_due:
             snap.overdue_ms = snap.now - int(first_due[0][1])
-        ids = [_text(m) for m in (*due_ids, *given_up_ids)]
+        for i, state in enumerate(STATES):
+            count, oldest = by_state[2 * i : 2 * i + 2]
+            snap.counts[state] = int(count)
+            if oldest:
+                snap.oldest_received[state] = int(oldest[0][1])
         metas = {_text(k): json.loads(v) for k, v in raw.items()}
         connectors = sorted(metas)
 
         pipe = self.client.pipeline(transaction=False)
-        for did in ids:
-            pipe.hmget(delivery_key(p, did), "state", "received_ms")
         for cid in connectors:
             keys = ConnectorKeys(p, cid)
             pipe.zrevrange(keys.ok, 0, 0, withscores=True)
             pipe.zrevrange(keys.fail, 0, 0, withscores=True)
         replies = pipe.execute()
 
-        for state_raw, received_raw in replies[: len(ids)]:
-            if state_raw is None:  # the record expired with the retention
-                continue
-            state = _text(state_raw)
-            if state not in snap.counts:
-                continue  # delivered between the two round trips
-            snap.counts[state] += 1
-            if received_raw is not None:
-                received = int(_text(received_raw))
-                snap.oldest_received[state] = min(
-                    snap.oldest_received.get(state, received), received
-                )
         newest_event: list[int] = []
         for i, cid in enumerate(connectors):
             meta = metas[cid]
@@ -210,7 +198,7 @@ class RedisGauges(Collector):
                 meta.get("type") or "",
                 meta.get("group") or "",
             )
-            ok, fail = replies[len(ids) + 2 * i : len(ids) + 2 * i + 2]
+            ok, fail = replies[2 * i : 2 * i + 2]
             if ok:
                 snap.last_success[cid] = int(ok[0][1])
             # At the same millisecond a success counts as the later one, as in decide().

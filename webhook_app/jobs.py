@@ -10,36 +10,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
 from rq import Queue
 
 from fivetran_events import Settings, load_settings
-from fivetran_events.uris import load_uri_map_from_settings
 
 from . import logs
 from .airflow_client import AirflowClient
-from .forward import FORWARD_JOB, Forwarder
-
-#: The dotted path the webhook enqueues (a string, so the web process never runs it).
-FORWARD_SYNC = FORWARD_JOB
+from .forwarding.worker import Forwarder
 
 _forwarder: Forwarder | None = None
 
 
 def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
-    """Build a Forwarder from ``settings`` (the web process passes with_airflow=False)."""
-    client = redis.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=settings.redis_timeout_seconds,
-        socket_connect_timeout=settings.redis_timeout_seconds,
-    )
+    """Build a Forwarder from ``settings`` (without Airflow: replay and listings only)."""
+    client = settings.redis_client()
     airflow = AirflowClient.from_settings(settings) if with_airflow else None
     return Forwarder(
         settings,
         client,
         airflow,
         Queue(settings.queue_name, connection=client),
-        load_uri_map_from_settings(settings),
+        settings.uri_map(),
     )
 
 
@@ -63,4 +54,4 @@ def forward_sync(delivery: str) -> dict[str, Any]:
     """
     connector_id, sync_id, _ = [*delivery.split(":", 2), "", ""][:3]
     with logs.bound(delivery_id=delivery, connector_id=connector_id, sync_id=sync_id):
-        return current_forwarder().attempt(delivery)
+        return current_forwarder().attempt(delivery).to_dict()

@@ -64,12 +64,12 @@ def render(*scrape_time: Collector) -> tuple[bytes, str]:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry) + generate_latest(extra), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY) + generate_latest(extra), CONTENT_TYPE_LATEST
 
 
-# --- Forwarding to Airflow (issue 3) ----------------------------------------------------
+# --- Forwarding to Airflow -------------------------------------------------------------
 
 FORWARD_OUTCOMES = Counter(
     "fivetran_events_forward_attempts",

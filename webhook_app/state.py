@@ -10,9 +10,8 @@ from redis.client import Pipeline
 from rq import Queue
 
 from fivetran_events import Event, HistoryReader, HistoryWriter, Settings
-from fivetran_events.uris import load_uri_map_from_settings
 
-from .forward import Forwarder
+from .forwarding import Enqueuer
 
 EXTENSION = "fivetran_events"
 
@@ -24,15 +23,11 @@ class State:
     writer: HistoryWriter
     reader: HistoryReader
     queue: Queue
-    forwarder: Forwarder
+    enqueuer: Enqueuer
 
     @classmethod
     def from_settings(cls, settings: Settings) -> State:
-        client = redis.Redis.from_url(
-            settings.redis_url,
-            socket_timeout=settings.redis_timeout_seconds,
-            socket_connect_timeout=settings.redis_timeout_seconds,
-        )
+        client = settings.redis_client()
         queue = Queue(settings.queue_name, connection=client)
         return cls(
             settings=settings,
@@ -41,9 +36,7 @@ class State:
             reader=HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms),
             queue=queue,
             # The web process only creates deliveries; workers talk to Airflow.
-            forwarder=Forwarder(
-                settings, client, None, queue, load_uri_map_from_settings(settings)
-            ),
+            enqueuer=Enqueuer(settings, client, queue, settings.uri_map()),
         )
 
     @property
@@ -54,13 +47,13 @@ class State:
     def enqueue_forward(self, pipe: Pipeline, event: Event) -> None:
         """Create the sync's deliveries and queue their jobs inside the history write's MULTI.
 
-        One delivery and one RQ job per dataset URI of the connector (webhook_app.forward).
+        One delivery and one RQ job per dataset URI of the connector (forwarding/enqueue.py).
         Without ``FIVETRAN_EVENTS_AIRFLOW_URL`` nothing: no worker would ever take those
         jobs, and records and jobs without an expiry would pile up for good (turning
         forwarding on later forwards the past only when asked: ``replay --since``).
         """
         if self.forwarding:
-            self.forwarder.enqueue(pipe, event)
+            self.enqueuer.enqueue(pipe, event)
 
 
 def state() -> State:

@@ -20,7 +20,6 @@ from fivetran_events import (
     Decision,
     HistoryReader,
     RunningSync,
-    decide,
 )
 from fivetran_events.history import decode_completion
 from fivetran_events.keys import connectors_key, delivery_key, sync_deliveries_key
@@ -202,13 +201,13 @@ def decide_at(
     reader: HistoryReader, connector_id: str, target_ms: int, flags: Flags, now: int | None = None
 ) -> Decision:
     """Decide as the sensor would for ``target_ms``: one round trip, O(log n) reads."""
-    started_after = flags.criterion is Criterion.STARTED_AFTER
-    facts = reader.facts(connector_id, target_ms, now=now, started_after=started_after)
-    return decide(
-        facts,
+    return reader.decide(
+        connector_id,
+        target_ms,
+        criterion=flags.criterion,
         propagate_failures_forward=flags.propagate_failures_forward,
         always_wait_when_syncing=flags.always_wait_when_syncing,
-        criterion=flags.criterion,
+        now=now,
     )
 
 

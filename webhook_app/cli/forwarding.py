@@ -13,7 +13,7 @@ from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import iso
 
 from .. import logs
-from ..forward import DeliveryState, Forwarder
+from ..forwarding.worker import DeliveryState, Forwarder
 from ..jobs import build_forwarder, configure
 from .helpers import (
     CliError,

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from fivetran_events import decide, parse_criterion
+from fivetran_events import parse_criterion
 from fivetran_events.decision import Criterion
 
 from ..jobs import build_forwarder
@@ -127,12 +127,12 @@ def decide_cmd(
     crit = parse_criterion(criterion)
     r = reader()
     check_connector(r, connector_id)
-    facts = r.facts(connector_id, target_ms, started_after=crit is Criterion.STARTED_AFTER)
-    result = decide(
-        facts,
+    result = r.decide(
+        connector_id,
+        target_ms,
+        criterion=crit,
         propagate_failures_forward=propagate_failures_forward,
         always_wait_when_syncing=always_wait_when_syncing,
-        criterion=crit,
     )
     if as_json:
         emit_json({"connector_id": connector_id, **result.to_dict()})

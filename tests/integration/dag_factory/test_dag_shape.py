@@ -10,24 +10,9 @@ from flask.testing import FlaskClient
 
 from airflow_plugin.sql_folder import SqlFolderError
 
+from .sql_folders import SALES, folder
+
 pytestmark = pytest.mark.airflow
-
-SALES = {
-    "accounts.sql": "CREATE TABLE IF NOT EXISTS accounts AS SELECT * FROM salesforce.account",
-    "revenue/01_stage.sql": "CREATE TABLE stage AS SELECT * FROM stripe.charge",
-    "revenue/02_merge.sql": "INSERT INTO revenue SELECT * FROM stage JOIN accounts USING (id)",
-    "dag.toml": '[connectors]\nsalesforce = "sf_conn"\nstripe = "stripe_conn"\n',
-}
-
-
-def folder(tmp_path: Path, files: dict[str, str], name: str = "sales") -> Path:
-    root = tmp_path / name
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return root
-
 
 def shape(dag: Any) -> dict[str, list[str]]:
     return {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}

@@ -12,9 +12,15 @@ import redis
 import redis.asyncio as aredis
 from freezegun import freeze_time
 
-from fivetran_events import HistoryReader, HistoryWriter, InvalidPayload, WriteStatus, decide
-from fivetran_events.history_async import AsyncHistoryReader
-from fivetran_events.keys import ConnectorKeys, connectors_key
+from fivetran_events import (
+    AsyncHistoryReader,
+    HistoryReader,
+    HistoryWriter,
+    InvalidPayload,
+    WriteStatus,
+    decide,
+)
+from fivetran_events.keys import CONNECTOR_SETS, ConnectorKeys, connectors_key
 from fivetran_events.model import Event
 from fivetran_events.timeutil import iso, to_ms
 from testkit.support import at, encode, ev, payload
@@ -37,7 +43,9 @@ def commands_run(client: redis.Redis) -> int:
 def history_state(client: redis.Redis) -> dict[str, Any]:
     """Every history set of the connector but the dedup marks, plus its metadata."""
     state: dict[str, Any] = {
-        k: client.zrange(k, 0, -1, withscores=True) for k in KEYS.all_sets() if k != KEYS.seen
+        k: client.zrange(k, 0, -1, withscores=True)
+        for k in (getattr(KEYS, n) for n in CONNECTOR_SETS)
+        if k != KEYS.seen
     }
     state["meta"] = client.hget(connectors_key("test:"), CID)
     return state

@@ -30,7 +30,7 @@ from testkit.forward_support import (
 )
 from testkit.support import at
 from webhook_app.airflow_client import AirflowClient, AirflowRejected
-from webhook_app.forward import DeliveryState, Forwarder
+from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
@@ -368,7 +368,7 @@ class TestExactlyOnce:
         did = state_of(fw, "s1").id
         lock = fw.redis.lock(f"{fw.settings.key_prefix}fwd:lock:{did}", timeout=30)
         assert lock.acquire(blocking=False)
-        assert fw.attempt(did)["outcome"] == "busy"
+        assert fw.attempt(did).outcome == "busy"
 
 
 class TestClient:

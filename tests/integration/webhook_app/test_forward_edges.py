@@ -37,7 +37,7 @@ from testkit.support import at
 from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app import create_app
 from webhook_app.cli import main
-from webhook_app.forward import DeliveryState, Forwarder
+from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(90)]
 
@@ -238,9 +238,9 @@ class TestUnknownOutcome:
             settings, airflow2_standin.url, airflow2_standin.username, airflow2_standin.password
         )
         with freeze_time(T0 + timedelta(seconds=60)):
-            assert restarted.attempt(d.id)["outcome"] == "not due"
+            assert restarted.attempt(d.id).outcome == "not due"
         with freeze_time(T0 + timedelta(seconds=125)):
-            assert restarted.attempt(d.id)["outcome"] == "recovered"
+            assert restarted.attempt(d.id).outcome == "recovered"
         assert len(airflow2_standin.posts) == 1 and len(events_of(airflow2_standin, "s1")) == 1
 
 
@@ -265,7 +265,7 @@ class TestReplayIsAtomic:
                     value = original(*args, **kwargs)
                     reads["n"] += 1
                     if reads["n"] == 1:  # the worker's attempt lands right after replay read
-                        assert fw.attempt(d.id)["outcome"] == "delivered"
+                        assert fw.attempt(d.id).outcome == "delivered"
                     return value
 
                 return read

@@ -219,7 +219,7 @@ class TestDeliveryGauges:
         """A pending delivery is due when its lease ends; past that, nobody took it."""
         post_event(http, sync_id="stuck")
         assert value(scrape(http), "fivetran_events_forward_overdue_seconds") == 0
-        lease = max(60, 12 * 10)  # forward.py: the lease outlives the longest attempt
+        lease = max(60, 12 * 10)  # forwarding/enqueue.py: the lease outlives the longest attempt
         frozen.tick(lease + 75)
         samples = scrape(http)
         assert value(samples, "fivetran_events_forward_overdue_seconds") == 75
@@ -228,37 +228,42 @@ class TestDeliveryGauges:
             == lease + 75
         )
 
-    def test_state_reads_are_bounded(
+    def test_counts_stay_exact_and_cost_no_more_as_deliveries_grow(
         self, settings: Settings, client: redis.Redis, http: Any
     ) -> None:
-        """Past the sample size the split stops counting; the queue's depth stays exact."""
+        """Each state's count is exact at any size, for the same commands per scrape."""
         for i in range(3):
             post_event(http, sync_id=f"q{i}")
-        gauges = RedisGauges(client, settings.key_prefix, sample=2)
+        gauges = RedisGauges(client, settings.key_prefix)
+        before = commands_per_scrape(client, gauges)
+        for i in range(3, 60):
+            post_event(http, sync_id=f"q{i}")
+        assert commands_per_scrape(client, gauges) == before
         snap = gauges.read()
-        assert snap.counts["pending"] == 2 and snap.due == 3
+        assert snap.counts == {"pending": 60, "retrying": 0, "undelivered": 0, "failed": 0}
+        assert snap.due == 60
+
+
+def commands_per_scrape(client: redis.Redis, gauges: RedisGauges) -> int:
+    """Count the Redis commands one scrape sends (INFO's own excluded)."""
+    before = int(client.info("stats")["total_commands_processed"])
+    list(gauges.collect())
+    return int(client.info("stats")["total_commands_processed"]) - before - 1
 
 
 class TestCost:
-    @staticmethod
-    def commands_per_scrape(client: redis.Redis, settings: Settings) -> int:
-        gauges = RedisGauges(client, settings.key_prefix)
-        before = int(client.info("stats")["total_commands_processed"])
-        list(gauges.collect())
-        # INFO itself is one command.
-        return int(client.info("stats")["total_commands_processed"]) - before - 1
-
     def test_commands_grow_with_connectors_not_with_history(
         self, http: Any, client: redis.Redis, settings: Settings
     ) -> None:
         """200 syncs of a connector cost a scrape what 1 does; one more connector costs 2."""
         post_event(http, connector_id="a", sync_id="a0", status="FAILURE")
-        one = self.commands_per_scrape(client, settings)
+        gauges = RedisGauges(client, settings.key_prefix)
+        one = commands_per_scrape(client, gauges)
         for i in range(1, 200):
             post_event(http, connector_id="a", sync_id=f"a{i}", status="FAILURE")
-        assert self.commands_per_scrape(client, settings) == one
+        assert commands_per_scrape(client, gauges) == one
         post_event(http, connector_id="b", sync_id="b0", status="FAILURE")
-        assert self.commands_per_scrape(client, settings) == one + 2
+        assert commands_per_scrape(client, gauges) == one + 2
 
 
 class TestRedisDown:

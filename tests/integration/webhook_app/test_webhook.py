@@ -29,7 +29,7 @@ from testkit.support import (
     post_signed,
 )
 from webhook_app import create_app
-from webhook_app.forward import FORWARD_JOB
+from webhook_app.forwarding import FORWARD_JOB
 from webhook_app.state import EXTENSION
 
 pytestmark = pytest.mark.redis

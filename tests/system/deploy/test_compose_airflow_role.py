@@ -17,7 +17,8 @@ from testkit.airflow_harness import ROLE_USERS, AirflowServer
 from testkit.forward_support import forwarder, post_event
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
-from webhook_app.forward import Delivery, DeliveryState, Forwarder
+from webhook_app.forwarding import Delivery, DeliveryState
+from webhook_app.forwarding.worker import Forwarder
 
 pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.timeout(480)]
 

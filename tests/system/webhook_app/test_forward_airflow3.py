@@ -26,7 +26,7 @@ from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app.airflow_client import AirflowClient, AssetNotFound
 from webhook_app.cli import main
-from webhook_app.forward import DeliveryState, Forwarder
+from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 from .forwarding import events_of, start_worker, unread_bytes, uri, wait_state
 

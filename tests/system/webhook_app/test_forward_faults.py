@@ -32,7 +32,7 @@ from testkit.servers import serving_in_thread, webhook_server
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess
 from webhook_app.airflow_client import TOKEN_MARGIN_SECONDS, AirflowClient
-from webhook_app.forward import DeliveryState, Forwarder
+from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 from .forwarding import events_of, start_worker, uri, wait_state
 

@@ -23,7 +23,7 @@ from testkit.servers import webhook_server
 from testkit.support import OTHER_SECRET, SECRET, TOKEN, payload, signed
 from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app import logs
-from webhook_app.forward import DeliveryState
+from webhook_app.forwarding import DeliveryState
 
 
 class Terminal(io.StringIO):

@@ -1,0 +1,31 @@
+"""The durable per-connector sync history in Redis.
+
+- ``codec``: how a completion is stored as a sorted-set member;
+- ``transaction``: the one-round-trip checked transaction (``execute_checked``), the one
+  module that reaches into redis-py's internals;
+- ``writer``: ``HistoryWriter``, one event recorded idempotently and atomically;
+- ``queries``: the reads behind one decision, shared by both readers;
+- ``reader`` / ``async_reader``: ``HistoryReader`` and ``AsyncHistoryReader``, whose
+  ``decide`` is the one decision entry point;
+- ``listings``: the history shaped for the read API and the CLI.
+
+Key names come from ``fivetran_events.keys``.
+"""
+
+from __future__ import annotations
+
+from .async_reader import AsyncHistoryReader
+from .codec import decode_completion, encode_completion
+from .reader import HistoryReader
+from .writer import HistoryWriter, OnSuccess, WriteResult, WriteStatus
+
+__all__ = [
+    "AsyncHistoryReader",
+    "HistoryReader",
+    "HistoryWriter",
+    "OnSuccess",
+    "WriteResult",
+    "WriteStatus",
+    "decode_completion",
+    "encode_completion",
+]

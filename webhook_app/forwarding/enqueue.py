@@ -1,0 +1,89 @@
+"""The web side of forwarding: create a sync's deliveries and queue their first attempts.
+
+Runs in the webhook's process, inside the history write's MULTI. It names the job by its
+dotted path and imports no HTTP client, so the web process never loads the worker side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import redis
+from redis.client import Pipeline
+from rq import Queue
+
+from fivetran_events import Event, Settings
+from fivetran_events.timeutil import now_ms
+from fivetran_events.urimap import UriMap
+
+from .record import forward_job_id
+from .store import DeliveryStore
+
+#: The dotted path of the job; a string, so the web process never imports the worker side.
+FORWARD_JOB = "webhook_app.jobs.forward_sync"
+#: How long RQ keeps a finished attempt's result, and a failed one's traceback.
+RESULT_TTL = 86_400
+FAILURE_TTL = 7 * 86_400
+
+
+def lease_ms(settings: Settings) -> int:
+    """Return how long one attempt may hold a delivery.
+
+    A lease outlives the longest attempt: a token, an asset lookup, an event lookup and
+    the POST, each up to a connect and a read timeout, a 401 doubling one. RQ stops a job
+    at the lease's end (job_timeout), so no request of an attempt is sent after its lease.
+    """
+    return int(max(settings.forward_lease_seconds, 12 * settings.airflow_timeout_seconds) * 1000)
+
+
+class Enqueuer:
+    """Create deliveries and queue their RQ jobs; shared by the web process and the worker."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        queue: Queue,
+        uri_map: UriMap,
+        *,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.settings = settings
+        self.redis = client
+        self.queue = queue
+        self.uri_map = uri_map
+        self.store = DeliveryStore(
+            client, settings.key_prefix, int(settings.retention_days * 86_400)
+        )
+        self.clock = clock
+        self.lease_ms = lease_ms(settings)
+
+    def enqueue(self, pipe: Pipeline, event: Event, received_ms: int | None = None) -> list[str]:
+        """Create the deliveries of a successful sync and queue their first attempts.
+
+        Runs inside the history write's MULTI block: all of it commits with the history
+        or none of it does.
+        """
+        now = self.clock() if received_ms is None else received_ms
+        ids = []
+        for uri in self.uri_map.uris(
+            event.connector_id, event.connector_name, event.connector_type, event.group_id
+        ):
+            job = forward_job_id(self.store.id_of(event, uri))
+            did = self.store.create(pipe, event, uri, now, now + self.lease_ms, job)
+            self.enqueue_job(did, pipe, job)
+            ids.append(did)
+        return ids
+
+    def enqueue_job(self, did: str, pipe: Pipeline | None, job_id: str) -> None:
+        """Queue an attempt at ``did`` as RQ job ``job_id`` (in ``pipe`` when given)."""
+        self.queue.enqueue(
+            FORWARD_JOB,
+            kwargs={"delivery": did},
+            job_id=job_id,
+            pipeline=pipe,
+            result_ttl=RESULT_TTL,
+            failure_ttl=FAILURE_TTL,
+            job_timeout=int(self.lease_ms / 1000),
+            description=f"forward {did}",
+        )

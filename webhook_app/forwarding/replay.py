@@ -1,0 +1,135 @@
+"""Replay: forward deliveries again (atomically), and forward the past on request.
+
+Both entry points serve ``fivetran-events replay``: ``replay(ids)`` gives deliveries that
+were not delivered a new retry window, ``forward_since(ms)`` creates the deliveries of
+successes recorded while forwarding was off (``replay --since``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import cast
+
+from redis.exceptions import WatchError
+
+from fivetran_events import Event, decode_completion
+from fivetran_events.keys import (
+    ConnectorKeys,
+    connectors_key,
+    deliveries_key,
+    due_key,
+    undelivered_key,
+)
+from fivetran_events.model import EventKind
+from fivetran_events.timeutil import from_ms, iso
+
+from .enqueue import Enqueuer
+from .record import forward_job_id, text
+from .states import DeliveryState
+
+
+def replay(fw: Enqueuer, ids: Iterable[str]) -> list[str]:
+    """Give given-up (or stuck) deliveries a new retry window and queue them now."""
+    return [did for did in ids if _replay_one(fw, did)]
+
+
+def _replay_one(fw: Enqueuer, did: str) -> bool:
+    """Reset ``did`` unless Airflow has its event, in one optimistic transaction.
+
+    The delivery is WATCHed before it is read: a worker that records the event between
+    this read and the write below aborts the write, and the read is made again.
+    """
+    key = fw.store.key(did)
+    prefix = fw.settings.key_prefix
+    with fw.redis.pipeline(transaction=True) as pipe:
+        while True:
+            try:
+                pipe.watch(key)  # type: ignore[no-untyped-call]  # untyped in redis-py
+                d = fw.store.get(did)
+                if d is None or d.state is DeliveryState.DELIVERED or d.get("event_id"):
+                    return False
+                now = fw.clock()
+                job = forward_job_id(did, f"r{now}")
+                pipe.multi()  # RQ's enqueue(pipeline=) expects the MULTI already open
+                pipe.hset(
+                    key,
+                    mapping={
+                        "state": DeliveryState.PENDING.value,
+                        "window_ms": str(now),
+                        "reason": f"replayed at {iso(now)}",
+                        "updated_ms": str(now),
+                        "job": job,
+                    },
+                )
+                pipe.hdel(key, "next_attempt_ms")
+                pipe.zrem(undelivered_key(prefix), did)
+                pipe.zadd(due_key(prefix), {did: now + fw.lease_ms})
+                fw.store.index_state(pipe, d, DeliveryState.PENDING)
+                fw.enqueue_job(did, pipe, job)
+                pipe.execute()
+                return True
+            except WatchError:
+                continue
+
+
+def forward_since(fw: Enqueuer, since_ms: int) -> tuple[list[str], list[str], int]:
+    """Forward every success that ended at or after ``since_ms``.
+
+    Creates and queues the deliveries that do not exist (successes recorded while
+    forwarding was off) and replays existing ones that were not delivered. Returns
+    (created, replayed, already delivered).
+    """
+    prefix = fw.settings.key_prefix
+    now = fw.clock()
+    created: list[str] = []
+    existing: list[str] = []
+    connectors = fw.redis.hgetall(connectors_key(prefix))
+    for cid_raw, meta_raw in sorted(connectors.items()):
+        cid = text(cid_raw)
+        meta = json.loads(meta_raw)
+        rows = cast(
+            "list[tuple[bytes, float]]",
+            fw.redis.zrangebyscore(
+                ConnectorKeys(prefix, cid).ok, since_ms, "+inf", withscores=True
+            ),
+        )
+        for member, score in rows:
+            c = decode_completion(member, score)
+            event = Event(
+                kind=EventKind.SYNC_END,
+                event="sync_end",
+                created=from_ms(c.ended_ms),
+                connector_id=cid,
+                connector_name=meta.get("name"),
+                connector_type=meta.get("type"),
+                group_id=meta.get("group"),
+                sync_id=c.sync_id,
+                status=c.status,
+            )
+            for uri in fw.uri_map.uris(
+                cid, event.connector_name, event.connector_type, event.group_id
+            ):
+                did = fw.store.id_of(event, uri)
+                if fw.redis.exists(fw.store.key(did)):
+                    existing.append(did)
+                    continue
+                job = forward_job_id(did, f"s{now}")
+                with fw.redis.pipeline(transaction=True) as pipe:
+                    pipe.multi()
+                    fw.store.create(pipe, event, uri, now, now + fw.lease_ms, job)
+                    fw.enqueue_job(did, pipe, job)
+                    pipe.execute()
+                created.append(did)
+    replayed = replay(fw, existing)
+    return created, replayed, len(existing) - len(replayed)
+
+
+def deliveries_of_sync(fw: Enqueuer, sync_id: str, connector_id: str | None = None) -> list[str]:
+    """Return the delivery ids of ``sync_id`` (of any connector unless one is named)."""
+    ids = [text(m) for m in fw.redis.zrange(deliveries_key(fw.settings.key_prefix), 0, -1)]
+    return [
+        i
+        for i in ids
+        if i.split(":")[1] == sync_id and (connector_id is None or i.split(":")[0] == connector_id)
+    ]

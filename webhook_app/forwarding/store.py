@@ -1,0 +1,166 @@
+"""Delivery records: one Redis hash per (successful sync, dataset URI), and their indexes.
+
+This module knows how a delivery is stored, created inside the webhook's transaction,
+moved between states (its record and the per-state index in one MULTI) and read back; it
+never talks to Airflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import redis
+from redis.client import Pipeline
+
+from fivetran_events import Event
+from fivetran_events.keys import (
+    deliveries_key,
+    delivery_id,
+    delivery_key,
+    delivery_state_key,
+    due_key,
+    sync_deliveries_key,
+    undelivered_key,
+)
+
+from ._lua import CREATE
+from .record import Delivery, text
+from .states import INDEXED, DeliveryState
+
+
+class DeliveryStore:
+    """Read and write delivery records (key names from fivetran_events.keys)."""
+
+    def __init__(self, client: redis.Redis, prefix: str, retention_s: int) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.retention_s = retention_s
+
+    def key(self, did: str) -> str:
+        return delivery_key(self.prefix, did)
+
+    def state_key(self, state: DeliveryState) -> str:
+        return delivery_state_key(self.prefix, state.value)
+
+    @staticmethod
+    def id_of(event: Event, uri: str) -> str:
+        assert event.sync_id is not None
+        return delivery_id(event.connector_id, event.sync_id, uri)
+
+    def create(
+        self, pipe: Pipeline, event: Event, uri: str, received_ms: int, due_ms: int, job_id: str
+    ) -> str:
+        """Queue the writes that create a delivery (kept as is if it already exists)."""
+        assert event.sync_id is not None
+        did = self.id_of(event, uri)
+        base = {
+            "connector_id": event.connector_id,
+            "sync_id": event.sync_id,
+            "uri": uri,
+            "connector_name": event.connector_name or "",
+            "connector_type": event.connector_type or "",
+            "group_id": event.group_id or "",
+            "status": event.status or "",
+            "ended_ms": str(event.created_ms),
+            "received_ms": str(received_ms),
+            "window_ms": str(received_ms),
+            "state": DeliveryState.PENDING.value,
+            "attempts": "0",
+            "updated_ms": str(received_ms),
+        }
+        # The listing and the indexes keep as long as the history does (the hashes expire
+        # by themselves).
+        cutoff = received_ms - self.retention_s * 1000
+        pairs = [x for item in base.items() for x in item]
+        # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error would fail this command alone
+        # while the history write commits; redis-py's script objects also cost a SCRIPT
+        # EXISTS round trip per transaction. Redis caches the compiled script anyway.
+        pipe.eval(
+            CREATE,
+            4 + len(INDEXED),
+            self.key(did),
+            sync_deliveries_key(self.prefix, event.connector_id, event.sync_id),
+            deliveries_key(self.prefix),
+            due_key(self.prefix),
+            *(self.state_key(s) for s in INDEXED),
+            did,
+            self.retention_s,
+            received_ms,
+            due_ms,
+            cutoff,
+            job_id,
+            *pairs,
+        )
+        return did
+
+    def index_state(self, pipe: Pipeline, d: Delivery, state: DeliveryState) -> None:
+        """Queue the index writes of ``d`` entering ``state`` (in the caller's MULTI)."""
+        for s in INDEXED:
+            if s is not state:
+                pipe.zrem(self.state_key(s), d.id)
+        if state in INDEXED:
+            pipe.zadd(self.state_key(state), {d.id: d.received_ms})
+
+    def forget(self, pipe: Pipeline, did: str) -> None:
+        """Queue dropping ``did`` from the due set and the state indexes (record gone)."""
+        pipe.zrem(due_key(self.prefix), did)
+        for s in INDEXED:
+            pipe.zrem(self.state_key(s), did)
+
+    def get(self, did: str) -> Delivery | None:
+        raw = self.client.hgetall(self.key(did))
+        return Delivery.from_reply(did, raw) if raw else None
+
+    def many(self, ids: Iterable[str]) -> list[Delivery]:
+        ids = list(ids)
+        pipe = self.client.pipeline(transaction=False)
+        for did in ids:
+            pipe.hgetall(self.key(did))
+        return [
+            Delivery.from_reply(did, raw)
+            for did, raw in zip(ids, pipe.execute(), strict=True)
+            if raw
+        ]
+
+    def for_syncs(self, connector_id: str, sync_ids: Iterable[str]) -> dict[str, list[Delivery]]:
+        """Return each sync's deliveries, sorted by URI (one round trip per batch)."""
+        sync_ids = list(dict.fromkeys(sync_ids))
+        pipe = self.client.pipeline(transaction=False)
+        for sid in sync_ids:
+            pipe.smembers(sync_deliveries_key(self.prefix, connector_id, sid))
+        members = pipe.execute()
+        ids = sorted({text(m) for ms in members for m in ms})
+        by_id = {d.id: d for d in self.many(ids)}
+        out: dict[str, list[Delivery]] = {}
+        for sid, ms in zip(sync_ids, members, strict=True):
+            found = [by_id[text(m)] for m in ms if text(m) in by_id]
+            out[sid] = sorted(found, key=lambda d: d.uri)
+        return out
+
+    def recent(
+        self, limit: int = 100, state: DeliveryState | None = None, scan_limit: int = 100_000
+    ) -> list[Delivery]:
+        """Return the newest deliveries (of one state), newest first.
+
+        An indexed state is read from its index; delivered ones (or all) from the listing.
+        """
+        if state in INDEXED:
+            assert state is not None
+            ids = [text(m) for m in self.client.zrevrange(self.state_key(state), 0, limit - 1)]
+            return [d for d in self.many(ids) if d.state is state]
+        out: list[Delivery] = []
+        start = 0
+        page = max(limit, 200)
+        while len(out) < limit and start < scan_limit:
+            ids = [
+                text(m)
+                for m in self.client.zrevrange(deliveries_key(self.prefix), start, start + page - 1)
+            ]
+            if not ids:
+                break
+            out += [d for d in self.many(ids) if state is None or d.state is state]
+            start += page
+        return out[:limit]
+
+    def given_up(self) -> list[str]:
+        return [text(m) for m in self.client.zrange(undelivered_key(self.prefix), 0, -1)]
