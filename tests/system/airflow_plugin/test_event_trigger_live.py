@@ -100,13 +100,20 @@ def stored_sync_id(airflow3: AirflowServer, connector: str, sync_id: str) -> boo
 
 
 @pytest.fixture(scope="module")
-def watchers(airflow3: AirflowServer) -> Iterator[None]:
+def watchers(airflow3: AirflowServer, redis_proc: Any) -> Iterator[None]:
     watch(
         airflow3,
         "watchers_suite.py",
         [("watch_run", "fivetran_events_redis"), ("watch_kill", "fivetran_events_redis")],
     )
     yield
+    # Retire the watchers: the session's triggerer would otherwise keep their subscription
+    # on the suite's Redis, and later modules count subscriptions to know a sensor listens.
+    airflow3.add_dag("watchers_suite.py", "")
+    client = redis.Redis(host=redis_proc.host, port=redis_proc.port)
+    airflow3.wait_for(
+        "the retired watchers to unsubscribe", lambda: pattern_listeners(client) == 0, 180
+    )
 
 
 class TestWatcher:
