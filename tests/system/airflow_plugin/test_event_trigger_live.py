@@ -23,7 +23,7 @@ from fivetran_events.asset_extra import SyncRef, extra_for
 from fivetran_events.keys import delivery_key, sync_deliveries_key
 from testkit.airflow_harness import AirflowServer
 from testkit.own_redis import OwnRedis, own_redis
-from testkit.support import SECRET, TOKEN, payload, signed
+from testkit.support import SECRET, TOKEN, pattern_listeners, payload, signed
 from testkit.support import deliver as post
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
