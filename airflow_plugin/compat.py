@@ -7,10 +7,14 @@ datasets to assets; Airflow 2.10/2.11 keep the old paths. Everything else in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from airflow import __version__ as AIRFLOW_VERSION
-from airflow.exceptions import AirflowException, AirflowSkipException
+from airflow.exceptions import (  # type: ignore[attr-defined]
+    # Airflow 3 re-exports these from airflow.sdk.exceptions without naming them public.
+    AirflowException,
+    AirflowSkipException,
+)
 from airflow.plugins_manager import AirflowPlugin
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -31,11 +35,11 @@ if AIRFLOW_V_3:
 else:  # Airflow 2.10 / 2.11
     from airflow.datasets import Dataset as Asset  # type: ignore[no-redef]
     from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
-    from airflow.models import BaseOperator  # type: ignore[no-redef]
+    from airflow.models import BaseOperator
     from airflow.models.baseoperatorlink import (  # type: ignore[no-redef]
         BaseOperatorLink,
     )
-    from airflow.models.connection import Connection  # type: ignore[no-redef,assignment]
+    from airflow.models.connection import Connection  # type: ignore[assignment]
     from airflow.operators.python import ShortCircuitOperator  # type: ignore[no-redef]
     from airflow.sensors.base import (  # type: ignore[no-redef]
         BaseSensorOperator,
@@ -48,7 +52,7 @@ async def aget_connection(conn_id: str) -> Connection:
     """Fetch an Airflow connection without blocking the event loop (triggers need this)."""
     getter = getattr(BaseHook, "aget_connection", None)
     if getter is not None:  # Airflow 3
-        return await getter(conn_id)
+        return cast(Connection, await getter(conn_id))
     import asyncio
 
     return await asyncio.to_thread(BaseHook.get_connection, conn_id)

@@ -208,7 +208,7 @@ class FivetranSyncEventTrigger(BaseEventTrigger):
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         lookback: float = DEFAULT_LOOKBACK,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is untyped
         if start != "now":
             parse_iso(start)  # refuse a bad start when the DAG is parsed, not later
         if not lookback >= 0:

@@ -71,7 +71,7 @@ class FivetranSqlOperator(SQLExecuteQueryOperator):
         # USE, SET or ATTACH apply to the task's own statements.
         if isinstance(self.sql, str):
             self.sql = [*self.session_sql, *DbApiHook.split_sql_string(self.sql)]
-        return super().execute(context)
+        return super().execute(context)  # type: ignore[no-untyped-call]  # untyped in Airflow
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         context["full_refresh"] = self._full_refresh(context)

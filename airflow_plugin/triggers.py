@@ -55,7 +55,7 @@ class FivetranSyncTrigger(BaseTrigger):
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
         retry_timeout: float | None = DEFAULT_REDIS_RETRY_TIMEOUT,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is untyped
         self.connector_id = connector_id
         self.target_ms = int(target_ms)
         self.propagate_failures_forward = propagate_failures_forward

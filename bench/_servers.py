@@ -16,7 +16,7 @@ from testkit.processes import free_port, poll_until, stop_group
 __all__ = ["start_gunicorn", "start_redis", "stop_group"]
 
 
-def start_redis(workdir: Path, appendonly: bool = True) -> tuple[subprocess.Popen, str]:
+def start_redis(workdir: Path, appendonly: bool = True) -> tuple[subprocess.Popen[bytes], str]:
     """Start a redis-server of the benchmark's own on a free loopback port."""
     exe = shutil.which("redis-server")
     if exe is None:
@@ -62,7 +62,9 @@ def start_redis(workdir: Path, appendonly: bool = True) -> tuple[subprocess.Pope
     return proc, url
 
 
-def start_gunicorn(app: str, env: dict[str, str], workers: int) -> tuple[subprocess.Popen, str]:
+def start_gunicorn(
+    app: str, env: dict[str, str], workers: int
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(
         [

@@ -52,6 +52,7 @@ from typing import Any, TypeVar
 
 import pytest
 import requests
+from pytest_redis.executor import RedisExecutor
 
 from .processes import free_port, poll_until, stop_group
 from .support import conn_uri
@@ -459,7 +460,7 @@ def running(server: Any, home: Path) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def airflow3(redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-def]
+def airflow3(redis_proc: RedisExecutor) -> Iterator[AirflowServer]:
     """A real Airflow 3 for the whole test session (see the module docstring)."""
     home = Path(tempfile.mkdtemp(prefix="fte-airflow-"))
     redis_url = f"redis://{redis_proc.host}:{redis_proc.port}/0"

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rq import SimpleWorker
 
 from fivetran_events import Settings
 from testkit.airflow2_standin import Airflow2StandIn
 from webhook_app.forwarding.worker import Forwarder
-from webhook_app.jobs import build_forwarder, configure
+from webhook_app.jobs import ForwardingWorker, build_forwarder
 
 from .support import TOKEN, deliver, payload
 
@@ -57,12 +56,8 @@ def forwarder(
 
 
 def run_worker(fw: Forwarder) -> None:
-    """Run every queued job in this process (RQ's SimpleWorker in burst mode)."""
-    configure(fw)
-    try:
-        SimpleWorker([fw.queue], connection=fw.redis).work(burst=True, with_scheduler=False)
-    finally:
-        configure(None)
+    """Run every queued job in this process with ``fw`` (the CLI's worker, in burst mode)."""
+    ForwardingWorker(fw).work(burst=True, with_scheduler=False)
 
 
 def syncs(http: Any, connector_id: str) -> list[dict[str, Any]]:

@@ -1,24 +1,25 @@
 """RQ jobs run by ``fivetran-events worker``; they must be importable by the workers.
 
-The worker builds one Forwarder (Redis, queue, Airflow client with its cached JWT and
-asset ids) and hands it to ``configure``; jobs run in the worker's process (RQ's
-SimpleWorker), so that cache lives as long as the worker. A job run anywhere else builds
-its Forwarder from the ``FIVETRAN_EVENTS_*`` environment.
+The worker (``ForwardingWorker``, an RQ SimpleWorker) holds one Forwarder (Redis, queue,
+Airflow client with its cached JWT and asset ids) and hands it to each job it runs:
+jobs run in the worker's process, so that cache lives as long as the worker, and no
+module-level state decides which Forwarder a job uses (two workers in one process, as in
+the tests, each use their own). A job run by any other RQ worker builds its Forwarder
+from the ``FIVETRAN_EVENTS_*`` environment.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rq import Queue
+from rq import Queue, SimpleWorker
+from rq.job import Job, get_current_job
 
 from fivetran_events import Settings, load_settings
 
 from . import logs
 from .airflow_client import AirflowClient
 from .forwarding.worker import Forwarder
-
-_forwarder: Forwarder | None = None
 
 
 def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
@@ -34,17 +35,38 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
     )
 
 
-def configure(forwarder: Forwarder | None) -> None:
-    """Make ``forwarder`` the one this process's jobs use (None: build from the environment)."""
-    global _forwarder
-    _forwarder = forwarder
+class ForwardingJob(Job):
+    """An RQ job that carries, in memory only, the Forwarder of the worker running it."""
+
+    #: Set by ``ForwardingWorker`` before the job runs; never saved to Redis.
+    forwarder: Forwarder | None = None
 
 
-def current_forwarder() -> Forwarder:
-    global _forwarder
-    if _forwarder is None:
-        _forwarder = build_forwarder(load_settings())
-    return _forwarder
+class ForwardingWorker(SimpleWorker):
+    """A SimpleWorker that runs every job with its own Forwarder.
+
+    SimpleWorker runs jobs in this process: the JWT and asset ids stay cached, and a kill
+    of this process is a kill mid-delivery (the lease and sweeper recover it).
+    """
+
+    job_class = ForwardingJob
+
+    def __init__(self, forwarder: Forwarder, name: str | None = None) -> None:
+        super().__init__([forwarder.queue], connection=forwarder.redis, name=name)
+        self.forwarder = forwarder
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        if isinstance(job, ForwardingJob):
+            job.forwarder = self.forwarder
+        super().execute_job(job, queue)
+
+
+def job_forwarder() -> Forwarder:
+    """The running worker's Forwarder, or one built from the environment."""
+    job = get_current_job()
+    if isinstance(job, ForwardingJob) and job.forwarder is not None:
+        return job.forwarder
+    return build_forwarder(load_settings())
 
 
 def forward_sync(delivery: str) -> dict[str, Any]:
@@ -54,4 +76,4 @@ def forward_sync(delivery: str) -> dict[str, Any]:
     """
     connector_id, sync_id, _ = [*delivery.split(":", 2), "", ""][:3]
     with logs.bound(delivery_id=delivery, connector_id=connector_id, sync_id=sync_id):
-        return current_forwarder().attempt(delivery).to_dict()
+        return job_forwarder().attempt(delivery).to_dict()

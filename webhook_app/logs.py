@@ -17,10 +17,13 @@ import re
 import sys
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 from gunicorn import glogging
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 #: ``auto`` (JSON unless stderr is a terminal), ``json`` or ``console``.
 FORMAT_ENV = "FIVETRAN_EVENTS_LOG_FORMAT"
@@ -83,7 +86,7 @@ def formatter(as_json: bool) -> structlog.stdlib.ProcessorFormatter:
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Write to whatever ``sys.stderr`` is when a record comes (a test runner swaps it)."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return sys.stderr
 
@@ -164,7 +167,7 @@ class GunicornLogger(glogging.Logger):  # type: ignore[misc]
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-def init_app(app: Any) -> None:
+def init_app(app: Flask) -> None:
     """Give every request an id (the client's ``X-Request-Id`` or a new one) on its lines.
 
     The id is echoed in the response, so a client's report and our logs can be matched.

@@ -54,7 +54,7 @@ def execute_checked(
     ``with`` block) to return it.
     """
     if pipe.scripts:
-        pipe.load_scripts()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        pipe.load_scripts()
     queued = [args for args, options in pipe.command_stack if EMPTY_RESPONSE not in options]
     commands = [("WATCH", *watch), check, ("MULTI",), *queued, ("EXEC",)]
     if pipe.connection is None:

@@ -31,7 +31,7 @@ class OneLineErrors(click.Group):
     log collectors read one line better, and the line already names the option.
     """
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Any = None,
         prog_name: str | None = None,

@@ -14,7 +14,7 @@ from fivetran_events.timeutil import iso
 
 from .. import logs
 from ..forwarding.worker import DeliveryState, Forwarder
-from ..jobs import build_forwarder, configure
+from ..jobs import ForwardingWorker, build_forwarder
 from .helpers import (
     CliError,
     ExitCode,
@@ -66,13 +66,10 @@ def worker(
 
     --json logs one JSON object a line even on a terminal.
     """
-    from rq import SimpleWorker
-
     if as_json:
         os.environ[logs.FORMAT_ENV] = "json"
         logs.configure()
     forwarder = _forwarder(with_airflow=True)
-    configure(forwarder)
     if metrics_port:
         from prometheus_client import start_http_server
 
@@ -83,9 +80,7 @@ def worker(
         target=sweep_forever, args=(forwarder, sweep_interval, stop), name="sweeper", daemon=True
     )
     sweeper.start()
-    # SimpleWorker runs jobs in this process: the JWT and asset ids stay cached, and a
-    # kill of this process is a kill mid-delivery (the lease and sweeper recover it).
-    w = SimpleWorker([forwarder.queue], connection=forwarder.redis, name=name)
+    w = ForwardingWorker(forwarder, name=name)
     try:
         w.work(burst=burst, with_scheduler=False)
     finally:

@@ -138,17 +138,9 @@ def settings() -> Settings:
     return load_settings()
 
 
-def redis_client(s: Settings) -> redis.Redis:
-    return redis.Redis.from_url(
-        s.redis_url,
-        socket_timeout=s.redis_timeout_seconds,
-        socket_connect_timeout=s.redis_timeout_seconds,
-    )
-
-
 def reader(s: Settings | None = None) -> HistoryReader:
     s = s or settings()
-    return HistoryReader(redis_client(s), s.key_prefix, s.max_sync_duration_ms)
+    return HistoryReader(s.redis_client(), s.key_prefix, s.max_sync_duration_ms)
 
 
 def check_connector(history: HistoryReader, connector_id: str) -> None:

@@ -45,7 +45,7 @@ def _replay_one(fw: Enqueuer, did: str) -> bool:
     with fw.redis.pipeline(transaction=True) as pipe:
         while True:
             try:
-                pipe.watch(key)  # type: ignore[no-untyped-call]  # untyped in redis-py
+                pipe.watch(key)
                 d = fw.store.get(did)
                 if d is None or d.state is DeliveryState.DELIVERED or d.get("event_id"):
                     return False

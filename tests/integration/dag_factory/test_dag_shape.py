@@ -14,6 +14,7 @@ from .sql_folders import SALES, folder
 
 pytestmark = pytest.mark.airflow
 
+
 def shape(dag: Any) -> dict[str, list[str]]:
     return {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
 

@@ -15,9 +15,7 @@ import redis.asyncio as aredis
 
 from fivetran_events import AsyncHistoryReader, Decision, HistoryReader, HistoryWriter, Outcome
 from fivetran_events.timeutil import to_ms
-
-from testkit.support import at
-from testkit.support import ev
+from testkit.support import at, ev
 
 pytestmark = pytest.mark.redis
 

@@ -163,7 +163,7 @@ class TestOneRoundTrip:
 
         def counting(self: Any, command: Any, check_health: bool = True) -> Any:
             sends.append(command)
-            return real(self, command, check_health)
+            return real(self, command, check_health)  # type: ignore[no-untyped-call]
 
         monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
         hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731

@@ -104,17 +104,16 @@ def _time(rng: random.Random) -> str:
 
 
 def _scalar(rng: random.Random) -> Any:
-    return rng.choice(
-        [
-            lambda: 10 ** rng.randint(19, 400) * rng.choice([1, -1]),
-            lambda: rng.choice([float("nan"), float("inf"), float("-inf"), 1e308, -0.0, 5e-324]),
-            lambda: rng.choice([True, False, None, 0, -1, 2**63, 2**64]),
-            lambda: rng.choice(ODD_TEXT),
-            lambda: "".join(chr(rng.randint(1, 0x2FFFF)) for _ in range(rng.randint(1, 40))),
-            lambda: "x" * rng.randint(200, 9000),
-            lambda: _time(rng),
-        ]
-    )()
+    makers: list[Callable[[], Any]] = [
+        lambda: 10 ** rng.randint(19, 400) * rng.choice([1, -1]),
+        lambda: rng.choice([float("nan"), float("inf"), float("-inf"), 1e308, -0.0, 5e-324]),
+        lambda: rng.choice([True, False, None, 0, -1, 2**63, 2**64]),
+        lambda: rng.choice(ODD_TEXT),
+        lambda: "".join(chr(rng.randint(1, 0x2FFFF)) for _ in range(rng.randint(1, 40))),
+        lambda: "x" * rng.randint(200, 9000),
+        lambda: _time(rng),
+    ]
+    return rng.choice(makers)()
 
 
 def _value(rng: random.Random, depth: int = 0) -> Any:
@@ -206,19 +205,18 @@ def wrong_top_level(rng: random.Random) -> bytes:
 def raw_bytes(rng: random.Random) -> bytes:
     """Not JSON, not UTF-8, another encoding, or JSON cut short or with trailing junk."""
     text = json.dumps(realistic(rng))
-    return rng.choice(
-        [
-            lambda: bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 300))),
-            lambda: b"\xef\xbb\xbf" + text.encode(),
-            lambda: text.encode("utf-16"),
-            lambda: text.encode("utf-32"),
-            lambda: text.encode()[: rng.randint(0, len(text) - 1)],
-            lambda: text.encode() + rng.choice([b"}", b" garbage", b"\x00", b"{}"]),
-            lambda: text.replace('"', "'").encode(),
-            lambda: text.encode().replace(b"e", b"\xff", 1),
-            lambda: b"",
-        ]
-    )()
+    makers: list[Callable[[], bytes]] = [
+        lambda: bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 300))),
+        lambda: b"\xef\xbb\xbf" + text.encode(),
+        lambda: text.encode("utf-16"),
+        lambda: text.encode("utf-32"),
+        lambda: text.encode()[: rng.randint(0, len(text) - 1)],
+        lambda: text.encode() + rng.choice([b"}", b" garbage", b"\x00", b"{}"]),
+        lambda: text.replace('"', "'").encode(),
+        lambda: text.encode().replace(b"e", b"\xff", 1),
+        lambda: b"",
+    ]
+    return rng.choice(makers)()
 
 
 GENERATORS: list[tuple[float, Callable[[random.Random], dict[str, Any] | bytes]]] = [

@@ -10,15 +10,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
 
 from fivetran_events import Settings
 from fivetran_events.keys import delivery_id, delivery_state_key
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
-
 from testkit.forward_support import (
     CID,
     URI,
@@ -27,6 +25,7 @@ from testkit.forward_support import (
     post_event,
     run_worker,
 )
+from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
@@ -54,7 +53,7 @@ print(sorted(m for m in {WORKER_SIDE!r} if m in sys.modules))
             text=True,
             timeout=60,
             check=False,
-            cwd=Path(__file__).parents[2],
+            cwd=Path(__file__).parents[3],
         )
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "[]"
@@ -65,7 +64,10 @@ def members(client: redis.Redis, settings: Settings) -> dict[str, list[str]]:
     return {
         s.value: sorted(
             m.decode()
-            for m in client.zrange(delivery_state_key(settings.key_prefix, s.value), 0, -1)
+            for m in cast(
+                "list[bytes]",
+                client.zrange(delivery_state_key(settings.key_prefix, s.value), 0, -1),
+            )
         )
         for s in DeliveryState
         if s is not DeliveryState.DELIVERED

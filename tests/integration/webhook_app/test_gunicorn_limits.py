@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import redis
+from pytest_redis.executor import RedisExecutor
 
 from fivetran_events import Settings
 from fivetran_events.signature import SIGNATURE_HEADER
@@ -71,7 +72,9 @@ def post(
 
 
 @pytest.fixture(scope="module")
-def gunicorn_port(redis_proc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:  # type: ignore[no-untyped-def]
+def gunicorn_port(
+    redis_proc: RedisExecutor, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[int]:
     url = f"redis://{redis_proc.host}:{redis_proc.port}/0"
     with webhook_server(url, tmp_path_factory.mktemp("gunicorn"), config=CONFIG) as (base, _):
         yield int(base.rsplit(":", 1)[1])

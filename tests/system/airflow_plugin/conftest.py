@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from fivetran_events import Settings
 from testkit.support import conn_uri
 
 
 @pytest.fixture
-def redis_conn(redis_url: str, settings, monkeypatch: pytest.MonkeyPatch) -> str:  # type: ignore[no-untyped-def]
+def redis_conn(redis_url: str, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> str:
     """Point the default connection ``fivetran_events_redis`` at the suite's Redis."""
     uri = conn_uri(redis_url, settings.key_prefix)
     monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS", uri)

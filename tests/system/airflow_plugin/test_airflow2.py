@@ -19,7 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+from flask import Flask
+from flask.testing import FlaskClient
 
+from fivetran_events import Settings
 from testkit.airflow2_harness import REPO, airflow2_env, ensure_airflow2
 from testkit.calendars import (
     CALENDARS,
@@ -127,7 +131,7 @@ def airflow2_home(tmp_path_factory: pytest.TempPathFactory) -> Airflow2Home:
 
 
 @pytest.fixture
-def airflow2_conn(redis_url: str, settings) -> str:  # type: ignore[no-untyped-def]
+def airflow2_conn(redis_url: str, settings: Settings) -> str:
     """``AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS`` for the suite's Redis and the app's prefix."""
     return conn_uri(redis_url, settings.key_prefix)
 
@@ -137,7 +141,9 @@ def outcome(task: dict[str, Any]) -> str:
 
 
 class TestSensorCalendarsOnAirflow2:
-    def test_poke_mode_gives_the_seed_calendars(self, airflow2_home, airflow2_conn, http) -> None:
+    def test_poke_mode_gives_the_seed_calendars(
+        self, airflow2_home: Airflow2Home, airflow2_conn: str, http: FlaskClient
+    ) -> None:
         """schedule="@daily" on 2.11: every January run ends as the seed says.
 
         A FAIL fails the task with a message naming the failed sync; a WAIT times out
@@ -172,7 +178,12 @@ class TestSensorCalendarsOnAirflow2:
 
 class TestDeferrableOnAirflow2:
     def test_a_sync_recorded_while_deferred_releases_the_sensor(
-        self, airflow2_home, airflow2_conn, http, app, client
+        self,
+        airflow2_home: Airflow2Home,
+        airflow2_conn: str,
+        http: FlaskClient,
+        app: Flask,
+        client: redis.Redis,
     ) -> None:
         """dag.test() on 2.11 runs the trigger in line; the webhook's publish decides it.
 
@@ -232,7 +243,7 @@ class TestDeferrableOnAirflow2:
 
 class TestOperatorAssetPluginOnAirflow2:
     def test_short_circuit_asset_trigger_and_macros(
-        self, airflow2_home, airflow2_conn, http
+        self, airflow2_home: Airflow2Home, airflow2_conn: str, http: FlaskClient
     ) -> None:
         """The short-circuit skips when a success counts; connector_asset is a Dataset;
         the trigger round-trips its serialization; the plugin's macros render."""
@@ -259,7 +270,9 @@ class TestOperatorAssetPluginOnAirflow2:
         assert rendered["state"] == "success", result["macros"]
         assert rendered["value"] == {"uri": "fivetran://connector/sc", "last": "sc-5"}
 
-    def test_the_plugin_registers_through_its_entry_point(self, airflow2_home) -> None:
+    def test_the_plugin_registers_through_its_entry_point(
+        self, airflow2_home: Airflow2Home
+    ) -> None:
         """``airflow plugins`` on 2.11 lists it, loaded from the airflow.plugins entry point."""
         listed = json.loads(airflow2_home.command("plugins", "--output", "json"))
         ours = [p for p in listed if p.get("name") == "fivetran_events"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from flask.testing import FlaskClient
 
 from testkit.support import at, conn_uri
 
@@ -18,7 +21,7 @@ def connection(uri: str, conn_id: str = "x"):  # type: ignore[no-untyped-def]
 
 
 class TestConfigFromConnection:
-    def test_uri_with_password_db_and_prefix(self, dagtest_airflow) -> None:
+    def test_uri_with_password_db_and_prefix(self, dagtest_airflow: Path) -> None:
         """A redis:// URI carries auth, database number and the key prefix (URL-encoded)."""
         from airflow_plugin.hooks import config_from_connection
 
@@ -31,7 +34,9 @@ class TestConfigFromConnection:
         assert cfg.key_prefix == "prod:"
         assert cfg.max_sync_duration_ms == 6 * 3600 * 1000
 
-    def test_defaults_follow_the_server_settings(self, dagtest_airflow, monkeypatch) -> None:
+    def test_defaults_follow_the_server_settings(
+        self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """Without extras the prefix and staleness limit are the FIVETRAN_EVENTS_* ones."""
         from airflow_plugin.hooks import config_from_connection
 
@@ -41,7 +46,7 @@ class TestConfigFromConnection:
         assert cfg.key_prefix == "shared:"
         assert cfg.max_sync_duration_ms == 24 * 3600 * 1000
 
-    def test_tls(self, dagtest_airflow) -> None:
+    def test_tls(self, dagtest_airflow: Path) -> None:
         """rediss:// or extra ssl=true gives a TLS URL."""
         from airflow_plugin.hooks import config_from_connection
 
@@ -50,7 +55,7 @@ class TestConfigFromConnection:
             "rediss://"
         )
 
-    def test_bad_db(self, dagtest_airflow) -> None:
+    def test_bad_db(self, dagtest_airflow: Path) -> None:
         from airflow_plugin.hooks import config_from_connection
 
         with pytest.raises(ValueError, match="database number"):
@@ -58,7 +63,9 @@ class TestConfigFromConnection:
 
 
 class TestHook:
-    def test_default_conn_id_from_environment(self, dagtest_airflow, http) -> None:
+    def test_default_conn_id_from_environment(
+        self, dagtest_airflow: Path, http: FlaskClient
+    ) -> None:
         """AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS (a redis:// URI) is the default connection."""
         from airflow_plugin.hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 
@@ -70,7 +77,7 @@ class TestHook:
         facts = hook.reader().facts("c1", 0)
         assert [c.sync_id for c in facts.successes_from_target] == ["s1"]
 
-    def test_last_success(self, dagtest_airflow, http) -> None:
+    def test_last_success(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """last_success finds the newest success at or before a time, ignoring failures."""
         from airflow_plugin.hooks import FivetranEventsRedisHook
         from fivetran_events.timeutil import to_ms
@@ -84,7 +91,9 @@ class TestHook:
         assert second is not None and second.sync_id == "ok2"
         assert hook.last_success("c1", to_ms(at(2))) is None
 
-    def test_unreachable_redis(self, dagtest_airflow, monkeypatch) -> None:
+    def test_unreachable_redis(
+        self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """test_connection says why when Redis does not answer."""
         from airflow_plugin.hooks import FivetranEventsRedisHook
 

@@ -16,6 +16,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
+from flask.testing import FlaskClient
+from pytest_redis.executor import RedisExecutor
 
 from fivetran_events import Settings
 from fivetran_events.timeutil import iso
@@ -94,7 +96,7 @@ LIVE_DAGS = (
 
 
 @pytest.fixture(scope="module")
-def live(airflow3: AirflowServer, redis_proc) -> Iterator[AirflowServer]:  # type: ignore[no-untyped-def]
+def live(airflow3: AirflowServer, redis_proc: RedisExecutor) -> Iterator[AirflowServer]:
     """The session's Airflow with this module's DAGs parsed and the seed history written.
 
     The session's Airflow reads the history at prefix ``test:`` of the suite's Redis
@@ -210,7 +212,7 @@ def release_time(live: AirflowServer, dag_id: str, run_id: str, timeout: float) 
 
 
 class TestBackfillOnRealScheduler:
-    def test_seed_calendar_in_all_three_modes(self, live) -> None:
+    def test_seed_calendar_in_all_three_modes(self, live: AirflowServer) -> None:
         """catchup=True over the seed's January ends with the seed's calendars in all modes.
 
         WAIT is a poke or reschedule sensor timing out (soft_fail: skipped) or a
@@ -266,7 +268,7 @@ class TestBackfillOnRealScheduler:
 
 class TestDeferredOnRealTriggerer:
     def test_sync_arriving_while_deferred_releases_within_a_second(
-        self, live, client, http
+        self, live: AirflowServer, client: redis.Redis, http: FlaskClient
     ) -> None:
         """The webhook write publishes; the triggerer's shared listener wakes the trigger.
 
@@ -290,7 +292,11 @@ class TestDeferredOnRealTriggerer:
         assert took < 1.0 + SUPERVISOR_LOOP + LOAD_MARGIN
 
     def test_lost_publish_releases_within_one_recheck_interval(
-        self, live, client, http, monkeypatch
+        self,
+        live: AirflowServer,
+        client: redis.Redis,
+        http: FlaskClient,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """With the publish lost, the trigger's periodic re-check finds the sync."""
         monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
@@ -307,7 +313,7 @@ class TestDeferredOnRealTriggerer:
         assert fired - posted < RECHECK_LOST + 0.5
         assert took < RECHECK_LOST + SUPERVISOR_LOOP + LOAD_MARGIN
 
-    def test_deferred_wait_times_out_with_the_sensor_timeout(self, live) -> None:
+    def test_deferred_wait_times_out_with_the_sensor_timeout(self, live: AirflowServer) -> None:
         """The deferral carries the sensor's timeout (the provider's uses execution_timeout,
         None by default, so its deferred wait never ends): nothing synced -> failed."""
         live.trigger("live_timeout", "timeout1")
@@ -324,7 +330,9 @@ class TestDeferredOnRealTriggerer:
 
 
 class TestAssetTriggeredRun:
-    def test_target_is_the_triggering_event_sync_end(self, live, http) -> None:
+    def test_target_is_the_triggering_event_sync_end(
+        self, live: AirflowServer, http: FlaskClient
+    ) -> None:
         """A run started by the connector's asset event has no data interval; the sensor's
         target is the event's extra.ended_at, so the sync that triggered it counts."""
         ended = datetime.now(timezone.utc) - timedelta(minutes=1)
@@ -361,7 +369,9 @@ with DAG("live_restart", schedule=CronDataIntervalTimetable("@daily", timezone="
 
 
 class TestKilledAndRetried:
-    def test_the_retry_waits_for_the_same_target(self, live, http) -> None:
+    def test_the_retry_waits_for_the_same_target(
+        self, live: AirflowServer, http: FlaskClient
+    ) -> None:
         """A sensor's task process killed mid-wait; a sync arrives; the retry counts it.
 
         The target is the run's data_interval_end, not "the next sync after I started":

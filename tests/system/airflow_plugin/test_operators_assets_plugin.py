@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 
 from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.support import at
@@ -15,7 +17,7 @@ pytestmark = pytest.mark.airflow
 
 
 @pytest.fixture
-def fivetran(dagtest_airflow, monkeypatch) -> Any:  # type: ignore[no-untyped-def]
+def fivetran(dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The provider's FivetranHook pointed at a stand-in of Fivetran's API."""
     from fivetran_provider_async.hooks import FivetranHook
 
@@ -53,7 +55,9 @@ def short_circuit_dag(dag_id: str) -> Any:
 
 
 class TestShortCircuit:
-    def test_already_synced_skips_the_fivetran_operator(self, fivetran, http) -> None:
+    def test_already_synced_skips_the_fivetran_operator(
+        self, fivetran: Any, http: FlaskClient
+    ) -> None:
         """A success at or after data_interval_end in the history: no sync is forced."""
         fivetran.connector("c1", succeeded_at=at(5, 6))
         sync(http, "c1", at(5, 6), sync_id="ok-5")
@@ -61,7 +65,9 @@ class TestShortCircuit:
         assert out["needs_sync"][0] == "success" and out["fivetran_sync"][0] == "skipped"
         assert fivetran.total_calls == 0
 
-    def test_not_synced_runs_the_real_fivetran_operator(self, fivetran, http) -> None:
+    def test_not_synced_runs_the_real_fivetran_operator(
+        self, fivetran: Any, http: FlaskClient
+    ) -> None:
         """No success at or after the target: the provider's operator forces one sync."""
         fivetran.connector("c1", succeeded_at=at(4, 6))
         sync(http, "c1", at(4, 6), sync_id="ok-4")
@@ -69,7 +75,7 @@ class TestShortCircuit:
         assert out["needs_sync"][0] == "success" and out["fivetran_sync"][0] == "success"
         assert fivetran.calls["POST /v1/connectors/{id}/force"] == 1
 
-    def test_a_failure_after_the_target_still_syncs(self, fivetran, http) -> None:
+    def test_a_failure_after_the_target_still_syncs(self, fivetran: Any, http: FlaskClient) -> None:
         """Only a success skips the sync; a failed one after the target does not."""
         fivetran.connector("c1", succeeded_at=at(4, 6), failed_at=at(5, 6))
         sync(http, "c1", at(5, 6), "FAILURE", sync_id="bad-5")
@@ -92,7 +98,7 @@ class TestAssets:
             a.uri for a in connector_assets("a", "b", template="fivetran://w/{connector_id}")
         ] == ["fivetran://w/a", "fivetran://w/b"]
 
-    def test_a_dag_scheduled_on_connector_assets_serializes(self, dagtest_airflow) -> None:
+    def test_a_dag_scheduled_on_connector_assets_serializes(self, dagtest_airflow: Path) -> None:
         """Airflow accepts the fivetran:// URI in schedule=[...] (serialized to the DB)."""
         from airflow.sdk import DAG
         from airflow.sdk import timezone as tz
@@ -111,7 +117,7 @@ class TestAssets:
 
 
 class TestPlugin:
-    def test_registered_through_the_entry_point(self, dagtest_airflow) -> None:
+    def test_registered_through_the_entry_point(self, dagtest_airflow: Path) -> None:
         from importlib.metadata import entry_points
 
         from airflow_plugin.plugin import FivetranEventsPlugin
@@ -119,7 +125,7 @@ class TestPlugin:
         (ep,) = [e for e in entry_points(group="airflow.plugins") if e.name == "fivetran_events"]
         assert ep.load() is FivetranEventsPlugin
 
-    def test_macros_in_a_template(self, dagtest_airflow, http) -> None:
+    def test_macros_in_a_template(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """macros.fivetran_events.* render in a task's template."""
         from airflow.providers.standard.operators.python import PythonOperator
         from airflow.sdk import DAG, CronDataIntervalTimetable

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -64,8 +65,8 @@ def test_hook_meta_lists_the_connection_form(airflow3: AirflowServer) -> None:
 
 
 def test_extra_link_opens_the_connector_at_the_runs_target(
-    airflow3: AirflowServer, redis_proc
-) -> None:  # type: ignore[no-untyped-def]
+    airflow3: AirflowServer, redis_proc: Any
+) -> None:
     """A sensor named by connector_name links to its connector's page at the run's target."""
     from webhook_app import create_app
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 
 from testkit.support import at, payload
 from testkit.support import deliver as post
@@ -33,7 +35,7 @@ def record_connector(http: Any, cid: str, name: str, group: str, ended: datetime
 
 
 class TestProviderInfo:
-    def test_validates_against_airflows_schema_and_imports(self, dagtest_airflow) -> None:
+    def test_validates_against_airflows_schema_and_imports(self, dagtest_airflow: Path) -> None:
         """Airflow's own validator accepts the info, and every class it names imports."""
         from airflow.providers_manager import _create_provider_info_schema_validator
 
@@ -54,7 +56,7 @@ class TestProviderInfo:
             "max_sync_duration_hours",
         }
 
-    def test_registered_through_the_provider_entry_point(self, dagtest_airflow) -> None:
+    def test_registered_through_the_provider_entry_point(self, dagtest_airflow: Path) -> None:
         """The installed distribution names get_provider_info under apache_airflow_provider."""
         from importlib.metadata import entry_points
 
@@ -72,7 +74,7 @@ class TestConnectionExtras:
 
         return Connection(conn_id="x", **fields)
 
-    def test_form_extras_with_airflows_prefix(self, dagtest_airflow) -> None:
+    def test_form_extras_with_airflows_prefix(self, dagtest_airflow: Path) -> None:
         """A form's extras stored as extra__fivetran_events__<name> are read as <name>."""
         from airflow_plugin.hooks import config_from_connection
 
@@ -97,7 +99,7 @@ class TestConnectionExtras:
         assert cfg.to_redis_kwargs()["ssl_ca_certs"] == "/etc/redis/ca.pem"
 
     def test_ca_file_reaches_redis_and_fails_clearly_when_missing(
-        self, dagtest_airflow, tmp_path
+        self, dagtest_airflow: Path, tmp_path: Path
     ) -> None:
         """The private CA file is what redis-py loads: a missing one is a clear error."""
         import redis
@@ -119,7 +121,7 @@ class TestConnectionExtras:
         assert client.connection_pool.connection_kwargs["ssl_ca_certs"] == str(missing)
 
     @pytest.mark.parametrize("hours", ["abc", 0, -3])
-    def test_bad_max_sync_duration(self, dagtest_airflow, hours: Any) -> None:
+    def test_bad_max_sync_duration(self, dagtest_airflow: Path, hours: Any) -> None:
         """A max sync duration that is not a positive number says which field is wrong."""
         from airflow_plugin.hooks import config_from_connection
 
@@ -157,7 +159,7 @@ class TestConnectorViewUrl:
 
 
 class TestConnectorNames:
-    def test_resolution(self, dagtest_airflow, http) -> None:
+    def test_resolution(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """A unique name resolves; a repeated one needs the group; unknown ones name the rest."""
         from airflow_plugin.exceptions import ConnectorNameError
         from airflow_plugin.hooks import FivetranEventsRedisHook
@@ -178,7 +180,7 @@ class TestConnectorNames:
         with pytest.raises(ConnectorNameError, match=r"known names: orders, salesforce"):
             hook.connector_id_for("hubspot")
 
-    def test_sensor_by_name(self, dagtest_airflow, http) -> None:
+    def test_sensor_by_name(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """A sensor given connector_name decides for that connector and returns its id."""
         from airflow.sdk import DAG
 
@@ -208,7 +210,7 @@ class TestConnectorNames:
         assert out["us"][0] == "skipped"
         assert out["unknown"][0] == "failed"
 
-    def test_needs_exactly_one_of_id_and_name(self, dagtest_airflow) -> None:
+    def test_needs_exactly_one_of_id_and_name(self, dagtest_airflow: Path) -> None:
         from airflow_plugin.sensors import FivetranDateTimeSensor
 
         with pytest.raises(ValueError, match="connector_id or connector_name"):
@@ -219,7 +221,11 @@ class TestConnectorNames:
 
 class TestConnectionsForASensor:
     def test_fivetran_events_redis_and_uri_connections(
-        self, dagtest_airflow, http, redis_url: str, monkeypatch
+        self,
+        dagtest_airflow: Path,
+        http: FlaskClient,
+        redis_url: str,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """A fivetran_events connection (form extras), a redis one and a URI all serve a sensor.
 

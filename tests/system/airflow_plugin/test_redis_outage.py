@@ -322,7 +322,10 @@ class TestOnRealTriggerer:
             airflow3.add_dag("outage_deferred.py", OUTAGE_DAG)
             airflow3.wait_for_parsed("outage_deferred")
             airflow3.trigger("outage_deferred", "outage1")
-            state = lambda: airflow3.ti_state("outage_deferred", "outage1", "wait")  # noqa: E731
+
+            def state() -> str | None:
+                return airflow3.ti_state("outage_deferred", "outage1", "wait")
+
             airflow3.wait_for("the sensor to defer", lambda: state() == "deferred", timeout=120)
             airflow3.wait_for(
                 "the triggerer to subscribe",

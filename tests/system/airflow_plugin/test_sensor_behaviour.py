@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 
 from testkit.support import at, deliver
 
@@ -33,7 +35,13 @@ class TestTimetables:
         ],
     )
     def test_target_is_data_interval_end(
-        self, dagtest_airflow, http, monkeypatch, kind: str, target: datetime, decider: str
+        self,
+        dagtest_airflow: Path,
+        http: FlaskClient,
+        monkeypatch: pytest.MonkeyPatch,
+        kind: str,
+        target: datetime,
+        decider: str,
     ) -> None:
         from airflow import plugins_manager
         from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable
@@ -67,7 +75,9 @@ class TestTimetables:
         assert out["_run"].data_interval_end == target
         assert result(out) == ("success", z(target), decider)
 
-    def test_run_without_data_interval_uses_run_after(self, dagtest_airflow, http) -> None:
+    def test_run_without_data_interval_uses_run_after(
+        self, dagtest_airflow: Path, http: FlaskClient
+    ) -> None:
         """A run with no data interval (as asset-triggered and manual runs in Airflow 3)."""
         daily_syncs(http)
         dag = one_sensor_dag("tt_none", None)
@@ -75,7 +85,7 @@ class TestTimetables:
         assert out["_run"].data_interval_end is None
         assert result(out) == ("success", z(at(7, 12)), "ok-8")
 
-    def test_explicit_target_time_template(self, dagtest_airflow, http) -> None:
+    def test_explicit_target_time_template(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """target_time is templated; a rendered ISO string is read as UTC."""
         daily_syncs(http)
         dag = one_sensor_dag(
@@ -89,7 +99,9 @@ class TestTimetables:
 
 
 class TestRestart:
-    def test_rerun_waits_for_the_same_target(self, dagtest_airflow, http) -> None:
+    def test_rerun_waits_for_the_same_target(
+        self, dagtest_airflow: Path, http: FlaskClient
+    ) -> None:
         """A re-run sees the same target: a sync before it never counts, one after it does."""
         daily_syncs(http, range(1, 11))
         dag = one_sensor_dag("restart", "@daily", propagate_failures_forward=False)
@@ -101,7 +113,7 @@ class TestRestart:
 
 
 class TestFlags:
-    def test_always_wait_when_syncing(self, dagtest_airflow, http) -> None:
+    def test_always_wait_when_syncing(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """A running sync holds the sensor even though a success already counts."""
         from datetime import timezone
 
@@ -114,7 +126,9 @@ class TestFlags:
         assert result(run(waits, at(5)))[0] == "skipped"
         assert result(run(passes, at(5)))[:2] == ("success", z(at(5)))
 
-    def test_stale_running_sync_does_not_wait_forever(self, dagtest_airflow, http) -> None:
+    def test_stale_running_sync_does_not_wait_forever(
+        self, dagtest_airflow: Path, http: FlaskClient
+    ) -> None:
         """A sync_start older than the maximum sync duration (24 h) is not running."""
         from datetime import timezone
 
@@ -126,7 +140,9 @@ class TestFlags:
         dag = one_sensor_dag("aw_stale", "@daily", always_wait_when_syncing=True)
         assert result(run(dag, at(5)))[:2] == ("success", z(at(5)))
 
-    def test_started_after_refuses_a_sync_that_started_before(self, dagtest_airflow, http) -> None:
+    def test_started_after_refuses_a_sync_that_started_before(
+        self, dagtest_airflow: Path, http: FlaskClient
+    ) -> None:
         """criterion=started_after: the success must have started at or after the target."""
         sync(http, "c1", at(10, 1), sync_id="straddles", started=at(9, 23))
         strict = one_sensor_dag("sa_strict", "@daily", criterion="started_after")
@@ -137,7 +153,9 @@ class TestFlags:
         assert result(run(strict, at(10))) == ("success", z(at(10)), "inside")
 
     @pytest.mark.parametrize("mode", ["poke", "reschedule", "deferrable"])
-    def test_flags_reach_every_mode(self, dagtest_airflow, http, mode: str) -> None:
+    def test_flags_reach_every_mode(
+        self, dagtest_airflow: Path, http: FlaskClient, mode: str
+    ) -> None:
         """always_wait_when_syncing and started_after hold in poke, reschedule, deferrable."""
         from datetime import timezone
 
@@ -200,7 +218,9 @@ class TestRescheduleInterval:
 
 
 class TestFailMessage:
-    def test_fail_names_sync_time_reason_and_target(self, dagtest_airflow, http) -> None:
+    def test_fail_names_sync_time_reason_and_target(
+        self, dagtest_airflow: Path, http: FlaskClient
+    ) -> None:
         """FAIL raises FivetranSyncFailed naming the failed sync, its time, reason, target."""
         from airflow_plugin.exceptions import FivetranSyncFailed
         from airflow_plugin.sensors import FivetranDateTimeSensor

@@ -12,9 +12,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+from flask import Flask
+from flask.testing import FlaskClient
 
 from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B, S, W
 from testkit.support import at, pattern_listeners
@@ -108,7 +112,9 @@ def outcome(state: str, value: Any, released: bool) -> str:
 @pytest.mark.slow
 class TestSeedBackfill:
     @pytest.mark.parametrize("mode", ["poke", "reschedule", "deferrable"])
-    def test_calendar(self, dagtest_airflow, app, http, client, mode: str) -> None:
+    def test_calendar(
+        self, dagtest_airflow: Path, app: Flask, http: FlaskClient, client: redis.Redis, mode: str
+    ) -> None:
         """Every January run ends with the seed's outcome, for both propagate values.
 
         poke/reschedule: a WAIT times out (soft_fail: skipped). deferrable: a WAIT defers,

@@ -10,9 +10,11 @@ intervals), a run without a data interval (its ``run_after``), and Airflow 3's d
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 from freezegun import freeze_time
 
 from testkit.support import at
@@ -50,7 +52,7 @@ def task_started(dag_run: Any) -> datetime:
 
 
 class TestSameTargetWhateverTheClock:
-    def test_data_interval_end(self, dagtest_airflow, http) -> None:
+    def test_data_interval_end(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """CronDataIntervalTimetable: the run at Jan 5 covers Jan 4 and targets its end."""
         from airflow.sdk import CronDataIntervalTimetable
 
@@ -58,7 +60,9 @@ class TestSameTargetWhateverTheClock:
         dag = one_sensor_dag("clock_interval", CronDataIntervalTimetable("@daily", timezone="UTC"))
         assert twice(dag, at(5)) == [("success", z(at(5)), "ok-5")] * 3
 
-    def test_cron_trigger_timetable_start_equals_end(self, dagtest_airflow, http) -> None:
+    def test_cron_trigger_timetable_start_equals_end(
+        self, dagtest_airflow: Path, http: FlaskClient
+    ) -> None:
         """ "@daily" (CronTriggerTimetable): end == logical date, so the target is Jan 12,
         and the failure that ended then decides, under either clock."""
         daily_syncs(http, range(1, 11))
@@ -70,7 +74,9 @@ class TestSameTargetWhateverTheClock:
             == [("success", z(at(9)), "ok-9")] * 3
         )
 
-    def test_run_without_data_interval_uses_its_run_after(self, dagtest_airflow, http) -> None:
+    def test_run_without_data_interval_uses_its_run_after(
+        self, dagtest_airflow: Path, http: FlaskClient
+    ) -> None:
         """No data interval: the run's run_after (Jan 7 12:00), not the time it runs."""
         daily_syncs(http, range(1, 11))
         dag = one_sensor_dag("clock_none", None)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from datetime import datetime
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import redis
@@ -33,12 +35,16 @@ def trigger(connector_id: str, target=TARGET, **kwargs: Any):  # type: ignore[no
 
 async def first_event(t: Any) -> dict[str, Any]:
     async for ev in t.run():
-        return ev.payload
+        return cast("dict[str, Any]", ev.payload)
     raise AssertionError("the trigger ended without an event")
 
 
 def record(
-    writer: HistoryWriter, connector_id: str, ended=ENDED, status="SUCCESSFUL", sync_id: str = "s1"
+    writer: HistoryWriter,
+    connector_id: str,
+    ended: datetime = ENDED,
+    status: str = "SUCCESSFUL",
+    sync_id: str = "s1",
 ) -> None:
     writer.record(
         parse_event(
@@ -61,7 +67,7 @@ def run_async(body: Callable[[], Awaitable[Any]]) -> Any:
 
 
 class TestSerialization:
-    def test_round_trip(self, dagtest_airflow) -> None:
+    def test_round_trip(self, dagtest_airflow: Path) -> None:
         """serialize() names the class by its dotted path and rebuilds an equal trigger."""
         from airflow.sdk._shared.module_loading import import_string
 
@@ -74,14 +80,16 @@ class TestSerialization:
 
 
 class TestWakeUps:
-    def test_decided_at_once(self, dagtest_airflow, writer: HistoryWriter) -> None:
+    def test_decided_at_once(self, dagtest_airflow: Path, writer: HistoryWriter) -> None:
         """A decision already in the history fires without waiting."""
         record(writer, "c1", at(12), "FAILURE", "f1")
         ev = run_async(lambda: first_event(trigger("c1")))
         assert ev["status"] == "fail" and "f1" in ev["message"]
         assert ev["decision"]["sync"]["sync_id"] == "f1"
 
-    def test_publish_wakes_within_a_second(self, dagtest_airflow, client, writer) -> None:
+    def test_publish_wakes_within_a_second(
+        self, dagtest_airflow: Path, client: redis.Redis, writer: HistoryWriter
+    ) -> None:
         """A sync recorded while deferred releases the trigger in well under a second."""
 
         async def body() -> float:
@@ -98,7 +106,11 @@ class TestWakeUps:
         assert run_async(body) < 1.0
 
     def test_lost_publish_costs_one_interval(
-        self, dagtest_airflow, client, writer, monkeypatch
+        self,
+        dagtest_airflow: Path,
+        client: redis.Redis,
+        writer: HistoryWriter,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """With the publish lost, the re-check finds the sync within one interval."""
         monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
@@ -117,7 +129,11 @@ class TestWakeUps:
         assert run_async(body) < 1.5 + 0.5
 
     def test_listener_reconnects_and_rechecks(
-        self, dagtest_airflow, client, writer, monkeypatch
+        self,
+        dagtest_airflow: Path,
+        client: redis.Redis,
+        writer: HistoryWriter,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """When Redis drops the subscription, the hub resubscribes and re-checks everyone."""
         monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
@@ -134,7 +150,9 @@ class TestWakeUps:
 
 
 class TestScale:
-    def test_thousands_share_one_subscription(self, dagtest_airflow, client, writer) -> None:
+    def test_thousands_share_one_subscription(
+        self, dagtest_airflow: Path, client: redis.Redis, writer: HistoryWriter
+    ) -> None:
         """2,000 deferred triggers hold one PSUBSCRIBE and a bounded pool; one wakes alone."""
         from airflow_plugin._wakeups import POOL_SIZE
 

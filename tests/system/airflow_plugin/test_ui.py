@@ -11,11 +11,13 @@ import re
 from typing import Any
 
 import pytest
+import redis
 import requests
+from flask.testing import FlaskClient
 
 from airflow_plugin.links import connector_view_url
-from fivetran_events import parse_event
-from testkit.airflow_harness import ROLE_USERS
+from fivetran_events import HistoryWriter, parse_event
+from testkit.airflow_harness import ROLE_USERS, AirflowServer
 from testkit.calendars import SCENARIO_A, SCENARIO_B
 from testkit.support import at, encode, payload
 
@@ -36,7 +38,9 @@ def decisions(html: str) -> dict[int, str]:
 
 
 class TestAuth:
-    def test_without_a_session_it_is_refused(self, airflow3, http) -> None:
+    def test_without_a_session_it_is_refused(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
         """No cookie, no bearer: Airflow's own auth answers 401 before the view reads."""
         seed(http, "ui_a", SCENARIO_A)
         for path in ("/fivetran-events/", PAGE.format("ui_a")):
@@ -44,7 +48,9 @@ class TestAuth:
             assert resp.status_code == 401, (path, resp.status_code, resp.text[:200])
             assert "ui_a" not in resp.text
 
-    def test_a_forged_or_expired_session_is_refused(self, airflow3, http) -> None:
+    def test_a_forged_or_expired_session_is_refused(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
         """A cookie that is not Airflow's JWT is 403; one Airflow issued but expired, 401."""
         seed(http, "ui_a", SCENARIO_A)
         forged = requests.get(
@@ -58,7 +64,9 @@ class TestAuth:
         )
         assert expired.status_code == 401, expired.text[:200]
 
-    def test_a_logged_in_user_sees_the_list(self, airflow3, http) -> None:
+    def test_a_logged_in_user_sees_the_list(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
         """The session cookie Airflow's UI holds (``_token``) opens the view."""
         seed(http, "ui_a", SCENARIO_A)
         seed(http, "ui_b", SCENARIO_B)
@@ -68,7 +76,7 @@ class TestAuth:
         assert resp.status_code == 200, resp.text[:300]
         assert 'data-connector="ui_a"' in resp.text and 'data-connector="ui_b"' in resp.text
 
-    def test_the_least_role_is_enough(self, airflow3, http) -> None:
+    def test_the_least_role_is_enough(self, airflow3: AirflowServer, http: FlaskClient) -> None:
         """A viewer (the simple auth manager's least role) may look: the view only reads."""
         seed(http, "ui_a", SCENARIO_A)
         name = ROLE_USERS["viewer"]
@@ -80,7 +88,7 @@ class TestAuth:
         resp = view(airflow3, "/fivetran-events/", tok)
         assert resp.status_code == 200 and 'data-connector="ui_a"' in resp.text, resp.text[:300]
 
-    def test_airflow_lists_the_app_and_the_nav_entry(self, airflow3) -> None:
+    def test_airflow_lists_the_app_and_the_nav_entry(self, airflow3: AirflowServer) -> None:
         """GET /api/v2/plugins shows the mounted app and the "Fivetran syncs" view."""
         plugins = airflow3.get("/api/v2/plugins").json()["plugins"]
         ours = next(p for p in plugins if p["name"] == "fivetran_events")
@@ -94,7 +102,7 @@ class TestAuth:
 
 class TestPages:
     def test_the_list_shows_last_success_failure_running_and_forwarding(
-        self, airflow3, http
+        self, airflow3: AirflowServer, http: FlaskClient
     ) -> None:
         """Each connector's newest success and failure, a running sync, its deliveries."""
         seed(http, "ui_a", SCENARIO_A)
@@ -113,7 +121,9 @@ class TestPages:
         assert 'title="running-now"' in _cell(row_run, "running")
         assert 'data-state=""' in row_run
 
-    def test_the_calendar_is_the_seed_table(self, airflow3, http) -> None:
+    def test_the_calendar_is_the_seed_table(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
         """Histories A and B, both propagate values: the README's table, day by day."""
         from testkit.calendars import CALENDARS
 
@@ -124,7 +134,9 @@ class TestPages:
             html = view(airflow3, f"{path}&propagate_failures_forward={propagate}").text
             assert decisions(html) == expected, (scenario, propagate)
 
-    def test_a_link_opens_the_decision_for_its_target(self, airflow3, http) -> None:
+    def test_a_link_opens_the_decision_for_its_target(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
         """connector_view_url's URL shows the sensor's decision for that target."""
         seed(http, "ui_a", SCENARIO_A)
         url = connector_view_url("ui_a", at(13), propagate_failures_forward=False)
@@ -133,7 +145,9 @@ class TestPages:
         url = connector_view_url("ui_a", at(13), propagate_failures_forward=True)
         assert 'id="decision" data-decision="fail"' in view(airflow3, url).text
 
-    def test_the_timeline_draws_each_sync_in_its_color(self, airflow3, http) -> None:
+    def test_the_timeline_draws_each_sync_in_its_color(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
         """Success, failure and RESCHEDULED each get their class; the range bounds them."""
         seed(http, "ui_a", SCENARIO_A)
         sync(http, "ui_a", at(5, 6), "RESCHEDULED", sync_id="a-later", started=at(5, 5))
@@ -180,7 +194,14 @@ class TestBadInput:
             ("limit=ten", "limit"),
         ],
     )
-    def test_a_bad_parameter_is_a_400_naming_it(self, airflow3, http, client, query, names) -> None:
+    def test_a_bad_parameter_is_a_400_naming_it(
+        self,
+        airflow3: AirflowServer,
+        http: FlaskClient,
+        client: redis.Redis,
+        query: str,
+        names: Any,
+    ) -> None:
         """Never a 500, never a guess: the page says what to fix, and nothing is written."""
         seed(http, "ui_a", SCENARIO_A)
         before = sorted(client.keys("*"))
@@ -190,13 +211,15 @@ class TestBadInput:
         assert sorted(client.keys("*")) == before
 
     @pytest.mark.parametrize("connector", ["nobody", "bad%3Aid", "x" * 200])
-    def test_an_unknown_connector_is_a_404(self, airflow3, http, connector) -> None:
+    def test_an_unknown_connector_is_a_404(
+        self, airflow3: AirflowServer, http: FlaskClient, connector: str
+    ) -> None:
         seed(http, "ui_a", SCENARIO_A)
         resp = view(airflow3, f"/fivetran-events/connectors/{connector}")
         assert resp.status_code == 404, resp.text[:300]
         assert "has been recorded" in resp.text
 
-    def test_a_bad_list_page_is_a_400(self, airflow3) -> None:
+    def test_a_bad_list_page_is_a_400(self, airflow3: AirflowServer) -> None:
         for query in ("offset=-1", "limit=100000", "limit=x"):
             resp = view(airflow3, f"/fivetran-events/?{query}")
             assert resp.status_code == 400, (query, resp.text[:300])
@@ -209,7 +232,7 @@ def _calls(client: Any) -> int:
 
 class TestBounded:
     def test_a_long_history_costs_the_page_no_more_reads(
-        self, airflow3, http, client, writer
+        self, airflow3: AirflowServer, http: FlaskClient, client: redis.Redis, writer: HistoryWriter
     ) -> None:
         """2,000 older syncs: the same Redis commands and about the same bytes as none."""
         seed(http, "ui_small", SCENARIO_A)
@@ -231,7 +254,9 @@ class TestBounded:
         assert cost["ui_big"][0] == cost["ui_small"][0], cost
         assert cost["ui_big"][1] < 1.2 * cost["ui_small"][1] + 2000, cost
 
-    def test_the_timeline_shows_at_most_limit_syncs(self, airflow3, http, writer) -> None:
+    def test_the_timeline_shows_at_most_limit_syncs(
+        self, airflow3: AirflowServer, http: FlaskClient, writer: HistoryWriter
+    ) -> None:
         """More syncs in the range than the limit: the newest ones, and the page says so."""
         seed(http, "ui_many", SCENARIO_A)
         for hour in range(30):

@@ -14,10 +14,12 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from flask.testing import FlaskClient
 
+from testkit.airflow_harness import AirflowServer
 from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
 
 from .dagtest import PAGE, seed
@@ -73,7 +75,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser, airflow3) -> Iterator[Any]:
+def page(browser: Any, airflow3: AirflowServer) -> Iterator[Any]:
     """A browser tab logged in to Airflow (its session cookie holds Airflow's JWT)."""
     context = browser.new_context(viewport={"width": 1100, "height": 900})
     context.add_cookies([{"name": "_token", "value": airflow3.token(), "url": airflow3.url}])
@@ -86,15 +88,20 @@ def page(browser, airflow3) -> Iterator[Any]:
 
 
 def cells(page: Any) -> list[dict[str, str]]:
-    return page.eval_on_selector_all(
-        ".day[data-decision]",
-        """els => els.map(e => ({target: e.dataset.target, decision: e.dataset.decision,
+    return cast(
+        "list[dict[str, str]]",
+        page.eval_on_selector_all(
+            ".day[data-decision]",
+            """els => els.map(e => ({target: e.dataset.target, decision: e.dataset.decision,
                                 color: getComputedStyle(e).backgroundColor}))""",
+        ),
     )
 
 
 class TestInTheBrowser:
-    def test_calendar_colors_are_the_readme_table(self, page, airflow3, http, tmp_path) -> None:
+    def test_calendar_colors_are_the_readme_table(
+        self, page: Any, airflow3: AirflowServer, http: FlaskClient, tmp_path: Path
+    ) -> None:
         """Histories A and B, propagation on and off: each day's cell in its color."""
         seed(http, "ui_a", SCENARIO_A)
         seed(http, "ui_b", SCENARIO_B)
@@ -123,7 +130,7 @@ class TestInTheBrowser:
             page.screenshot(path=str(tmp_path / f"{cid}-{flag}.png"), full_page=True)
 
     def test_airflow_ui_shows_the_view_in_its_navigation(
-        self, page, airflow3, http, tmp_path
+        self, page: Any, airflow3: AirflowServer, http: FlaskClient, tmp_path: Path
     ) -> None:
         """Airflow's own page frames the list; clicks open a connector, then a day."""
         seed(http, "ui_a", SCENARIO_A)

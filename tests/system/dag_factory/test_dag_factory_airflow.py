@@ -63,7 +63,7 @@ def successful_runs(airflow3: AirflowServer, n: int) -> list[dict[str, Any]]:
         assert not failed, f"a run of {DAG_ID} failed: {failed}\n{airflow3.logs(tail=30)}"
         return runs if len(runs) >= n else None
 
-    return airflow3.wait_for(f"{n} successful run(s) of {DAG_ID}", done, timeout=240)  # type: ignore[no-any-return]
+    return airflow3.wait_for(f"{n} successful run(s) of {DAG_ID}", done, timeout=240)
 
 
 def sync(http: Any, fw: Forwarder, resync: bool = False) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -33,7 +33,7 @@ def compose_worker_role() -> str:
     username = doc["x-fte"]["environment"]["FIVETRAN_EVENTS_AIRFLOW_USERNAME"]
     users = doc["x-airflow"]["environment"]["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"]
     roles = dict(u.split(":")[:2] for u in users.split(","))
-    return roles[username].lower()
+    return cast(str, roles[username]).lower()
 
 
 def role_below(role: str) -> str:
@@ -42,7 +42,7 @@ def role_below(role: str) -> str:
     )
 
     order = SimpleAuthManagerRole[role.upper()].order
-    return next(r.name.lower() for r in SimpleAuthManagerRole if r.order == order - 1)
+    return cast(str, next(r.name.lower() for r in SimpleAuthManagerRole if r.order == order - 1))
 
 
 @pytest.fixture

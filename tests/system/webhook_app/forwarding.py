@@ -12,7 +12,8 @@ from fivetran_events.keys import delivery_id
 from testkit.airflow_harness import AirflowServer
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
-from webhook_app.forward import Delivery, DeliveryState, Forwarder
+from webhook_app.forwarding import Delivery, DeliveryState
+from webhook_app.forwarding.worker import Forwarder
 
 
 def uri(connector_id: str) -> str:
