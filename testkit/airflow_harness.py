@@ -12,7 +12,7 @@ Use it from any test module (it is registered in tests/system/conftest.py)::
         airflow3.wait_for_dag("fivetran_consumer")
         airflow3.add_dag("my_dag.py", source)  # a DAG file of the test's own, parsed live
 
-What it does is what DESIGN.md's "Running Airflow in tests" says: ``airflow db migrate``,
+What it does: real components rather than ``airflow standalone``: ``airflow db migrate``,
 then ``api-server --host 127.0.0.1`` on a free port, ``scheduler --skip-serve-logs``,
 ``dag-processor`` and ``triggerer --skip-serve-logs``; SQLite and LocalExecutor with
 ``AIRFLOW__CORE__PARALLELISM=2``; ``AIRFLOW_HOME`` in a temporary folder; the DAGs

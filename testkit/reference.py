@@ -1,7 +1,7 @@
-"""A brute-force reading of DESIGN.md's decision contract, for checking the real one.
+"""A brute-force reading of the decision contract, for checking the real one.
 
 It looks at the whole history with list comprehensions; nothing clever, so it can be
-trusted by reading it next to DESIGN.md.
+trusted by reading it next to the contract in fivetran_events/decision.py's docstring.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def reference_decide(
     if any(c.status != "SUCCESSFUL" and c.ended_ms >= target_ms for c in real):
         return "fail"
     if any(c.ended_ms >= target_ms for c in real):
-        return "wait"  # DESIGN.md rule 4 applies only when nothing ended at or after T
+        return "wait"  # rule 4 applies only when nothing ended at or after T
     before = [c for c in real if c.ended_ms < target_ms]
     if not before:
         return "wait"

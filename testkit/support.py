@@ -31,7 +31,7 @@ def payload(
     new_names: bool = False,
     **data: Any,
 ) -> dict[str, Any]:
-    """Build a payload shaped like Fivetran's (DESIGN.md's real capture)."""
+    """Build a payload shaped like a real capture of Fivetran's webhook."""
     created = created or datetime.now(UTC)
     body: dict[str, Any] = {
         "event": event,

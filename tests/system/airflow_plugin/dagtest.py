@@ -9,7 +9,7 @@ from testkit.support import at, deliver, payload
 
 
 def serialize(dag: Any) -> None:
-    """Write a DAG defined in a test to the DB (DESIGN.md: needed before dag.test())."""
+    """Write a DAG defined in a test to the DB (Airflow needs it before dag.test())."""
     from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
 

@@ -21,7 +21,7 @@ REAL_CAPTURE = (
 
 class TestAccepts:
     def test_real_capture(self) -> None:
-        """The capture in DESIGN.md parses to a successful sync_end with all its fields."""
+        """A real capture of Fivetran's webhook parses to a sync_end with all its fields."""
         ev = parse_event(REAL_CAPTURE)
         assert ev.kind is EventKind.SYNC_END and ev.is_success
         assert ev.connector_id == "assimilate_seem"
