@@ -16,89 +16,33 @@ forever), ``AirflowRejected`` (a 4xx: retrying will not help; ``body`` says why)
 from __future__ import annotations
 
 import json
-import math
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import requests
-from urllib3.exceptions import NewConnectionError
 
 from fivetran_events import ConfigurationError, Settings
-from fivetran_events.timeutil import iso, parse_iso
+from fivetran_events.timeutil import iso
+
+from .airflow_answers import TOKEN_MARGIN_SECONDS as TOKEN_MARGIN_SECONDS
+from .airflow_answers import AirflowError as AirflowError
+from .airflow_answers import AirflowEvent as AirflowEvent
+from .airflow_answers import AirflowRejected as AirflowRejected
+from .airflow_answers import AirflowUnavailable as AirflowUnavailable
+from .airflow_answers import AssetNotFound as AssetNotFound
+from .airflow_answers import body_text, maybe_sent, renew_after, unexpected_answer_is_a_retry
+from .airflow_answers import retry_after_seconds as retry_after_seconds
 
 #: Seconds an asset id found by URI is trusted before it is looked up again.
 ASSET_CACHE_SECONDS = 300.0
-#: Renew a cached JWT this long before Airflow would refuse it.
-TOKEN_MARGIN_SECONDS = 60.0
 #: Events examined per page when looking one up (newest first).
 LOOKUP_PAGE = 100
-#: Longest response body kept in an error message.
-BODY_LIMIT = 2000
 #: Answers that say the request was not handled at all (nothing can have been created).
 NOT_HANDLED = frozenset({429, 503})
-
-
-class AirflowError(Exception):
-    """Base class of the errors this client raises."""
-
-
-class AirflowUnavailable(AirflowError):
-    """Raised on connection errors, timeouts, 5xx and 429: retry, after ``retry_after`` if set.
-
-    ``maybe_sent`` is False only when the request certainly never reached Airflow (the
-    connection was refused or not made), so an event cannot have been created.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        retry_after: float | None = None,
-        maybe_sent: bool = True,
-        status: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.maybe_sent = maybe_sent
-        self.status = status
-
-
-class AssetNotFound(AirflowError):
-    """Raised when Airflow knows no dataset/asset with the URI (no DAG uses it yet)."""
-
-
-class AirflowRejected(AirflowError):
-    """Raised on a 4xx other than 404 and 429 (after one token refresh on 401)."""
-
-    def __init__(self, status: int, body: str) -> None:
-        super().__init__(f"Airflow answered {status}: {body}")
-        self.status = status
-        self.body = body
-
-
-@dataclass(frozen=True)
-class AirflowEvent:
-    """An asset/dataset event as Airflow reports it."""
-
-    id: int
-    uri: str | None
-    timestamp: datetime
-    extra: dict[str, Any]
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> AirflowEvent:
-        return cls(
-            id=int(body["id"]),
-            uri=body.get("uri") or body.get("dataset_uri"),
-            timestamp=parse_iso(str(body["timestamp"])),
-            extra=dict(body.get("extra") or {}),
-        )
 
 
 def read_credentials(settings: Settings) -> tuple[str, str]:
@@ -129,59 +73,6 @@ def read_credentials(settings: Settings) -> tuple[str, str]:
             "FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE"
         )
     return settings.airflow_username, settings.airflow_password.get_secret_value()
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now.
-
-    Garbage and NaN give None (no wish expressed); a huge or infinite value is returned
-    as it is, for the caller to clamp into its retry window.
-    """
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return None if math.isnan(seconds) else max(0.0, seconds)
-    try:
-        when = parsedate_to_datetime(value)
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        return max(0.0, when.timestamp() - (time.time() if now is None else now))
-    except (TypeError, ValueError, OverflowError, IndexError):
-        return None
-
-
-def _maybe_sent(exc: requests.RequestException) -> bool:
-    if isinstance(exc, requests.ConnectTimeout):
-        return False
-    if isinstance(exc, requests.ConnectionError):
-        reason = getattr(exc.args[0], "reason", None) if exc.args else None
-        return not isinstance(reason, NewConnectionError)
-    return True
-
-
-@contextmanager
-def _answer(what: str) -> Iterator[None]:
-    """Classify an answer that is not Airflow's JSON (a proxy's error page, say) as a retry.
-
-    Only the parsing of Airflow's answers is wrapped, so a bug of ours elsewhere still
-    fails the job visibly instead of being retried for the whole retry window.
-    """
-    try:
-        yield
-    except (ValueError, KeyError, TypeError) as exc:
-        raise AirflowUnavailable(
-            f"unexpected answer from Airflow to {what}: {type(exc).__name__}: {exc}"
-        ) from None
-
-
-def _body(resp: requests.Response) -> str:
-    text = resp.text or resp.reason or ""
-    return text[:BODY_LIMIT]
 
 
 class AirflowClient:
@@ -241,13 +132,13 @@ class AirflowClient:
             resp = self.session.request(method, url, timeout=(self.timeout, self.timeout), **kwargs)
         except requests.RequestException as exc:
             raise AirflowUnavailable(
-                f"{method} {path}: {type(exc).__name__}: {exc}", maybe_sent=_maybe_sent(exc)
+                f"{method} {path}: {type(exc).__name__}: {exc}", maybe_sent=maybe_sent(exc)
             ) from None
         if resp.status_code == 429 or resp.status_code >= 500:
             # 429 and 503 say the request was not handled; a 500, 502 or 504 may come
             # after Airflow committed it (or while it still does), so its outcome is open.
             raise AirflowUnavailable(
-                f"{method} {path}: Airflow answered {resp.status_code}: {_body(resp)}",
+                f"{method} {path}: Airflow answered {resp.status_code}: {body_text(resp)}",
                 retry_after=retry_after_seconds(resp.headers.get("Retry-After")),
                 maybe_sent=resp.status_code not in NOT_HANDLED,
                 status=resp.status_code,
@@ -275,9 +166,10 @@ class AirflowClient:
         )
         if resp.status_code not in (200, 201):
             raise AirflowRejected(
-                resp.status_code, f"cannot get a token for user '{self.username}': {_body(resp)}"
+                resp.status_code,
+                f"cannot get a token for user '{self.username}': {body_text(resp)}",
             )
-        with _answer("POST /auth/token"):
+        with unexpected_answer_is_a_retry("POST /auth/token"):
             token = str(resp.json()["access_token"])
         self.tokens_fetched += 1
         self._token_expires = time.time() + renew_after(token)
@@ -327,7 +219,7 @@ class AirflowClient:
             if resp.status_code == 404:
                 return None
             self._check(resp)
-            with _answer("GET /api/v1/datasets"):
+            with unexpected_answer_is_a_retry("GET /api/v1/datasets"):
                 return int(resp.json()["id"])
         offset = 0
         while True:
@@ -337,7 +229,7 @@ class AirflowClient:
                 params={"uri_pattern": uri, "limit": 100, "offset": offset, "order_by": "id"},
             )
             self._check(resp)
-            with _answer("GET /api/v2/assets"):
+            with unexpected_answer_is_a_retry("GET /api/v2/assets"):
                 body = resp.json()
                 assets = body.get("assets", [])
                 for asset in assets:  # uri_pattern is a substring match
@@ -374,7 +266,9 @@ class AirflowClient:
                 "POST", "/api/v1/datasets/events", json={"dataset_uri": uri, "extra": dict(extra)}
             )
             if resp.status_code == 404:
-                raise AssetNotFound(f"Airflow 2 answered 404 for dataset '{uri}': {_body(resp)}")
+                raise AssetNotFound(
+                    f"Airflow 2 answered 404 for dataset '{uri}': {body_text(resp)}"
+                )
         else:
             asset = self.asset_id(uri)
             resp = self._request(
@@ -388,10 +282,10 @@ class AirflowClient:
                 )
                 if resp.status_code == 404:
                     raise AssetNotFound(
-                        f"Airflow answered 404 for asset '{uri}' (id {asset}): {_body(resp)}"
+                        f"Airflow answered 404 for asset '{uri}' (id {asset}): {body_text(resp)}"
                     )
         self._check(resp)
-        with _answer("POST of an event"):
+        with unexpected_answer_is_a_retry("POST of an event"):
             return AirflowEvent.from_json(resp.json())
 
     def find_event(
@@ -416,7 +310,7 @@ class AirflowClient:
                 "GET", path, params={**params, "limit": LOOKUP_PAGE, "offset": offset}
             )
             self._check(resp)
-            with _answer(f"GET {path}"):
+            with unexpected_answer_is_a_retry(f"GET {path}"):
                 body = resp.json()
                 events = [AirflowEvent.from_json(e) for e in body.get(key, [])]
                 total = int(body.get("total_entries", 0))
@@ -431,28 +325,7 @@ class AirflowClient:
     @staticmethod
     def _check(resp: requests.Response) -> None:
         if resp.status_code >= 400:
-            raise AirflowRejected(resp.status_code, _body(resp))
-
-
-def renew_after(token: str) -> float:
-    """Seconds after fetching a JWT to fetch the next one, before Airflow refuses it.
-
-    The token's life is ``exp - iat``, both Airflow's clock, so a worker whose clock is
-    off still renews in time (``exp - time.time()`` would be off by the skew). Renewal
-    comes ``TOKEN_MARGIN_SECONDS`` before the end, or half-way through a shorter life.
-    A token without those claims is renewed after an hour (or on a 401).
-    """
-    import base64
-
-    try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        life = float(claims["exp"]) - float(claims["iat"])
-    except (IndexError, ValueError, KeyError, TypeError):
-        return 3600.0
-    if not math.isfinite(life) or life <= 0:
-        return 0.0
-    return life - min(TOKEN_MARGIN_SECONDS, life / 2)
+            raise AirflowRejected(resp.status_code, body_text(resp))
 
 
 def lookup_window_start(mark_ms: int, slack: timedelta = timedelta(minutes=2)) -> datetime:

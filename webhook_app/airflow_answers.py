@@ -1,0 +1,159 @@
+"""What Airflow's answers mean to the forwarder: errors, Retry-After, a JWT's life.
+
+``airflow_client.py`` sends the requests; this module classifies what comes back, so the
+attempt (``forwarding/attempt.py``) acts on typed errors: ``AirflowUnavailable`` (retry
+later, perhaps after ``retry_after`` seconds; ``maybe_sent`` when the request may have
+reached Airflow), ``AssetNotFound`` (no DAG uses that URI: record, do not retry forever),
+``AirflowRejected`` (a 4xx: retrying will not help; ``body`` says why).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import requests
+from urllib3.exceptions import NewConnectionError
+
+from fivetran_events.timeutil import parse_iso
+
+#: Renew a cached JWT this long before Airflow would refuse it.
+TOKEN_MARGIN_SECONDS = 60.0
+#: Longest response body kept in an error message.
+BODY_LIMIT = 2000
+
+
+class AirflowError(Exception):
+    """Base class of the errors this client raises."""
+
+
+class AirflowUnavailable(AirflowError):
+    """Raised on connection errors, timeouts, 5xx and 429: retry, after ``retry_after`` if set.
+
+    ``maybe_sent`` is False only when the request certainly never reached Airflow (the
+    connection was refused or not made), so an event cannot have been created.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        retry_after: float | None = None,
+        maybe_sent: bool = True,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.maybe_sent = maybe_sent
+        self.status = status
+
+
+class AssetNotFound(AirflowError):
+    """Raised when Airflow knows no dataset/asset with the URI (no DAG uses it yet)."""
+
+
+class AirflowRejected(AirflowError):
+    """Raised on a 4xx other than 404 and 429 (after one token refresh on 401)."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"Airflow answered {status}: {body}")
+        self.status = status
+        self.body = body
+
+
+@dataclass(frozen=True)
+class AirflowEvent:
+    """An asset/dataset event as Airflow reports it."""
+
+    id: int
+    uri: str | None
+    timestamp: datetime
+    extra: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> AirflowEvent:
+        return cls(
+            id=int(body["id"]),
+            uri=body.get("uri") or body.get("dataset_uri"),
+            timestamp=parse_iso(str(body["timestamp"])),
+            extra=dict(body.get("extra") or {}),
+        )
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now.
+
+    Garbage and NaN give None (no wish expressed); a huge or infinite value is returned
+    as it is, for the caller to clamp into its retry window.
+    """
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return None if math.isnan(seconds) else max(0.0, seconds)
+    try:
+        when = parsedate_to_datetime(value)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+
+
+def maybe_sent(exc: requests.RequestException) -> bool:
+    if isinstance(exc, requests.ConnectTimeout):
+        return False
+    if isinstance(exc, requests.ConnectionError):
+        reason = getattr(exc.args[0], "reason", None) if exc.args else None
+        return not isinstance(reason, NewConnectionError)
+    return True
+
+
+@contextmanager
+def unexpected_answer_is_a_retry(what: str) -> Iterator[None]:
+    """Classify an answer that is not Airflow's JSON (a proxy's error page, say) as a retry.
+
+    Only the parsing of Airflow's answers is wrapped, so a bug of ours elsewhere still
+    fails the job visibly instead of being retried for the whole retry window.
+    """
+    try:
+        yield
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AirflowUnavailable(
+            f"unexpected answer from Airflow to {what}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def body_text(resp: requests.Response) -> str:
+    text = resp.text or resp.reason or ""
+    return text[:BODY_LIMIT]
+
+
+def renew_after(token: str) -> float:
+    """Seconds after fetching a JWT to fetch the next one, before Airflow refuses it.
+
+    The token's life is ``exp - iat``, both Airflow's clock, so a worker whose clock is
+    off still renews in time (``exp - time.time()`` would be off by the skew). Renewal
+    comes ``TOKEN_MARGIN_SECONDS`` before the end, or half-way through a shorter life.
+    A token without those claims is renewed after an hour (or on a 401).
+    """
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        life = float(claims["exp"]) - float(claims["iat"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        return 3600.0
+    if not math.isfinite(life) or life <= 0:
+        return 0.0
+    return life - min(TOKEN_MARGIN_SECONDS, life / 2)
