@@ -35,6 +35,8 @@ class TestWaitForReplicas:
             assert resp.status_code == 503, resp.get_json()
             assert resp.headers["Retry-After"] == str(settings.retry_after_seconds)
             assert "0 of 1 Redis replicas" in resp.get_json()["error"]
+        ready = http.get("/readyz")  # every delivery would be 503: not ready either
+        assert ready.status_code == 503 and "0 of 1 Redis replicas" in ready.get_json()["error"]
         event = parse_event(signed(body)[0])
         seen = ConnectorKeys("test:", event.connector_id).seen
         assert client.zscore(seen, event.dedup_id) is not None  # on the primary all along
@@ -62,5 +64,6 @@ class TestWaitForReplicas:
             http = create_app(waiting(settings, primary.url)).test_client()
             resp = post_signed(http, payload(sync_id="s-replicated"))
             assert resp.status_code == 200 and resp.get_json()["status"] == "recorded"
+            assert http.get("/readyz").status_code == 200
             too_many = create_app(waiting(settings, primary.url, replicas=2)).test_client()
             assert post_signed(too_many, payload(sync_id="s-two")).status_code == 503
