@@ -63,6 +63,34 @@ class TestHookThroughSentinel:
             decision = hook.reader().decide("c1", at(2))
             assert decision.outcome is Outcome.SUCCESS, decision
 
+    def test_form_fields_with_passwords_and_tls(
+        self, dagtest_airflow: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Password, TLS with a private CA, the sentinels' own password and TLS: the form's
+        fields make the URL the server takes, and the reader decides through it."""
+        from airflow_plugin.hooks import FivetranEventsRedisHook
+
+        with sentinel_setup(
+            tmp_path / "redis", password="p@ss word", sentinel_password="spw", tls=True
+        ) as nodes:
+            assert nodes.tls is not None
+            record(nodes.url(), "c1", "s1")
+            extra = {
+                "sentinels": ",".join(f"127.0.0.1:{p}" for p in nodes.sentinel_ports),
+                "sentinel_service": "svc",
+                "sentinel_password": "spw",
+                "sentinel_ssl": True,
+                "ssl": True,
+                "ssl_ca_certs": str(nodes.tls / "ca.crt"),
+                "key_prefix": PREFIX,
+            }
+            conn = {"conn_type": "fivetran_events", "password": "p@ss word", "extra": extra}
+            monkeypatch.setenv("AIRFLOW_CONN_HA_TLS", json.dumps(conn))
+            hook = FivetranEventsRedisHook("ha_tls")
+            assert hook.config.url.startswith("rediss+sentinel://")
+            assert "p@ss" not in hook.config.where() and "spw" not in hook.config.where()
+            assert hook.reader().decide("c1", at(2)).outcome is Outcome.SUCCESS
+
     def test_a_bad_sentinel_url_names_the_connection(
         self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
