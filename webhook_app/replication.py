@@ -11,8 +11,8 @@ consistent: a failover may still promote a replica that had not confirmed).
 
 from __future__ import annotations
 
-from fivetran_events import WriteStatus
-from fivetran_events.keys import readiness_key
+from fivetran_events import Event, WriteStatus
+from fivetran_events.keys import ConnectorKeys, readiness_key
 from fivetran_events.timeutil import now_ms
 
 from .errors import ApiError
@@ -22,7 +22,7 @@ from .state import State
 MARK_TTL_MS = 60_000
 
 
-def confirm_replicas(st: State, status: WriteStatus) -> None:
+def confirm_replicas(st: State, event: Event, status: WriteStatus) -> None:
     """Return once enough replicas hold the delivery just handled; raise 503 otherwise.
 
     A duplicate waits too: its first delivery may have been answered 503 before the
@@ -30,28 +30,37 @@ def confirm_replicas(st: State, status: WriteStatus) -> None:
     """
     if status is WriteStatus.IGNORED:
         return
-    short = missing_replicas(st)
+    seen = (ConnectorKeys(st.settings.key_prefix, event.connector_id).seen, event.dedup_id)
+    short = missing_replicas(st, seen)
     if short is not None:
         raise ApiError(503, f"recorded, but {short}; retry later")
 
 
-def missing_replicas(st: State) -> str | None:
+def missing_replicas(st: State, seen: tuple[str, str] | None = None) -> str | None:
     """Write a marker and WAIT for it; say how many replicas fell short, or None.
 
     WAIT counts the writes of the connection that sends it, and a pooled client may hand
     out another connection than the one that wrote the history; so one write of our own
     goes first on the connection that sends WAIT. Replicas apply the primary's stream in
-    order: a replica that confirms the marker holds every write before it. /readyz asks
-    the same, so a webhook that would answer every delivery 503 is not ready.
+    order: a replica that confirms the marker holds every write before it. ``seen`` (a
+    connector's dedup set and a delivery's id) is read first on the same connection: a
+    failover between the history's write and this round trip would otherwise have the
+    new primary's replicas confirm a marker without the delivery. /readyz asks without
+    it, so a webhook that would answer every delivery 503 is not ready.
     """
     wanted = st.settings.redis_wait_replicas
     if wanted == 0:
         return None
     timeout_ms = st.settings.redis_wait_timeout_ms
     pipe = st.redis.pipeline(transaction=False)
+    if seen is not None:
+        pipe.zscore(*seen)
     pipe.set(readiness_key(st.settings.key_prefix), now_ms(), px=MARK_TTL_MS)
     pipe.wait(wanted, timeout_ms)
-    confirmed = int(pipe.execute()[-1])
+    replies = pipe.execute()
+    if seen is not None and replies[0] is None:
+        return "the Redis primary answering now does not hold it (a failover?)"
+    confirmed = int(replies[-1])
     if confirmed >= wanted:
         return None
     return (

@@ -61,7 +61,7 @@ def _receive() -> dict[str, str]:
         )
     except InvalidPayload as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
-    confirm_replicas(st, result.status)  # FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS
+    confirm_replicas(st, event, result.status)  # FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS
     answer = {"status": result.status.value, "event": event.event}
     if event.connector_id:
         answer["connector_id"] = event.connector_id

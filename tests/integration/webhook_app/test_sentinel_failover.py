@@ -160,6 +160,7 @@ def test_primary_killed_under_load_loses_no_ack(tmp_path: Path) -> None:
             )
             time.sleep(1.0)  # a second forward of anything would land by now
             counts = forwarded()
+            worker_alive = worker.proc.poll() is None  # it rode out the failover by itself
             worker.stop()
 
     recover_s = recovered_at[0] - killed_at[0]
@@ -172,6 +173,7 @@ def test_primary_killed_under_load_loses_no_ack(tmp_path: Path) -> None:
         f"answers {dict(answers)}"
     )
     assert lost == []
+    assert worker_alive, worker.log()
     assert set(answers) <= {"200 recorded", "200 duplicate", "503 with Retry-After"}, answers
     assert unavailable > 0, f"the failover was not seen: {answers}"
     assert recover_s < RECOVERY_BOUND_S

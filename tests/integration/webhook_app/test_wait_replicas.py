@@ -7,12 +7,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from fivetran_events import Settings, parse_event
+from fivetran_events import Settings, WriteStatus, parse_event
 from fivetran_events.keys import ConnectorKeys
 from testkit.own_redis import own_redis
 from testkit.processes import poll_until
-from testkit.support import payload, post_signed, signed
+from testkit.support import ev, payload, post_signed, signed
 from webhook_app import create_app
+from webhook_app.errors import ApiError
+from webhook_app.replication import confirm_replicas
+from webhook_app.state import state
 
 pytestmark = pytest.mark.redis
 
@@ -67,3 +70,9 @@ class TestWaitForReplicas:
             assert http.get("/readyz").status_code == 200
             too_many = create_app(waiting(settings, primary.url, replicas=2)).test_client()
             assert post_signed(too_many, payload(sync_id="s-two")).status_code == 503
+            # A primary that answers the WAIT without holding the delivery (a failover
+            # between the write and the WAIT) confirms nothing.
+            app = create_app(waiting(settings, primary.url))
+            with app.app_context(), pytest.raises(ApiError) as info:
+                confirm_replicas(state(), ev(sync_id="never-written"), WriteStatus.RECORDED)
+            assert info.value.status_code == 503 and "does not hold it" in info.value.message
