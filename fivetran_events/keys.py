@@ -2,18 +2,18 @@
 
 Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id)::
 
-    {p}c:{c}:ok        ZSET  successful completions   member: completion JSON, score: ended ms
-    {p}c:{c}:okstart   ZSET  the same successes whose start is known, score: their start ms
+    {p}h:{c}:ok        ZSET  successful completions   member: completion JSON, score: ended ms
+    {p}h:{c}:okstart   ZSET  the same successes whose start is known, score: their start ms
                              (the first success started at or after T is one read)
-    {p}c:{c}:fail      ZSET  failed completions       member: completion JSON, score: ended ms
-    {p}c:{c}:ends      ZSET  every sync_end, RESCHEDULED included (the listing)
-    {p}c:{c}:ended     ZSET  sync_id -> newest end ms (a late sync_start must not look running)
-    {p}c:{c}:starts    ZSET  sync_id -> first start ms (start_of; a completion's member
+    {p}h:{c}:fail      ZSET  failed completions       member: completion JSON, score: ended ms
+    {p}h:{c}:ends      ZSET  every sync_end, RESCHEDULED included (the listing)
+    {p}h:{c}:ended     ZSET  sync_id -> newest end ms (a late sync_start must not look running)
+    {p}h:{c}:starts    ZSET  sync_id -> first start ms (start_of; a completion's member
                              carries its own attempt's start as "b")
-    {p}c:{c}:running   ZSET  sync_id -> start ms of the running attempt (started, not ended)
-    {p}c:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
-    {p}c:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
-    {p}c:{c}:guard     never stored: written and deleted by a duplicate's check, so that
+    {p}h:{c}:running   ZSET  sync_id -> start ms of the running attempt (started, not ended)
+    {p}h:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
+    {p}h:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
+    {p}h:{c}:guard     never stored: written and deleted by a duplicate's check, so that
                        the write's transaction, which watches it, aborts (history/writer.py)
     {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}; only
                        moves forward (an older event fills gaps, changes nothing else)
@@ -42,7 +42,7 @@ class ConnectorKeys:
     connector_id: str
 
     def _k(self, suffix: str) -> str:
-        return f"{self.prefix}c:{self.connector_id}:{suffix}"
+        return f"{self.prefix}h:{self.connector_id}:{suffix}"
 
     @property
     def ok(self) -> str:

@@ -37,9 +37,9 @@ class TestIdempotence:
         """The same sync_end twice: recorded, then duplicate, with every key unchanged."""
         e = ev(sync_id="s1", created=at(3))
         assert writer.record(e).status is WriteStatus.RECORDED
-        snapshot = {k: client.dump(k) for k in client.keys("test:c:*")}
+        snapshot = {k: client.dump(k) for k in client.keys("test:h:*")}
         assert writer.record(e).status is WriteStatus.DUPLICATE
-        assert {k: client.dump(k) for k in client.keys("test:c:*")} == snapshot
+        assert {k: client.dump(k) for k in client.keys("test:h:*")} == snapshot
 
     def test_failed_then_successful_same_sync(
         self, writer: HistoryWriter, reader: HistoryReader
