@@ -44,8 +44,8 @@ DAY_MS = 86_400_000
 RETENTION_DAYS = 800
 #: Layout v1's bytes per sync, measured with this bench (``--writer record --syncs
 #: 100000 --connectors 100``, so 1,000 syncs a connector as by default) on main before
-#: layout v2: MEMORY USAGE of the history and metadata keys (INFO used_memory: 1,158).
-V1_BYTES_PER_SYNC = 1_100
+#: layout v2: INFO used_memory's delta (MEMORY USAGE of its keys: 1,100).
+V1_BYTES_PER_SYNC = 1_158
 
 ADVERBS = ("assimilate", "bravely", "calmly", "deftly", "eagerly", "fairly", "gladly")
 NOUNS = ("seem", "otter", "harbor", "lantern", "meadow", "quartz", "saddle", "thicket")
@@ -159,7 +159,7 @@ def load(client: redis.Redis, how: str, syncs: int, connectors: int, now: int) -
 
 def report(
     syncs: int, used_delta: int, sizes: dict[str, tuple[int, int]], took: float, how: str
-) -> float:
+) -> None:
     total = sum(b for b, _ in sizes.values())
     per_sync = total / syncs
     print(
@@ -178,11 +178,13 @@ def report(
         "in 16). Not counted: fwd:* delivery records and RQ jobs (the webhook app's, "
         "expired by its own TTLs), pub/sub (nothing stored)."
     )
-    return per_sync
 
 
 def sizing(per_sync: float) -> None:
-    print(f"   sizing (history + metadata at {per_sync:.0f} bytes/sync; v1 {V1_BYTES_PER_SYNC:,}):")
+    print(
+        f"   sizing from INFO used_memory: {per_sync:.0f} bytes/sync (v1 {V1_BYTES_PER_SYNC:,}); "
+        "history and metadata only"
+    )
     head = ("connectors", "syncs/day", "retention", "syncs", "v2", "v1")
     print("   {:>10} {:>9} {:>9} {:>14} {:>9} {:>9}".format(*head))
     for conns, per_day, days in SHAPES:
@@ -209,8 +211,8 @@ def main() -> None:
         now = int(time.time() * 1000)
         took = load(client, args.writer, args.syncs, args.connectors, now)
         used_delta = int(client.info("memory")["used_memory"]) - before
-        per_sync = report(args.syncs, used_delta, measure(client), took, args.writer)
-        sizing(per_sync)
+        report(args.syncs, used_delta, measure(client), took, args.writer)
+        sizing(used_delta / args.syncs)  # what Redis allocated, its own overhead included
     finally:
         stop_group(proc, timeout=10)
         shutil.rmtree(work, ignore_errors=True)

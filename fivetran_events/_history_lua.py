@@ -4,8 +4,9 @@ One event's whole history write is one script, so that it is one command inside 
 webhook's MULTI (seven to fifteen commands otherwise: each costs the webhook a pack, a
 parse and a dispatch), and so that what it reads (has this sync ended? which attempt
 does this start belong to?) is read when the transaction runs, needing no WATCH. They
-go out as EVAL, not EVALSHA: inside MULTI a NOSCRIPT error would fail that command
-alone while the rest commits.
+go out as EVAL (without comments or indentation), not EVALSHA: inside MULTI a NOSCRIPT
+error would fail that command alone while the rest commits. The bulk loader, outside
+any transaction, uses EVALSHA.
 """
 
 from __future__ import annotations
