@@ -46,7 +46,11 @@ local function b36(n)
   until n == 0
   return s
 end
-local function split(m) return string.match(string.sub(m, plen + 1), '^([0-9a-z]*)(.*)$') end
+-- A member's parts after the token: the duration, an '@end' tag (only on a member that
+-- would otherwise equal another completion of the same sync), the rest.
+local function split(m)
+  return string.match(string.sub(m, plen + 1), '^([0-9a-z]*)(@?[0-9a-z]*)(.*)$')
+end
 
 if ARGV[1] == 'start' then
   redis.call('ZADD', KEYS[2], 'LT', ARGV[2], sid)
@@ -67,9 +71,9 @@ if ARGV[1] == 'start' then
   if not best then
     redis.call('ZADD', KEYS[3], 'GT', ARGV[2], sid)
   else
-    local d, tail = split(best)
+    local d, tag, tail = split(best)
     if d == '' or score - tonumber(d, 36) < t then
-      local n = p .. b36(score - t) .. tail
+      local n = p .. b36(score - t) .. tag .. tail
       redis.call('ZREM', key, best)
       redis.call('ZADD', key, raw, n)
       if key == KEYS[4] then
@@ -84,7 +88,7 @@ elseif ARGV[1] == 'end' then
   local known = false
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, ARGV[2], ARGV[2])) do
     if string.sub(m, 1, plen) == p then
-      local _, tail = split(m)
+      local _, _, tail = split(m)
       if tail == suffix then known = true end
     end
   end
@@ -98,8 +102,12 @@ elseif ARGV[1] == 'end' then
       b = redis.call('ZSCORE', KEYS[2], sid)
       if b and tonumber(b) > t then b = false end
     end
-    local m = p .. suffix
-    if b then m = p .. b36(t - tonumber(b)) .. suffix end
+    local d = ''
+    if b then d = b36(t - tonumber(b)) end
+    local m = p .. d .. suffix
+    -- Another end of this sync with the same duration (two successes without a start):
+    -- tag this one with its end, so neither replaces the other.
+    if redis.call('ZSCORE', key, m) then m = p .. d .. '@' .. b36(t) .. suffix end
     redis.call('ZADD', key, ARGV[2], m)
     if b and key == KEYS[4] then redis.call('ZADD', KEYS[7], b, m) end
   end

@@ -4,10 +4,12 @@ Layout v2 keeps each member at most 28 bytes for a success, so that with Redis's
 bytes of string header and its terminator it fits a 32-byte allocation (docs/architecture.md
 has the measurements)::
 
-    member  = token "," [delta] [" " json]
+    member  = token "," [delta] ["@" end] [" " json]
     token   = base64url of the 16 bytes of a canonical lowercase UUID (22 characters)
             | "." sync_id          (any other sync id; "." never starts a base64 token)
     delta   = end - start of the attempt, in ms, base 36; empty when no start is known
+    end     = the end in ms, base 36: only when another end of the same sync would
+              otherwise have the same member (two successes of one sync id, no start)
     json    = {"st": status, "r": reason, "tt": task_type}: only for anything but
               SUCCESSFUL (failures are rare: their reason may be long)
 
@@ -98,7 +100,8 @@ def decode_completion(
     if score is None:
         raise ValueError("a completion member needs its score")
     head, _, extra = text.partition(" ")
-    token, _, delta_text = head.partition(",")
+    token, _, rest = head.partition(",")
+    delta_text = rest.partition("@")[0]
     body = json.loads(extra) if extra else {"st": "SUCCESSFUL"}
     delta = int(delta_text, 36) if delta_text else None
     if by_start:

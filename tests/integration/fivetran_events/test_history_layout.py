@@ -11,7 +11,7 @@ import redis
 from fivetran_events import HistoryReader, HistoryWriter, WriteStatus
 from fivetran_events.history.writer import RECENT_MS
 from fivetran_events.keys import ConnectorKeys
-from fivetran_events.timeutil import to_ms
+from fivetran_events.timeutil import iso, to_ms
 from testkit.support import at, ev
 
 CID = "assimilate_seem"
@@ -83,3 +83,23 @@ class TestShortLived:
         assert writer.record(start).status is WriteStatus.RECORDED
         assert {k: client.dump(k) for k in history} == history
         assert reader.running(CID, now=to_ms(at(3, 3))) is None
+
+
+class TestMembers:
+    def test_two_successes_of_one_sync_without_a_start_are_both_kept(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
+        """Same sync id, same (unknown) duration, two ends: two completions, in any order."""
+        writer.record(ev(sync_id="s1", created=at(3, 5)))
+        writer.record(ev(sync_id="s1", created=at(3, 2)))
+        writer.record(ev(sync_id="s1", created=at(3, 5)))  # a redelivery: nothing new
+        rows = reader.syncs(CID)
+        assert [(r["sync_id"], r["ended_at"]) for r in rows] == [
+            ("s1", iso(to_ms(at(3, 5)))),
+            ("s1", iso(to_ms(at(3, 2)))),
+        ]
+        writer.record(ev("sync_start", sync_id="s1", created=at(3, 1)))  # late: the first's
+        early = reader.facts(CID, to_ms(at(3, 1)), started_after=True).successes_from_target
+        assert [(c.ended_ms, c.started_ms) for c in early][:1] == [
+            (to_ms(at(3, 2)), to_ms(at(3, 1)))
+        ]
