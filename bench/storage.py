@@ -175,8 +175,8 @@ def report(
     print(
         "   counted: the history (h:*), the connectors hash, the short-lived sets (seen, "
         "starts, running: trimmed 72 h behind the connector's newest event, on one write "
-        "in 16). Not counted: fwd:* delivery records and RQ jobs (the webhook app's, "
-        "expired by its own TTLs), pub/sub (nothing stored)."
+        "in 16). Not counted: fwd:* delivery records and RQ jobs (the webhook app's "
+        "forwarding; their expiry is not measured here), pub/sub (nothing stored)."
     )
 
 
