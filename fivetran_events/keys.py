@@ -42,7 +42,7 @@ class ConnectorKeys:
     connector_id: str
 
     def _k(self, suffix: str) -> str:
-        return f"{self.prefix}c:{self.connector_id}:{suffix}"
+        return f"{self.prefix}h:{self.connector_id}:{suffix}"
 
     @property
     def ok(self) -> str:
