@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -368,7 +368,7 @@ class Migration:
                 return
         raise redis.WatchError(f"connector {connector}: its v1 keys keep changing")
 
-    def _replay(self, events: Iterable[Event], progress: Progress) -> None:
+    def _replay(self, events: Sequence[Event], progress: Progress) -> None:
         for e in events:
             status = self.writer.record(e).status
             if status is WriteStatus.RECORDED:
