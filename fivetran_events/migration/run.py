@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -213,6 +215,18 @@ _worker: Migration | None = None
 def _start_worker(connect: Callable[[], redis.Redis], prefix: str, retention_ms: int) -> None:
     global _worker
     _worker = Migration(connect(), prefix, retention_ms)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker when the migration that forked it is gone (say, SIGKILLed alone).
+
+    Its pool's pipes stay open in the workers themselves, so an orphan would otherwise
+    wait forever; what it was replaying is replayed again by the next run.
+    """
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def _migrate_in_worker(connector: str) -> Progress:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +22,7 @@ from fivetran_events.migration import Migration, Progress, scan_prefix
 from fivetran_events.model import Event
 from fivetran_events.timeutil import now_ms
 from testkit.history_v1 import HOUR_MS, event, history_v1_fixture, write_v1
-from testkit.processes import free_port
+from testkit.processes import free_port, poll_until, stop_group
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
 
@@ -143,6 +149,55 @@ class TestRuns:
             "conn_002", since_ms=late_ms, until_ms=late_ms
         )
         assert [s["sync_id"] for s in listed] == ["late-v1"]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+@pytest.mark.slow
+def test_workers_end_when_the_migration_is_killed_alone(
+    env: dict[str, str], client: redis.Redis, tmp_path: Path
+) -> None:
+    """SIGKILL to the migrating process only: its workers stop by themselves; a rerun ends it."""
+    history_v1_fixture(client, PREFIX, 8, 1000, now_ms() - 1100 * HOUR_MS)
+    err = tmp_path / "err"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webhook_app", "migrate", "--jobs", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=err.open("wb"),
+        start_new_session=True,
+    )
+    try:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        workers = poll_until(
+            lambda: (
+                [int(p) for p in children.read_text().split()]
+                if len(children.read_text().split()) >= 2
+                and client.scard(f"{PREFIX}migrate:done") >= 1
+                else None
+            ),
+            "two workers and a first connector done",
+            timeout=60,
+            details=err.read_text,
+        )
+        assert client.scard(f"{PREFIX}migrate:done") < 8, "it ended before the kill"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        poll_until(lambda: not any(alive(w) for w in workers), "the orphaned workers to end", 15)
+    finally:
+        stop_group(proc, timeout=5, sig=signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # its workers, should they outlive it
+            os.killpg(proc.pid, signal.SIGKILL)
+    again = cli(env, "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["resumed_connectors"] >= 1
+    assert scan_prefix(client, PREFIX).v1 == {}
 
 
 class TestExitCodes:
