@@ -114,6 +114,13 @@ def migrate(dry_run: bool, jobs: int, quiet: bool, as_json: bool) -> None:
     s = settings()
     migration = Migration(s.redis_client(), s.key_prefix, s.retention_ms, ProgressLine(quiet))
     plan = migration.plan()
+    if plan.connectors and not (dry_run or quiet):
+        resumed = f", resuming after {plan.resumed} done by an earlier run" if plan.resumed else ""
+        click.echo(
+            f"migrate: {len(plan.connectors)} connectors, {sum(plan.syncs.values())} syncs "
+            f"to go{resumed}",
+            err=True,
+        )
     progress = None if dry_run else migration.run(plan, jobs, s.redis_client)
     body = _summary(plan, dry_run, progress)
     if as_json:

@@ -288,6 +288,7 @@ def test_v1_history_of_1e5_syncs_migrates_online_and_decides_the_same(
     )
     assert summary["resumed_connectors"] >= 30 and summary["connectors"] < CONNECTORS
     assert "syncs/s" in progress and "ETA" in progress
+    assert f"resuming after {summary['resumed_connectors']} done" in progress
     assert poster.during > 0, "no delivery arrived while the migration ran"
     assert len(poster.answers) == len(mixed)
 
