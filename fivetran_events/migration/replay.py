@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..model import Event, EventKind
 from ..timeutil import from_ms
-from .scan import text
+from .scan import UnreadableV1, text
 
 Rows = Sequence[tuple[Any, float]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,43 +45,17 @@ def v1_events(connector: str, rows: V1Rows) -> list[Event]:
     their dedup ids are the original deliveries': a redelivery during or after the
     migration stays a duplicate. Newest first, each start just before its end, so a
     connector half replayed holds its newest syncs whole: a sensor waiting on a target
-    after them reads the right answer or waits.
+    after them reads the right answer or waits. Raises UnreadableV1 for a member that
+    is not 0.1's JSON, before anything of the connector is written.
     """
     units: list[tuple[int, list[Event]]] = []
     for member in {text(m) for m, _ in (*rows.ends, *rows.ok, *rows.fail)}:
-        body = json.loads(member)
-        sid, end = str(body["s"]), int(body["t"])
-        unit = []
-        if body.get("b") is not None:
-            unit.append(
-                _event(EventKind.SYNC_START, "sync_start", connector, int(body["b"]), sync_id=sid)
-            )
-        unit.append(
-            _event(
-                EventKind.SYNC_END,
-                "sync_end",
-                connector,
-                end,
-                sync_id=sid,
-                status=str(body["st"]),
-                reason=body.get("r"),
-                task_type=body.get("tt"),
-            )
-        )
-        units.append((end, unit))
+        units.append(_parsed(connector, member, lambda b: _completion(connector, b)))
     for sid, score in (*rows.running, *rows.starts):
         start = _event(EventKind.SYNC_START, "sync_start", connector, int(score), sync_id=text(sid))
         units.append((int(score), [start]))
     for member, _score in rows.resyncs:
-        body = json.loads(text(member))
-        resync = _event(
-            EventKind.RESYNC,
-            str(body["e"]),
-            connector,
-            int(body["t"]),
-            tables=tuple(body.get("tables", ())),
-        )
-        units.append((int(body["t"]), [resync]))
+        units.append(_parsed(connector, text(member), lambda b: _resync(connector, b)))
     units.sort(key=lambda u: (u[0], [e.dedup_id for e in u[1]]), reverse=True)
     seen: set[str] = set()
     out: list[Event] = []
@@ -90,3 +65,40 @@ def v1_events(connector: str, rows: V1Rows) -> list[Event]:
                 seen.add(e.dedup_id)
                 out.append(e)
     return out
+
+
+def _parsed(connector: str, member: str, build: Callable[[Any], T]) -> T:
+    """Build from a member's JSON; a member that is not 0.1's is UnreadableV1, named."""
+    try:
+        return build(json.loads(member))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UnreadableV1(connector, member, f"{type(exc).__name__}: {exc}") from None
+
+
+def _completion(connector: str, body: dict[str, Any]) -> tuple[int, list[Event]]:
+    """A completion's sync_end, led by its attempt's sync_start when the member has one."""
+    sid, end = str(body["s"]), int(body["t"])
+    unit = []
+    if body.get("b") is not None:
+        unit.append(
+            _event(EventKind.SYNC_START, "sync_start", connector, int(body["b"]), sync_id=sid)
+        )
+    unit.append(
+        _event(
+            EventKind.SYNC_END,
+            "sync_end",
+            connector,
+            end,
+            sync_id=sid,
+            status=str(body["st"]),
+            reason=body.get("r"),
+            task_type=body.get("tt"),
+        )
+    )
+    return end, unit
+
+
+def _resync(connector: str, body: dict[str, Any]) -> tuple[int, list[Event]]:
+    tables = tuple(str(t) for t in body.get("tables", ()))
+    t = int(body["t"])
+    return t, [_event(EventKind.RESYNC, str(body["e"]), connector, t, tables=tables)]

@@ -126,6 +126,26 @@ class UnknownKeys(ConfigurationError):
         self.scan = scan
 
 
+class UnreadableV1(ConfigurationError):
+    """Raised before a connector's replay when one of its v1 members cannot be read.
+
+    Nothing of that connector has been written then; connectors migrated before it
+    stay migrated, and a run after the member is fixed or removed goes on from there.
+    """
+
+    def __init__(self, connector: str, member: str, why: str) -> None:
+        super().__init__(
+            f"refusing to migrate connector {connector!r}: a member of its v1 history cannot "
+            f"be read ({why}): {member[:200]!r}; fix or remove it in its keys c:{connector}:*, "
+            "then run again (its history was not changed)"
+        )
+        self.parts = (connector, member, why)
+
+    def __reduce__(self) -> tuple[type[UnreadableV1], tuple[str, str, str]]:
+        # Raised in a --jobs worker process, it crosses back to the parent by pickle.
+        return (type(self), self.parts)
+
+
 def _glob_escape(text: str) -> str:
     return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in text)
 

@@ -69,6 +69,19 @@ class TestRefusal:
         assert "nothing was changed" in line
         assert snapshot(client) == before
 
+    def test_an_unreadable_v1_member_is_2_and_its_connector_keeps_its_history(
+        self, env: dict[str, str], client: redis.Redis, v1: int
+    ) -> None:
+        client.zadd(f"{PREFIX}c:conn_000:ends", {"{broken": v1})
+        keys = sorted(client.scan_iter(match=f"{PREFIX}c:conn_000:*"))
+        before = {k: client.dump(k) for k in keys}
+        result = cli(env)
+        assert result.exit_code == 2, result.output
+        (line,) = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+        assert "conn_000" in line and "{broken" in line
+        assert {k: client.dump(k) for k in keys} == before
+        assert HistoryReader(client, PREFIX, HOUR_MS).syncs("conn_000") == []
+
     def test_names_at_most_ten(self, env: dict[str, str], client: redis.Redis) -> None:
         for i in range(25):
             client.set(f"{PREFIX}stray:{i}", "x")

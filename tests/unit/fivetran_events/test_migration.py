@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 
-from fivetran_events.migration import KeyKind, Scan, V1Rows, classify, v1_events
+from fivetran_events.migration import KeyKind, Scan, UnreadableV1, V1Rows, classify, v1_events
 from fivetran_events.model import EventKind
 from testkit.history_v1 import event
 
@@ -89,3 +90,21 @@ class TestEventsFromV1Rows:
         rows = V1Rows(ends=[(b'{"s":"s9","st":"RESCHEDULED","t":42}', 42.0)])
         (only,) = v1_events("c1", rows)
         assert (only.event, only.status, only.created_ms) == ("sync_end", "RESCHEDULED", 42)
+
+    @pytest.mark.parametrize(
+        "rows",
+        [
+            V1Rows(ends=[(b"not json", 1.0)]),
+            V1Rows(ok=[(b'{"st":"SUCCESSFUL","t":5}', 5.0)]),
+            V1Rows(fail=[(b'{"s":"x","st":"FAILED","t":"later"}', 5.0)]),
+            V1Rows(resyncs=[(b'["resync_table"]', 5.0)]),
+        ],
+    )
+    def test_an_unreadable_member_is_refused_by_name(self, rows: V1Rows) -> None:
+        """A member that is not 0.1's JSON stops the connector before anything is written."""
+        with pytest.raises(UnreadableV1) as caught:
+            v1_events("c1", rows)
+        member = next(m for m, _ in (*rows.ends, *rows.ok, *rows.fail, *rows.resyncs))
+        assert "'c1'" in str(caught.value) and member.decode() in str(caught.value)
+        # raised in a --jobs worker, it reaches the parent by pickle, message intact
+        assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)
