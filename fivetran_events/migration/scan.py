@@ -15,6 +15,7 @@ import redis
 from ..exceptions import ConfigurationError
 from ..model import is_valid_id
 
+#: The layout this release writes; ``{p}layout`` holds it once a migration has ended.
 LAYOUT_VERSION = "2"
 
 #: v1's per-connector sets (``guard`` is never stored, but a crash could leave one).
