@@ -174,8 +174,8 @@ def report(
     print(f"   {'INFO used_memory delta':<22} {'':>7} {delta_row}")
     print(
         "   counted: the history (h:*), the connectors hash, the short-lived sets (seen, "
-        "starts, running: trimmed 72 h behind the connector's newest event, on one write "
-        "in 16). Not counted: fwd:* delivery records and RQ jobs (the webhook app's "
+        "starts: trimmed 72 h behind the event written, on one write in 16; running: "
+        "until the sync's end). Not counted: fwd:* delivery records and RQ jobs (the webhook app's "
         "forwarding; their expiry is not measured here), pub/sub (nothing stored)."
     )
 

@@ -134,10 +134,10 @@ end
 redis.call('HSET', KEYS[9], ARGV[8], cjson.encode(meta))
 
 if ARGV[10] ~= '' then
-  for _, i in ipairs({{4, 5, 6, 7, 8}}) do
+  for _, i in ipairs({{3, 4, 5, 6, 7, 8}}) do
     redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[10])
   end
-  for i = 1, 3 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[11]) end
+  for i = 1, 2 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[11]) end
 end
 return 1
 """

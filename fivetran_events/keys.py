@@ -10,10 +10,11 @@ sized in docs/architecture.md ("The history in Redis")::
     {p}h:{c}:fail      ZSET  failed completions (member adds status, reason), score: ended ms
     {p}h:{c}:other     ZSET  the other sync_ends (RESCHEDULED, unknown statuses), score: ended ms
     {p}h:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
+    {p}h:{c}:running   ZSET  sync_id -> start ms of the running attempt (started, not ended;
+                             an end removes its entry, so only lost syncs stay: retention)
     short-lived, trimmed RECENT_MS (history/writer.py) behind the connector's newest event:
     {p}h:{c}:starts    ZSET  sync_id -> first start ms (start_of; a completion's member
                              carries its own attempt's start)
-    {p}h:{c}:running   ZSET  sync_id -> start ms of the running attempt (started, not ended)
     {p}h:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
     {p}h:{c}:guard     never stored: written and deleted by a duplicate's check, so that
                        the write's transaction, which watches it, aborts (history/writer.py)

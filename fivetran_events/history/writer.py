@@ -29,12 +29,14 @@ MAX_WATCH_RETRIES = 64
 #: Trimming is maintenance, not correctness (older events are refused on arrival), and
 #: doing it on every write costs the webhook eight extra commands.
 TRIM_EVERY = 16
-#: How long the short-lived sets (``seen``, ``starts``, ``running``) keep an entry behind
-#: the newest event trimming them. Fivetran retries a delivery for 24 hours, so a dedup
-#: mark or the start a late ``sync_end`` looks for matters that long after its event, plus
-#: a sync's duration (``max_sync_duration_hours``, 24 by default) for ``running``: three
-#: days cover both with a day to spare. Measured by the event's own time, not the wall
-#: clock, so that a history written with past dates keeps what it needs.
+#: How long the short-lived sets (``seen``, ``starts``) keep an entry behind the newest
+#: event trimming them. Fivetran retries a delivery for 24 hours, so a dedup mark or the
+#: start a late ``sync_end`` looks for matters that long after its event, plus a sync's
+#: duration (24 hours by default): three days cover both with a day to spare. Measured by
+#: the event's own time, not the wall clock, so that a history written with past dates
+#: keeps what it needs. ``running`` is not among them: its end removes a sync's entry, so
+#: it holds only syncs that are running or were lost, and how long a sync may run is the
+#: reader's setting (a sensor may allow days), not the writer's.
 RECENT_MS = 3 * 24 * 3600 * 1000
 
 

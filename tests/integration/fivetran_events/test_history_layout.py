@@ -53,7 +53,11 @@ class TestShortLived:
     def test_dedup_marks_and_starts_leave_once_the_connector_moves_on(
         self, client: redis.Redis, reader: HistoryReader
     ) -> None:
-        """seen, starts and running keep only RECENT_MS; completions keep their start."""
+        """seen and starts keep only RECENT_MS; completions keep their start.
+
+        A sync that never ended stays in running (each end removes its own entry, so only
+        lost syncs are left there, and a sensor's maximum duration decides about them).
+        """
         writer = HistoryWriter(client, "test:", retention_ms=800 * DAY_MS, trim_every=1)
         writer.record(ev("sync_start", sync_id="old", created=at(3, 1)))
         writer.record(ev(sync_id="old", created=at(3, 2)))
@@ -61,7 +65,7 @@ class TestShortLived:
         later = at(3, 3) + timedelta(milliseconds=RECENT_MS + 60_000)
         writer.record(ev("sync_start", sync_id="new", created=later))
         assert client.zrange(KEYS.starts, 0, -1) == [b"new"]
-        assert client.zrange(KEYS.running, 0, -1) == [b"new"]
+        assert client.zrange(KEYS.running, 0, -1) == [b"lost", b"new"]
         assert client.zcard(KEYS.seen) == 1
         old = reader.facts(CID, to_ms(at(3, 1)), started_after=True).successes_from_target
         assert [(c.sync_id, c.started_ms) for c in old] == [("old", to_ms(at(3, 1)))]
