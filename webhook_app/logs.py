@@ -135,8 +135,10 @@ def bound(**ids: str | None) -> Iterator[None]:
 class GunicornLogger(glogging.Logger):  # type: ignore[misc]
     """gunicorn's logger with our format: its own lines and one record per request.
 
-    The access record carries the request id the app bound for the request (the sync
-    worker runs the app and then logs in the same thread), so a request's lines share it.
+    The access record carries what the app bound for the request (the sync worker runs
+    the app and then logs in the same thread): its request id, and for a webhook delivery
+    the connector and sync ids and the outcome. That makes it a delivery's one line; the
+    view writes none of its own, since every line costs the request its formatting.
     """
 
     def setup(self, cfg: Any) -> None:
@@ -148,6 +150,7 @@ class GunicornLogger(glogging.Logger):  # type: ignore[misc]
 
     def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
         if not self.cfg.accesslog:
+            clear()
             return
         self.access_log.info(
             "request",
@@ -161,6 +164,7 @@ class GunicornLogger(glogging.Logger):  # type: ignore[misc]
                 "user_agent": environ.get("HTTP_USER_AGENT"),
             },
         )
+        clear()  # the request is over: gunicorn's next lines are not its
 
 
 #: A client's X-Request-Id is kept only if it looks like an id (no log injection).
