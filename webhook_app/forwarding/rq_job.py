@@ -66,6 +66,10 @@ class JobWriter:
             job.timeout = queue._default_timeout
         self.template: dict[FieldT, EncodableT] = job.to_dict()
         self.template["status"] = JobStatus.QUEUED.value
+        # Queue.enqueue's job.cleanup(ttl): a positive ttl expires the job's keys.
+        if job.ttl is not None and job.ttl <= 0:
+            raise ValueError("JobWriter writes jobs that live: give a positive ttl or none")
+        self.ttl = job.ttl
 
     def mapping(self, value: str) -> dict[FieldT, EncodableT]:
         """Return the job's hash for ``func(**{kwarg: value})``, stamped now."""
@@ -80,4 +84,8 @@ class JobWriter:
         """Queue the job ``job_id`` in ``pipe``: register the queue, save the job, push it."""
         pipe.sadd(self.queue.redis_queues_keys, self.queue.key)
         pipe.hset(Job.key_for(job_id), mapping=self.mapping(value))
+        if self.ttl:
+            named = Job(job_id, connection=self.queue.connection)  # RQ names its side keys
+            for key in (named.key, named.dependents_key, named.dependencies_key):
+                pipe.expire(key, self.ttl)
         pipe.rpush(self.queue.key, job_id)

@@ -19,6 +19,7 @@ from rq.utils import utcparse
 from fivetran_events import Settings
 from fivetran_events.urimap import UriMap
 from webhook_app.forwarding.enqueue import FORWARD_JOB, Enqueuer
+from webhook_app.forwarding.rq_job import JobWriter
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
@@ -70,3 +71,17 @@ class TestJobFormat:
         assert job.func_name == FORWARD_JOB and job.kwargs == {"delivery": DID + "x"}
         assert job.get_status() is JobStatus.QUEUED and job.origin == settings.queue_name
         assert job.description == f"forward {DID}x" and job.timeout == enq.lease_ms // 1000
+
+    def test_a_ttl_expires_the_job_as_rq_does(self, client: redis.Redis) -> None:
+        """With a ttl (Queue.enqueue's ``ttl=``) the job's key expires as RQ's would."""
+        queue = Queue("ttl-queue", connection=client)
+        writer = JobWriter(queue, FORWARD_JOB, "delivery", describe="forward {}", ttl=600)
+        with client.pipeline(transaction=True) as pipe:
+            queue.enqueue(
+                FORWARD_JOB, kwargs={"delivery": DID}, job_id="by-rq", ttl=600, pipeline=pipe
+            )
+            writer.write(pipe, "by-us", DID)
+            pipe.execute()
+        assert 590 <= client.ttl(Job.key_for("by-us")) <= 600
+        assert abs(client.ttl(Job.key_for("by-us")) - client.ttl(Job.key_for("by-rq"))) <= 1
+        assert queue.job_ids == ["by-rq", "by-us"]
