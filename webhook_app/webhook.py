@@ -14,6 +14,7 @@ from fivetran_events.signature import SIGNATURE_HEADER, verify
 
 from . import logs, metrics
 from .errors import ApiError
+from .replication import confirm_replicas
 from .state import state
 
 bp = Blueprint("webhook", __name__)
@@ -61,6 +62,7 @@ def _receive() -> dict[str, str]:
         )
     except InvalidPayload as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
+    confirm_replicas(st, event, result.status)  # FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS
     answer = {"status": result.status.value, "event": event.event}
     if event.connector_id:
         answer["connector_id"] = event.connector_id
