@@ -300,7 +300,7 @@ def backfill_cost(work: Path, runs: int) -> None:
     durations: dict[str, list[float]] = {"sensor": [], "noop": [], "noop_xcom": []}
     for ti in tis:
         # Only the backfill's runs: catchup=False still schedules the latest interval.
-        if ti["state"] == "success" and ti["run_id"].startswith("backfill__"):
+        if ti["state"] == "success" and ti["dag_run_id"].startswith("backfill__"):
             start = datetime.fromisoformat(ti["start_date"])
             end = datetime.fromisoformat(ti["end_date"])
             durations[ti["task_id"]].append((end - start).total_seconds())
