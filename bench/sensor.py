@@ -374,10 +374,12 @@ def main() -> None:
         default=4.0,
         help="the provider trigger's poll interval in s (its default: 4)",
     )
-    add_airflow_options(parser)
+    from bench import sensor_scale
+
+    sensor_scale.add_options(parser)
     args = parser.parse_args()
     if args.scale or args.backfill_cost:
-        run_airflow_sections(args)
+        sensor_scale.run(args)
         return
     work = Path(tempfile.mkdtemp(prefix="fte-bench-"))
     os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow"))
@@ -398,42 +400,6 @@ def main() -> None:
     finally:
         stop_group(proc, timeout=10)
         shutil.rmtree(work, ignore_errors=True)
-
-
-def add_airflow_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("on a real Airflow 3 (bench/sensor_scale.py)")
-    group.add_argument("--scale", action="store_true", help="4: deferred sensors at scale")
-    group.add_argument(
-        "--backfill-cost", action="store_true", help="5: sensor vs no-op task duration"
-    )
-    group.add_argument("--sensors", type=int, help="deferred sensors (1000; --quick 100)")
-    group.add_argument("--sample", type=int, help="connectors sent a sync_end (50; --quick 20)")
-    group.add_argument("--idle", type=float, help="seconds of idle CPU sampling (30; --quick 10)")
-    group.add_argument(
-        "--recheck", type=float, help="the sensors' recheck_interval in s (their default)"
-    )
-    group.add_argument("--runs", type=int, help="backfill runs (24; --quick 8)")
-
-
-def run_airflow_sections(args: argparse.Namespace) -> None:
-    """Sections 4 and 5, each on an Airflow and a redis-server of its own."""
-    from airflow_plugin.triggers import DEFAULT_RECHECK_INTERVAL
-    from bench import sensor_scale
-
-    quick = bool(args.quick)
-    if args.backfill_cost:
-        with tempfile.TemporaryDirectory(prefix="fte-bench-") as work:
-            sensor_scale.backfill_cost(Path(work), args.runs or (8 if quick else 24))
-    if args.scale:
-        n = args.sensors or (100 if quick else 1000)
-        with tempfile.TemporaryDirectory(prefix="fte-bench-") as work:
-            sensor_scale.scale(
-                Path(work),
-                n,
-                min(n, args.sample or (20 if quick else 50)),
-                args.idle or (10.0 if quick else 30.0),
-                args.recheck or DEFAULT_RECHECK_INTERVAL,
-            )
 
 
 if __name__ == "__main__":

@@ -20,9 +20,11 @@ bounded.
 
 from __future__ import annotations
 
+import argparse
 import random
 import re
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -327,3 +329,39 @@ def backfill_cost(work: Path, runs: int) -> None:
             f"x{statistics.median(s) / statistics.median(o):.3f}  "
             f"p90 x{pct(s, 0.9) / pct(o, 0.9):.3f}  (goal: within x1.05 of the no-op)"
         )
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """Add the options of sections 4 and 5 to ``bench/sensor.py``'s parser."""
+    group = parser.add_argument_group("on a real Airflow 3 (bench/sensor_scale.py)")
+    group.add_argument("--scale", action="store_true", help="4: deferred sensors at scale")
+    group.add_argument(
+        "--backfill-cost", action="store_true", help="5: sensor vs no-op task duration"
+    )
+    group.add_argument("--sensors", type=int, help="deferred sensors (1000; --quick 100)")
+    group.add_argument("--sample", type=int, help="connectors sent a sync_end (50; --quick 20)")
+    group.add_argument("--idle", type=float, help="seconds of idle CPU sampling (30; --quick 10)")
+    group.add_argument(
+        "--recheck", type=float, help="the sensors' recheck_interval in s (their default)"
+    )
+    group.add_argument("--runs", type=int, help="backfill runs (24; --quick 8)")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Sections 4 and 5, each on an Airflow and a redis-server of its own."""
+    from airflow_plugin.triggers import DEFAULT_RECHECK_INTERVAL
+
+    quick = bool(args.quick)
+    if args.backfill_cost:
+        with tempfile.TemporaryDirectory(prefix="fte-bench-") as work:
+            backfill_cost(Path(work), args.runs or (8 if quick else 24))
+    if args.scale:
+        n = args.sensors or (100 if quick else 1000)
+        with tempfile.TemporaryDirectory(prefix="fte-bench-") as work:
+            scale(
+                Path(work),
+                n,
+                min(n, args.sample or (20 if quick else 50)),
+                args.idle or (10.0 if quick else 30.0),
+                args.recheck or DEFAULT_RECHECK_INTERVAL,
+            )
