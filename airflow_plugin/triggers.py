@@ -2,10 +2,11 @@
 
 It decides exactly as the sensor's poke does (the same ``decide`` over the same
 history), with async Redis only. It wakes when the webhook server publishes a change
-for the connector and also re-checks every ``recheck_interval`` seconds, so a lost
-publish delays the decision by at most one interval. All triggers of the triggerer
-share one subscription and one small pool (``_wakeups.Hub``), so thousands of deferred
-sensors cost one socket for wake-ups and a handful for reads.
+for the connector and also re-checks at most ``recheck_interval`` seconds (with jitter)
+after its last read, so a lost publish delays the decision by at most one interval.
+All triggers of the triggerer share one subscription and one small pool
+(``_wakeups.Hub``), so thousands of deferred sensors cost one socket for wake-ups
+and a handful for reads.
 
 An unreachable Redis is retried with backoff for ``retry_timeout`` seconds per check
 (``hooks.aread_retrying``, the same policy as a poke), then reported in an event with
@@ -18,12 +19,14 @@ task deferred with nothing in its log but the triggerer's.
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fivetran_events import Criterion, Decision, Outcome
 
-from ._wakeups import hub_for
+from ._wakeups import hub_for, stop_if_cancelled
 from .compat import BaseTrigger, TriggerEvent
 from .exceptions import FivetranHistoryUnavailable
 from .hooks import (
@@ -34,10 +37,41 @@ from .hooks import (
     async_reader,
 )
 
-#: Default seconds between re-checks when no change message arrives.
-DEFAULT_RECHECK_INTERVAL = 60.0
+#: Default seconds between re-checks when no change message arrives. A message is lost
+#: only with the subscription, and the hub wakes every trigger when it subscribes again,
+#: so this is a last resort: 1,000 deferred sensors re-checking every 5 minutes cost the
+#: triggerer 3 reads a second (every minute: 17, about 0.7 % of a core; bench/sensor.py).
+DEFAULT_RECHECK_INTERVAL = 300.0
+#: Each wait is drawn from [1 - this, 1] x ``recheck_interval``: triggers woken together
+#: (all of them, when the hub subscribes again) drift apart instead of re-checking in one
+#: burst every interval, which would delay a real wake-up queued behind it.
+RECHECK_JITTER = 0.25
 #: The event status that reports an outage (the others are decision outcomes).
 UNAVAILABLE = "unavailable"
+
+
+async def changed_within(changed: asyncio.Event, seconds: float) -> bool:
+    """Wait until ``changed`` is set or ``seconds`` pass; return whether it was set.
+
+    A timer that sets the same event, rather than ``asyncio.wait_for``: no task per wait
+    (a thousand deferred triggers would make a thousand every interval), and a cancel
+    is never lost. Python 3.11's ``wait_for`` returns normally, dropping the cancel, when
+    the timeout and the cancel land together, so a cancelled trigger (its task timed
+    out, was cleared, the triggerer stops) would go on re-checking for ever.
+    """
+    due = False
+
+    def time_up() -> None:
+        nonlocal due
+        due = True
+        changed.set()
+
+    timer = asyncio.get_running_loop().call_later(seconds, time_up)
+    try:
+        await changed.wait()
+    finally:
+        timer.cancel()
+    return not due
 
 
 class FivetranSyncTrigger(BaseTrigger):
@@ -86,7 +120,12 @@ class FivetranSyncTrigger(BaseTrigger):
         except FivetranHistoryUnavailable as exc:
             self.log.error("%s", exc)
             yield TriggerEvent(
-                {"status": UNAVAILABLE, "message": str(exc), "target_ms": self.target_ms}
+                {
+                    "status": UNAVAILABLE,
+                    "message": str(exc),
+                    "target_ms": self.target_ms,
+                    "fired_at": time.time(),
+                }
             )
             return
         yield TriggerEvent(
@@ -94,6 +133,9 @@ class FivetranSyncTrigger(BaseTrigger):
                 "status": decision.outcome.value,
                 "message": decision.reason,
                 "decision": decision.to_dict(),
+                # When the trigger fired (epoch s): the task's resume happens a scheduler
+                # loop or two later, so this is the only way to time the wake-up itself.
+                "fired_at": time.time(),
             }
         )
 
@@ -106,6 +148,7 @@ class FivetranSyncTrigger(BaseTrigger):
             reader = async_reader(cfg, hub.client)
             woken_by = "the first check"
             while True:
+                stop_if_cancelled()
                 # Clear before reading: a change landing during the read sets it again,
                 # so the wait below returns at once instead of missing it.
                 changed.clear()
@@ -122,6 +165,7 @@ class FivetranSyncTrigger(BaseTrigger):
                     conn_id=self.redis_conn_id,
                     timeout=self.retry_timeout,
                 )
+                stop_if_cancelled()
                 if decision.outcome is not Outcome.WAIT:
                     self.log.info(
                         "connector %s decided %s on %s: %s",
@@ -132,10 +176,10 @@ class FivetranSyncTrigger(BaseTrigger):
                     )
                     return decision
                 self.log.debug("connector %s: %s", self.connector_id, decision.reason)
-                try:
-                    await asyncio.wait_for(changed.wait(), self.recheck_interval)
+                pause = self.recheck_interval * random.uniform(1.0 - RECHECK_JITTER, 1.0)  # noqa: S311
+                if await changed_within(changed, pause):
                     woken_by = "a change message"
-                except asyncio.TimeoutError:
+                else:
                     woken_by = "the periodic re-check"
         finally:
             await hub.unregister(self.connector_id, changed)

@@ -12,6 +12,11 @@
 
 Everything runs on 127.0.0.1: its own redis-server (stopped by PID at the end) and the
 stand-in API. Run: ``python -m bench.sensor`` (``--quick`` loads 10^5 instead of 10^6).
+
+On a real Airflow 3 (``bench/sensor_scale.py``), run instead of the above when asked:
+``--scale`` (4: ``--sensors`` deferred sensors on the real triggerer, their Redis
+subscriptions, idle CPU and wake-up latency) and ``--backfill-cost`` (5: a sensor's
+task duration against a no-op's in one backfill); ``--quick`` makes them small.
 """
 
 from __future__ import annotations
@@ -369,7 +374,13 @@ def main() -> None:
         default=4.0,
         help="the provider trigger's poll interval in s (its default: 4)",
     )
+    from bench import sensor_scale
+
+    sensor_scale.add_options(parser)
     args = parser.parse_args()
+    if args.scale or args.backfill_cost:
+        sensor_scale.run(args)
+        return
     work = Path(tempfile.mkdtemp(prefix="fte-bench-"))
     os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow"))
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"

@@ -104,6 +104,9 @@ class AirflowServer:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     #: More environment for every component (connections, log level).
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: The triggerer's ``--capacity`` (None: Airflow's default, 1,000 triggers); a
+    #: benchmark holding 1,000 deferred sensors raises it.
+    triggerer_capacity: int | None = None
     _token: str | None = None
 
     @property
@@ -205,11 +208,17 @@ class AirflowServer:
         )
         log.close()
 
+    def _args(self, name: str) -> list[str]:
+        args = list(COMPONENTS[name])
+        if name == "triggerer" and self.triggerer_capacity is not None:
+            args += ["--capacity", str(self.triggerer_capacity)]
+        return args
+
     def start(self) -> None:
         """Start every component and wait until the API and the scheduler are healthy."""
         self.start_api(wait=False)
-        for name, args in COMPONENTS.items():
-            self._spawn(name, args)
+        for name in COMPONENTS:
+            self._spawn(name, self._args(name))
         self.wait_healthy()
 
     def start_api(self, wait: bool = True) -> None:
@@ -240,7 +249,24 @@ class AirflowServer:
 
     def start_triggerer(self) -> None:
         """Start a triggerer again (after ``kill_triggerer``)."""
-        self._spawn("triggerer", COMPONENTS["triggerer"])
+        self._spawn("triggerer", self._args("triggerer"))
+
+    def cpu_seconds(self, name: str) -> float:
+        """User + system CPU seconds used so far by a component and its children.
+
+        The triggerer is a supervisor and a trigger-runner child: their sum is what the
+        machine pays for it. A child that exits takes its CPU time with it (psutil sees
+        only live processes), so compare readings of one steady period.
+        """
+        import psutil
+
+        root = psutil.Process(self.procs[name].pid)
+        total = 0.0
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                t = proc.cpu_times()
+                total += t.user + t.system
+        return total
 
     def asset_state(self, key: str) -> list[Any]:
         """The values (JSON) stored under ``key`` in Airflow's asset state store."""
