@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import sys
 import threading
 
 import click
@@ -15,6 +17,7 @@ from fivetran_events.timeutil import iso
 from .. import logs
 from ..forwarding.worker import DeliveryState, Forwarder
 from ..jobs import ForwardingWorker, build_forwarder
+from ..worker_pool import WorkerPool
 from .helpers import (
     CliError,
     ExitCode,
@@ -27,6 +30,10 @@ from .helpers import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Worker processes ``fivetran-events worker`` runs by default: a slow answer from Airflow
+#: (up to its timeout) holds one of them, the others go on.
+DEFAULT_CONCURRENCY = 4
 
 
 def _forwarder(with_airflow: bool) -> Forwarder:
@@ -56,20 +63,52 @@ def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) 
     type=click.IntRange(1, 65535),
     help="Serve Prometheus metrics on 127.0.0.1:PORT.",
 )
-@click.option("--name", help="Worker name (default: RQ's host.pid).")
+@click.option("--name", help="Worker name (default: RQ's host.pid; a pool's members: NAME-i.n).")
+@click.option(
+    "--concurrency",
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Deliveries attempted at once: worker processes under this one (1: this process).",
+)
 @json_option
 @clean_errors
 def worker(
-    burst: bool, sweep_interval: float, metrics_port: int | None, name: str | None, as_json: bool
+    burst: bool,
+    sweep_interval: float,
+    metrics_port: int | None,
+    name: str | None,
+    concurrency: int,
+    as_json: bool,
 ) -> None:
-    """Run an RQ worker that forwards successful syncs to Airflow.
+    """Run RQ workers that forward successful syncs to Airflow.
 
-    --json logs one JSON object a line even on a terminal.
+    With --concurrency N (N > 1) this process supervises N worker processes, so one slow
+    answer from Airflow holds up one delivery, not the ones queued behind it; member i
+    serves metrics on PORT+i. --json logs one JSON object a line even on a terminal.
     """
     if as_json:
         os.environ[logs.FORMAT_ENV] = "json"
         logs.configure()
-    forwarder = _forwarder(with_airflow=True)
+    if metrics_port and metrics_port + concurrency - 1 > 65535:
+        raise CliError(
+            f"--metrics-port {metrics_port} leaves no port for member {concurrency - 1} "
+            "(member i serves on PORT+i): pick a lower port",
+            ExitCode.USAGE,
+        )
+    forwarder = _forwarder(with_airflow=True)  # checks the settings before any member starts
+    if concurrency > 1:
+        base = name or f"{socket.gethostname()}.{os.getpid()}"
+
+        def argv_of(slot: int, start: int) -> list[str]:
+            argv = [sys.executable, "-m", "webhook_app.cli", "worker", "--concurrency", "1"]
+            argv += ["--name", f"{base}-{slot}.{start}", "--sweep-interval", str(sweep_interval)]
+            if metrics_port:
+                argv += ["--metrics-port", str(metrics_port + slot)]
+            return argv + (["--burst"] if burst else []) + (["--json"] if as_json else [])
+
+        lease_s = forwarder.lease_ms / 1000
+        raise SystemExit(WorkerPool(concurrency, argv_of, burst=burst, stop_timeout=lease_s).run())
     if metrics_port:
         from prometheus_client import start_http_server
 
