@@ -50,6 +50,19 @@ def member_setup() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def serve_metrics(port: int, directory: str) -> None:
+    """Serve the members' metrics, summed, on 127.0.0.1:``port`` (one target per pool).
+
+    Each member writes its samples to ``directory`` (``PROMETHEUS_MULTIPROC_DIR``), as
+    gunicorn's workers do for the app's /metrics.
+    """
+    from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    start_http_server(port, addr="127.0.0.1", registry=registry)
+
+
 @dataclass
 class Member:
     """One worker process of the pool, and how many times its slot was started."""
@@ -67,11 +80,13 @@ class WorkerPool:
         size: int,
         argv_of: Callable[[int, int], list[str]],
         *,
+        env: dict[str, str] | None = None,
         burst: bool = False,
         stop_timeout: float = 60.0,
     ) -> None:
         self.size = size
         self.argv_of = argv_of
+        self.env = env
         self.burst = burst
         self.stop_timeout = stop_timeout
         self.members: dict[int, Member] = {}
@@ -81,6 +96,7 @@ class WorkerPool:
         proc = subprocess.Popen(  # noqa: S603  (our own command line, no shell)
             self.argv_of(slot, starts),
             stdin=subprocess.DEVNULL,
+            env=self.env,
             preexec_fn=member_setup,  # the pool starts members from its only thread
         )
         log.info("worker pool: member %d started (pid %d)", slot, proc.pid)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import sys
+import tempfile
 import threading
 
 import click
@@ -17,7 +19,7 @@ from fivetran_events.timeutil import iso
 from .. import logs
 from ..forwarding.worker import DeliveryState, Forwarder
 from ..jobs import ForwardingWorker, build_forwarder
-from ..worker_pool import WorkerPool
+from ..worker_pool import WorkerPool, serve_metrics
 from .helpers import (
     CliError,
     ExitCode,
@@ -47,6 +49,41 @@ def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) 
             forwarder.sweep()
         except Exception:  # keep sweeping through a Redis blip; the worker reports it too
             log.exception("sweeping due deliveries failed")
+
+
+def run_pool(
+    forwarder: Forwarder,
+    size: int,
+    sweep_interval: float,
+    metrics_port: int | None,
+    name: str | None,
+    burst: bool,
+    as_json: bool,
+) -> int:
+    """Run ``size`` single workers under this process (worker_pool.py); return its exit code.
+
+    With a metrics port the members share a ``PROMETHEUS_MULTIPROC_DIR`` (the environment's,
+    or a temporary one) and this process serves their sum on that port.
+    """
+    base = name or f"{socket.gethostname()}.{os.getpid()}"
+
+    def argv_of(slot: int, start: int) -> list[str]:
+        argv = [sys.executable, "-m", "webhook_app.cli", "worker", "--concurrency", "1"]
+        argv += ["--name", f"{base}-{slot}.{start}", "--sweep-interval", str(sweep_interval)]
+        return argv + (["--burst"] if burst else []) + (["--json"] if as_json else [])
+
+    env = dict(os.environ)
+    with contextlib.ExitStack() as stack:
+        if metrics_port:
+            shared = env.get("PROMETHEUS_MULTIPROC_DIR") or stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="fte-worker-metrics-")
+            )
+            env["PROMETHEUS_MULTIPROC_DIR"] = shared
+            serve_metrics(metrics_port, shared)
+        pool = WorkerPool(
+            size, argv_of, env=env, burst=burst, stop_timeout=forwarder.lease_ms / 1000
+        )
+        return pool.run()
 
 
 @click.command()
@@ -84,31 +121,18 @@ def worker(
     """Run RQ workers that forward successful syncs to Airflow.
 
     With --concurrency N (N > 1) this process supervises N worker processes, so one slow
-    answer from Airflow holds up one delivery, not the ones queued behind it; member i
-    serves metrics on PORT+i. --json logs one JSON object a line even on a terminal.
+    answer from Airflow holds up one delivery, not the ones queued behind it; it serves
+    their metrics, summed, on --metrics-port. --json logs one JSON object a line even on a
+    terminal.
     """
     if as_json:
         os.environ[logs.FORMAT_ENV] = "json"
         logs.configure()
-    if metrics_port and metrics_port + concurrency - 1 > 65535:
-        raise CliError(
-            f"--metrics-port {metrics_port} leaves no port for member {concurrency - 1} "
-            "(member i serves on PORT+i): pick a lower port",
-            ExitCode.USAGE,
-        )
     forwarder = _forwarder(with_airflow=True)  # checks the settings before any member starts
     if concurrency > 1:
-        base = name or f"{socket.gethostname()}.{os.getpid()}"
-
-        def argv_of(slot: int, start: int) -> list[str]:
-            argv = [sys.executable, "-m", "webhook_app.cli", "worker", "--concurrency", "1"]
-            argv += ["--name", f"{base}-{slot}.{start}", "--sweep-interval", str(sweep_interval)]
-            if metrics_port:
-                argv += ["--metrics-port", str(metrics_port + slot)]
-            return argv + (["--burst"] if burst else []) + (["--json"] if as_json else [])
-
-        lease_s = forwarder.lease_ms / 1000
-        raise SystemExit(WorkerPool(concurrency, argv_of, burst=burst, stop_timeout=lease_s).run())
+        raise SystemExit(
+            run_pool(forwarder, concurrency, sweep_interval, metrics_port, name, burst, as_json)
+        )
     if metrics_port:
         from prometheus_client import start_http_server
 
