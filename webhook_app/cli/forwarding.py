@@ -68,7 +68,7 @@ def run_pool(
     base = name or f"{socket.gethostname()}.{os.getpid()}"
 
     def argv_of(slot: int, start: int) -> list[str]:
-        argv = [sys.executable, "-m", "webhook_app.cli", "worker", "--concurrency", "1"]
+        argv = [sys.executable, "-m", "webhook_app", "worker", "--concurrency", "1"]
         argv += ["--name", f"{base}-{slot}.{start}", "--sweep-interval", str(sweep_interval)]
         return argv + (["--burst"] if burst else []) + (["--json"] if as_json else [])
 

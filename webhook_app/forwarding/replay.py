@@ -65,10 +65,11 @@ def _replay_one(fw: Enqueuer, did: str) -> bool:
                 pipe.hdel(key, "next_attempt_ms")
                 pipe.zrem(undelivered_key(prefix), did)
                 pipe.zadd(due_key(prefix), {did: now + fw.lease_ms})
-                # A new window: listed as new, and its record lives a whole window again.
+                # A new window: listed as new, and its record (and its sync's set) lives a
+                # whole window again.
                 pipe.zadd(deliveries_key(prefix), {did: now})
-                pipe.pexpire(key, record_ttl_ms(fw.settings))
                 fresh = Delivery(did, {**d.fields, "window_ms": str(now)})
+                fw.store.expire(pipe, fresh, record_ttl_ms(fw.settings))
                 fw.store.index_state(pipe, fresh, DeliveryState.PENDING)
                 fw.enqueue_job(did, pipe, job)
                 pipe.execute()

@@ -130,6 +130,16 @@ class TestExpiry:
         run_worker(fw)
         assert rq_leftovers(client, fw.queue.name) == []
 
+        # A replay opens a new window: the record and its sync's set live a whole one again.
+        before = client.pttl(fw.store.key(gone_404))
+        assert fw.replay([gone_404]) == [gone_404]
+        window = fw.store.get(gone_404)
+        assert window is not None and window.state is DeliveryState.PENDING
+        assert client.pttl(fw.store.key(gone_404)) > before
+        assert client.pttl(sync_deliveries_key(p, UNUSED, "u1")) >= before
+        assert client.zscore(deliveries_key(p), gone_404) == window.window_ms
+        assert client.zscore(delivery_state_key(p, "pending"), gone_404) == window.window_ms
+
         # The listing's entry of the expired record goes at a creation past the longest
         # life a record has (the web app's settings: the 72 h default keep time).
         assert client.zscore(deliveries_key(p), done) is not None
