@@ -38,14 +38,6 @@ pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 HOLD_S = 6.0
 
 
-def members(pid: int) -> list[int]:
-    """The PIDs of the pool's child processes."""
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except FileNotFoundError:
-        return []
-
-
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
     try:
@@ -68,7 +60,7 @@ def pool_up(worker: WorkerProcess, client: redis.Redis, size: int) -> list[int]:
     """Wait until the pool's ``size`` members run and are registered with RQ."""
 
     def up() -> list[int] | None:
-        pids = members(worker.pid)
+        pids = worker.members()
         return pids if len(pids) == size == len(Worker.all(connection=client)) else None
 
     return poll_until(up, f"{size} pool members", 60, details=worker.log)
@@ -164,7 +156,7 @@ class TestPoolProcesses:
             )
             os.kill(busy[0], signal.SIGKILL)
             poll_until(
-                lambda: len([p for p in members(worker.pid) if p not in pids]) == 1,
+                lambda: len([p for p in worker.members() if p not in pids]) == 1,
                 "a member started in the killed one's place",
                 30,
                 details=worker.log,
