@@ -130,6 +130,7 @@ def worker(
         logs.configure()
     forwarder = _forwarder(with_airflow=True)  # checks the settings before any member starts
     if concurrency > 1:
+        forwarder.redis.ping()  # and Redis: one clear error (exit 4), not N failing members
         raise SystemExit(
             run_pool(forwarder, concurrency, sweep_interval, metrics_port, name, burst, as_json)
         )
