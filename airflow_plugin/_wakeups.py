@@ -17,9 +17,9 @@ from collections import defaultdict
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 
 from fivetran_events.keys import changes_pattern
+from fivetran_events.redis_url import async_client_from_url
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,9 @@ class Hub:
     def __init__(self, url: str, prefix: str, redis_kwargs: dict[str, Any]) -> None:
         self.url = url
         self.prefix = prefix
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, max_connections=POOL_SIZE, timeout=None, **redis_kwargs
-        )
-        self.client = aioredis.Redis(connection_pool=pool)
+        # Behind Sentinel each new connection asks for the primary: a re-subscribe after
+        # a failover reaches the new one.
+        self.client = async_client_from_url(url, max_connections=POOL_SIZE, **redis_kwargs)
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
         self._count = 0
         self._subscribed = asyncio.Event()

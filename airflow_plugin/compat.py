@@ -10,11 +10,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from airflow import __version__ as AIRFLOW_VERSION
-from airflow.exceptions import (  # type: ignore[attr-defined]
-    # Airflow 3 re-exports these from airflow.sdk.exceptions without naming them public.
-    AirflowException,
-    AirflowSkipException,
-)
 from airflow.plugins_manager import AirflowPlugin
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -32,8 +27,15 @@ if AIRFLOW_V_3:
         PokeReturnValue,
     )
     from airflow.sdk import Context as Context
+    from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 else:  # Airflow 2.10 / 2.11
     from airflow.datasets import Dataset as Asset  # type: ignore[no-redef]
+
+    # Airflow 3 keeps these in airflow.exceptions only as deprecated aliases.
+    from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
+        AirflowException,
+        AirflowSkipException,
+    )
     from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
     from airflow.models import BaseOperator
     from airflow.models.baseoperatorlink import (  # type: ignore[no-redef]

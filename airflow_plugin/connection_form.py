@@ -35,6 +35,28 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "FIVETRAN_EVENTS_KEY_PREFIX (default fte:).",
         "schema": {"type": ["string", "null"]},
     },
+    "sentinels": {
+        "label": "Sentinels",
+        "description": "Behind Redis Sentinel: host:port of each sentinel, comma-separated "
+        "(port 26379 by default); host and port above are then not used.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "sentinel_service": {
+        "label": "Sentinel service name",
+        "description": "The name the sentinels monitor the primary under (e.g. mymaster).",
+        "schema": {"type": ["string", "null"]},
+    },
+    "sentinel_password": {
+        "label": "Sentinel password",
+        "description": "The sentinels' own AUTH password, if they have one (the password "
+        "above is the primary's).",
+        "schema": {"type": ["string", "null"]},
+    },
+    "sentinel_ssl": {
+        "label": "Sentinels speak TLS",
+        "description": "Connect to the sentinels with TLS too (TLS above is the primary's).",
+        "schema": {"type": ["boolean", "null"], "default": False},
+    },
     "max_sync_duration_hours": {
         "label": "Maximum sync duration (hours)",
         "description": "A sync running longer is taken as lost (its sync_end never came); "

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow.triggers.shared_stream import (
     AdvanceItem,
@@ -54,6 +53,7 @@ from airflow.triggers.shared_stream import (
 from fivetran_events.asset_extra import SyncRef, aextra_for
 from fivetran_events.history import decode_completion
 from fivetran_events.keys import ConnectorKeys, changes_pattern, connectors_key
+from fivetran_events.redis_url import async_client_from_url
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 
 from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
@@ -136,7 +136,7 @@ class HistoryWakeProducer(SharedStreamProducer):
 
     async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
         cfg = await FivetranEventsRedisHook(self.redis_conn_id).aconfig()
-        self.client = aioredis.Redis.from_url(cfg.url, **cfg.to_redis_kwargs())
+        self.client = async_client_from_url(cfg.url, **cfg.to_redis_kwargs())
         pattern = changes_pattern(cfg.key_prefix)
         channel_prefix = pattern[:-1]
 

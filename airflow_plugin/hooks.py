@@ -15,6 +15,16 @@ password, schema or extra ``db`` (the database number, 0). Extras: ``key_prefix`
 ``ssl`` (true for TLS; a ``rediss://`` URI says the same), ``ssl_ca_certs`` (a private
 CA file to verify Redis' certificate). Airflow's UI may store a form's extras as
 ``extra__fivetran_events__<name>``; both spellings are read.
+
+Behind Redis Sentinel: the extras ``sentinels`` (``host1:26379,host2:26379``) and
+``sentinel_service`` (the monitored service's name), optionally ``sentinel_password``
+and ``sentinel_ssl``, with password, database and ``ssl`` as above for the primary; or
+the extra ``url`` holding the URL the webhook server is given
+(``FIVETRAN_EVENTS_REDIS_URL``, ``redis+sentinel://...``, see
+``fivetran_events.redis_url``), which then replaces host, port, login and password::
+
+    AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='{"conn_type": "fivetran_events", "extra":
+        {"url": "redis+sentinel://:secret@s1:26379,s2:26379,s3:26379/mymaster/0"}}'
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import redis
 from tenacity import (
@@ -42,6 +52,7 @@ from tenacity import (
 from fivetran_events import AsyncHistoryReader, HistoryReader, decode_completion, load_settings
 from fivetran_events.decision import Completion
 from fivetran_events.keys import ConnectorKeys, connectors_key
+from fivetran_events.redis_url import check_url, client_from_url, is_sentinel, parse_sentinel_url
 
 from .compat import BaseHook, Connection, aget_connection
 from .connection_form import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
@@ -87,6 +98,8 @@ class HistoryConfig:
 
     def where(self) -> str:
         """Return host:port/db for messages (the URL without its credentials)."""
+        if is_sentinel(self.url):
+            return parse_sentinel_url(self.url).where()
         parts = urlsplit(self.url)
         return f"{parts.hostname}:{parts.port or 6379}{parts.path or '/0'}"
 
@@ -105,9 +118,21 @@ def config_from_connection(conn: Connection) -> HistoryConfig:
     auth = ""
     if conn.login or conn.password:
         auth = f"{quote(conn.login or '', safe='')}:{quote(conn.password or '', safe='')}@"
-    host = conn.host or "127.0.0.1"
-    port = conn.port or 6379
-    url = f"{'rediss' if tls else 'redis'}://{auth}{host}:{port}/{db}"
+    scheme = "rediss" if tls else "redis"
+    if extra.get("url"):
+        url = str(extra["url"])
+    elif extra.get("sentinels"):
+        service = extra.get("sentinel_service", "")
+        url = f"{scheme}+sentinel://{auth}{extra['sentinels']}/{service}/{db}"
+        query = [(k, str(extra[k])) for k in ("sentinel_password", "sentinel_ssl") if k in extra]
+        url += f"?{urlencode(query)}" if query else ""
+    else:
+        url = f"{scheme}://{auth}{conn.host or '127.0.0.1'}:{conn.port or 6379}/{db}"
+    try:
+        check_url(url)
+    except ValueError as exc:
+        raise ValueError(f"connection {conn.conn_id}: the Redis URL is not usable: {exc}") from None
+    tls = tls or url.lower().startswith("rediss")
     defaults = load_settings()
     prefix = str(extra.get("key_prefix") or defaults.key_prefix)
     raw_hours = extra.get("max_sync_duration_hours", defaults.max_sync_duration_hours)
@@ -163,7 +188,7 @@ class FivetranEventsRedisHook(BaseHook):
 
     @cached_property
     def _client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.config.url, **self.config.to_redis_kwargs())
+        return client_from_url(self.config.url, **self.config.to_redis_kwargs())
 
     def reader(self) -> HistoryReader:
         """Return a synchronous history reader (sensors in poke and reschedule mode)."""

@@ -62,26 +62,34 @@ def start_redis(workdir: Path, appendonly: bool = True) -> tuple[subprocess.Pope
     return proc, url
 
 
+#: The production gunicorn configuration: the benchmark serves the app as deploy/ does.
+GUNICORN_CONF = Path(__file__).resolve().parents[1] / "deploy" / "gunicorn.conf.py"
+
+
 def start_gunicorn(
-    app: str, env: dict[str, str], workers: int
+    app: str, env: dict[str, str], workers: int, log: Path
 ) -> tuple[subprocess.Popen[bytes], str]:
+    """Serve ``app`` with deploy/gunicorn.conf.py on a free loopback port; logs go to ``log``.
+
+    The production file, so the benchmark pays what production pays per request (its
+    access record, multiprocess metrics); only the bind address and the worker count are
+    the benchmark's. The logs go to a file: one line per request would bury the results.
+    """
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-            app,
-        ],
-        env={**os.environ, **env},
-        start_new_session=True,
-    )
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF), app],
+            env={
+                **os.environ,
+                "GUNICORN_BIND": f"127.0.0.1:{port}",
+                "GUNICORN_WORKERS": str(workers),
+                "FIVETRAN_EVENTS_LOG_FORMAT": "json",
+                **env,
+            },
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
 
     def ready() -> bool:

@@ -27,7 +27,6 @@ import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import redis
@@ -48,40 +47,39 @@ def bulk_history(
     step: timedelta,
     starts: bool = True,
 ) -> None:
-    """Load ``n`` completions (1 in 10 failed) in the writer's own encoding, pipelined.
+    """Load ``n`` completions (1 in 10 failed) through the history's bulk loader.
 
     Each sync started a minute before it ended; ``starts=False`` records no start, as
-    when ``sync_start`` is not subscribed.
+    when ``sync_start`` is not subscribed. The loader runs the write script itself, so
+    the history is exactly what the webhook would have recorded.
     """
-    from fivetran_events.history import encode_completion
-    from fivetran_events.keys import ConnectorKeys
+    from fivetran_events.history import bulk
+    from fivetran_events.model import Event, EventKind
 
-    keys = ConnectorKeys(PREFIX, connector_id)
-    pipe = client.pipeline(transaction=False)
     t0 = int(start.timestamp() * 1000)
     dt = int(step.total_seconds() * 1000)
-    for i in range(n):
-        ok = i % 10 != 3
-        t = t0 + i * dt
-        begun = t - 60_000 if starts else None
-        member = encode_completion(
-            SimpleNamespace(  # type: ignore[arg-type]
+
+    def events() -> Any:
+        for i in range(n):
+            t = t0 + i * dt
+            if starts:
+                yield Event(
+                    kind=EventKind.SYNC_START,
+                    event="sync_start",
+                    created=datetime.fromtimestamp((t - 60_000) / 1000, UTC),
+                    connector_id=connector_id,
+                    sync_id=f"s{i}",
+                )
+            yield Event(
+                kind=EventKind.SYNC_END,
+                event="sync_end",
+                created=datetime.fromtimestamp(t / 1000, UTC),
+                connector_id=connector_id,
                 sync_id=f"s{i}",
-                status="SUCCESSFUL" if ok else "FAILURE",
-                created_ms=t,
-                reason=None,
-                task_type=None,
-            ),
-            started_ms=begun,
-        )
-        pipe.zadd(keys.ok if ok else keys.fail, {member: t})
-        if begun is not None:
-            pipe.zadd(keys.starts, {f"s{i}": begun})
-            if ok:
-                pipe.zadd(keys.okstart, {member: begun})
-        if i % 5000 == 4999:
-            pipe.execute()
-    pipe.execute()
+                status="FAILURE" if i % 10 == 3 else "SUCCESSFUL",
+            )
+
+    bulk.load(client, PREFIX, events(), retention_ms=t0 + n * dt, now=t0 + n * dt)
 
 
 def pct(values: list[float], q: float) -> float:

@@ -158,7 +158,11 @@ airflow_env() {
   export AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC=2
   # The example SQL pipeline's warehouse (SQLite) and the sensor's history (Redis).
   export AIRFLOW_CONN_WAREHOUSE="{\"conn_type\": \"sqlite\", \"host\": \"$state/warehouse/warehouse.db\"}"
-  export AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS="$FIVETRAN_EVENTS_REDIS_URL"
+  case "$FIVETRAN_EVENTS_REDIS_URL" in
+    *+sentinel://*) # not a URI Airflow can split: the connection takes it in its extra
+      export AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS="{\"conn_type\": \"fivetran_events\", \"extra\": {\"url\": \"$FIVETRAN_EVENTS_REDIS_URL\"}}" ;;
+    *) export AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS="$FIVETRAN_EVENTS_REDIS_URL" ;;
+  esac
   export FIVETRAN_EVENTS_AIRFLOW_URL="http://127.0.0.1:$airflow_port"
   export FIVETRAN_EVENTS_AIRFLOW_USERNAME=admin
   export FIVETRAN_EVENTS_AIRFLOW_PASSWORD="$FTE_AIRFLOW_PASSWORD"

@@ -4,71 +4,93 @@ One event's whole history write is one script, so that it is one command inside 
 webhook's MULTI (seven to fifteen commands otherwise: each costs the webhook a pack, a
 parse and a dispatch), and so that what it reads (has this sync ended? which attempt
 does this start belong to?) is read when the transaction runs, needing no WATCH. They
-go out as EVAL, not EVALSHA: inside MULTI a NOSCRIPT error would fail that command
-alone while the rest commits.
+go out as EVAL (without comments or indentation), not EVALSHA: inside MULTI a NOSCRIPT
+error would fail that command alone while the rest commits. The bulk loader, outside
+any transaction, uses EVALSHA.
 """
 
 from __future__ import annotations
 
-#: How many completions a late ``sync_start`` looks through for its own sync's end
-#: (those that ended while that attempt ran: one connector's syncs do not overlap, so
-#: this is one or two in practice; the bound keeps a write's cost bounded whatever).
+#: How many completions of each set a late ``sync_start`` looks through for its own
+#: sync's end (those that ended after it began: one connector's syncs do not overlap,
+#: so this is one or two in practice; the bound keeps a write's cost bounded whatever).
 LATE_START_SCAN = 64
 
-# A completion member is compact JSON with sorted keys (history/codec.py), so
-# the start of the attempt, "b", is always its first key: adding or replacing it is a
-# string operation, and no number goes through cjson's 14-digit formatting. Writes are
-# idempotent on content, also when the dedup mark is gone: an end already recorded (the
-# same member but for "b") is not added again, a start already known changes nothing.
+
+# Members are history/codec.py's: token "," delta suffix. The script only ever writes
+# the delta (end - start, base 36). Writes are idempotent on content, also when the
+# dedup mark is gone: an end already recorded (same token and suffix at the same score)
+# is not added again, a start already known changes nothing. Scores go back to Redis as
+# Redis's own strings: a Lua number would go out with 14 digits.
 #
-# KEYS: seen starts running ends ok fail ended resyncs okstart connectors.
-# ARGV: kind t dedup sync_id member outcome connector meta cutoff
+# KEYS: seen starts running ok fail other okstart resyncs connectors.
+# ARGV: kind t dedup sync_id prefix suffix outcome connector meta cutoff recent_cutoff
+def _compact(script: str) -> str:
+    """Drop comment lines and indentation: the text goes to Redis with every EVAL."""
+    lines = (line.strip() for line in script.splitlines())
+    return "\n".join(line for line in lines if line and not line.startswith("--"))
+
+
 WRITE = f"""
 local t = tonumber(ARGV[2])
-local sid = ARGV[4]
+local sid, p, suffix = ARGV[4], ARGV[5], ARGV[6]
+local plen = #p
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 
-local function bare(m) return (string.gsub(m, '^{{"b":%-?%d+,', '{{', 1)) end
-local function with_start(m, b) return '{{"b":' .. b .. ',' .. string.sub(bare(m), 2) end
-local function replace(key, old, new, score)
-  redis.call('ZREM', key, old)
-  redis.call('ZADD', key, score, new)
+local function b36(n)
+  local s = ''
+  repeat
+    local r = n % 36
+    s = string.sub('0123456789abcdefghijklmnopqrstuvwxyz', r + 1, r + 1) .. s
+    n = (n - r) / 36
+  until n == 0
+  return s
+end
+-- A member's parts after the token: the duration, an '@end' tag (only on a member that
+-- would otherwise equal another completion of the same sync), the rest.
+local function split(m)
+  return string.match(string.sub(m, plen + 1), '^([0-9a-z]*)(@?[0-9a-z]*)(.*)$')
 end
 
 if ARGV[1] == 'start' then
   redis.call('ZADD', KEYS[2], 'LT', ARGV[2], sid)
-  local last_end = redis.call('ZSCORE', KEYS[7], sid)
-  if (not last_end) or t > tonumber(last_end) then
-    -- A new attempt: running (again, when a retry starts after a failed end).
-    redis.call('ZADD', KEYS[3], 'GT', ARGV[2], sid)
-  else
-    -- That attempt has ended: its end is the sync's first end at or after this start.
-    local rows = redis.call('ZRANGEBYSCORE', KEYS[4], ARGV[2], last_end,
+  -- The sync's first end at or after this start: if there is one, this start belongs
+  -- to an attempt that has ended; otherwise a new attempt runs (also a retry's).
+  local best, key, score, raw
+  for i = 4, 6 do
+    local rows = redis.call('ZRANGEBYSCORE', KEYS[i], ARGV[2], '+inf', 'WITHSCORES',
                             'LIMIT', 0, {LATE_START_SCAN})
-    for _, m in ipairs(rows) do
-      local c = cjson.decode(m)
-      if c.s == sid then
-        if (not c.b) or c.b < t then
-          -- Scores as Redis's own strings: a Lua number would go out with 14 digits.
-          local ended = redis.call('ZSCORE', KEYS[4], m)
-          local n = with_start(m, ARGV[2])
-          replace(KEYS[4], m, n, ended)
-          if redis.call('ZSCORE', KEYS[5], m) then
-            replace(KEYS[5], m, n, ended)
-            redis.call('ZREM', KEYS[9], m)
-            redis.call('ZADD', KEYS[9], ARGV[2], n)
-          elseif redis.call('ZSCORE', KEYS[6], m) then
-            replace(KEYS[6], m, n, ended)
-          end
-        end
+    for j = 1, #rows, 2 do
+      if string.sub(rows[j], 1, plen) == p then
+        local s = tonumber(rows[j + 1])
+        if (not best) or s < score then best, key, score, raw = rows[j], KEYS[i], s, rows[j + 1] end
         break
       end
     end
   end
+  if not best then
+    redis.call('ZADD', KEYS[3], 'GT', ARGV[2], sid)
+  else
+    local d, tag, tail = split(best)
+    if d == '' or score - tonumber(d, 36) < t then
+      local n = p .. b36(score - t) .. tag .. tail
+      redis.call('ZREM', key, best)
+      redis.call('ZADD', key, raw, n)
+      if key == KEYS[4] then
+        redis.call('ZREM', KEYS[7], best)
+        redis.call('ZADD', KEYS[7], ARGV[2], n)
+      end
+    end
+  end
 elseif ARGV[1] == 'end' then
+  local key = KEYS[6]
+  if ARGV[7] == 'ok' then key = KEYS[4] elseif ARGV[7] == 'fail' then key = KEYS[5] end
   local known = false
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], ARGV[2], ARGV[2])) do
-    if bare(m) == ARGV[5] then known = true end
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, ARGV[2], ARGV[2])) do
+    if string.sub(m, 1, plen) == p then
+      local _, _, tail = split(m)
+      if tail == suffix then known = true end
+    end
   end
   if not known then
     -- The attempt's start: the running one if it began by now, else the first recorded
@@ -80,16 +102,14 @@ elseif ARGV[1] == 'end' then
       b = redis.call('ZSCORE', KEYS[2], sid)
       if b and tonumber(b) > t then b = false end
     end
-    local m = ARGV[5]
-    if b then m = with_start(m, b) end
-    redis.call('ZADD', KEYS[4], ARGV[2], m)
-    if ARGV[6] == 'ok' then
-      redis.call('ZADD', KEYS[5], ARGV[2], m)
-      if b then redis.call('ZADD', KEYS[9], b, m) end
-    elseif ARGV[6] == 'fail' then
-      redis.call('ZADD', KEYS[6], ARGV[2], m)
-    end
-    redis.call('ZADD', KEYS[7], 'GT', ARGV[2], sid)
+    local d = ''
+    if b then d = b36(t - tonumber(b)) end
+    local m = p .. d .. suffix
+    -- Another end of this sync with the same duration (two successes without a start):
+    -- tag this one with its end, so neither replaces the other.
+    if redis.call('ZSCORE', key, m) then m = p .. d .. '@' .. b36(t) .. suffix end
+    redis.call('ZADD', key, ARGV[2], m)
+    if b and key == KEYS[4] then redis.call('ZADD', KEYS[7], b, m) end
   end
 elseif ARGV[1] == 'resync' then
   redis.call('ZADD', KEYS[8], ARGV[2], ARGV[5])
@@ -97,8 +117,8 @@ end
 
 -- Connector metadata only moves forward: an older event fills what is missing and
 -- nothing else; a newer one replaces what it carries (an absent name blanks nothing).
-local meta = cjson.decode(ARGV[8])
-local raw = redis.call('HGET', KEYS[10], ARGV[7])
+local meta = cjson.decode(ARGV[9])
+local raw = redis.call('HGET', KEYS[9], ARGV[8])
 if raw then
   local old = cjson.decode(raw)
   local newer = meta
@@ -111,13 +131,17 @@ if raw then
   end
   meta = newer
 end
-redis.call('HSET', KEYS[10], ARGV[7], cjson.encode(meta))
+redis.call('HSET', KEYS[9], ARGV[8], cjson.encode(meta))
 
-if ARGV[9] ~= '' then
-  for i = 1, 9 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[9]) end
+if ARGV[10] ~= '' then
+  for _, i in ipairs({{3, 4, 5, 6, 7, 8}}) do
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[10])
+  end
+  for i = 1, 2 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[11]) end
 end
 return 1
 """
+WRITE = _compact(WRITE)
 
 # The duplicate check, sent between WATCH and MULTI in the same round trip as the whole
 # transaction. A duplicate writes and deletes the guard key, which the transaction

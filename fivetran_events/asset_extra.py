@@ -69,7 +69,7 @@ def _s(value: Any) -> str:
 
 def queue_reads(pipe: Any, keys: ConnectorKeys, ref: SyncRef) -> None:
     """Queue the first round trip: the success's records, its first start, the success before."""
-    pipe.zrangebyscore(keys.ok, ref.ended_ms, ref.ended_ms)
+    pipe.zrangebyscore(keys.ok, ref.ended_ms, ref.ended_ms, withscores=True)
     pipe.zscore(keys.starts, ref.sync_id)
     pipe.zrevrangebyscore(keys.ok, f"({ref.ended_ms}", "-inf", start=0, num=1, withscores=True)
 
@@ -89,7 +89,7 @@ def assemble(
     started = next(
         (
             c.started_ms
-            for c in map(decode_completion, same_end)
+            for c in (decode_completion(m, s) for m, s in same_end)
             if c.sync_id == ref.sync_id and c.started_ms is not None
         ),
         first_start,

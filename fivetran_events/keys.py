@@ -1,19 +1,22 @@
 """The Redis key layout: every key this project writes is named here and nowhere else.
 
-Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id)::
+Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id); layout v2,
+sized in docs/architecture.md ("The history in Redis")::
 
-    {p}c:{c}:ok        ZSET  successful completions   member: completion JSON, score: ended ms
-    {p}c:{c}:okstart   ZSET  the same successes whose start is known, score: their start ms
-                             (the first success started at or after T is one read)
-    {p}c:{c}:fail      ZSET  failed completions       member: completion JSON, score: ended ms
-    {p}c:{c}:ends      ZSET  every sync_end, RESCHEDULED included (the listing)
-    {p}c:{c}:ended     ZSET  sync_id -> newest end ms (a late sync_start must not look running)
-    {p}c:{c}:starts    ZSET  sync_id -> first start ms (start_of; a completion's member
-                             carries its own attempt's start as "b")
-    {p}c:{c}:running   ZSET  sync_id -> start ms of the running attempt (started, not ended)
-    {p}c:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
-    {p}c:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
-    {p}c:{c}:guard     never stored: written and deleted by a duplicate's check, so that
+    {p}h:{c}:ok        ZSET  successful completions, score: ended ms, member: the compact
+                             completion of history/codec.py (sync id, start as a delta)
+    {p}h:{c}:okstart   ZSET  the same members for successes whose start is known, score:
+                             their start ms (the first success started at or after T)
+    {p}h:{c}:fail      ZSET  failed completions (member adds status, reason), score: ended ms
+    {p}h:{c}:other     ZSET  the other sync_ends (RESCHEDULED, unknown statuses), score: ended ms
+    {p}h:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
+    {p}h:{c}:running   ZSET  sync_id -> start ms of the running attempt (started, not ended;
+                             an end removes its entry, so only lost syncs stay: retention)
+    short-lived, trimmed RECENT_MS (history/writer.py) behind the connector's newest event:
+    {p}h:{c}:starts    ZSET  sync_id -> first start ms (start_of; a completion's member
+                             carries its own attempt's start)
+    {p}h:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
+    {p}h:{c}:guard     never stored: written and deleted by a duplicate's check, so that
                        the write's transaction, which watches it, aborts (history/writer.py)
     {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}; only
                        moves forward (an older event fills gaps, changes nothing else)
@@ -21,8 +24,10 @@ Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id)::
     {p}readyz          STRING  written (with a short expiry) by the web app's readiness probe
 
 Sorted sets scored by epoch milliseconds give every query the sensor needs in O(log n),
-and retention is one ZREMRANGEBYSCORE per set. Connector ids are validated to a small
-alphabet without ``:``, so no two connectors' keys can collide.
+and retention is one ZREMRANGEBYSCORE per set. Only what a decision needs for the whole
+retention stays that long; what matters only while deliveries can still arrive does not.
+Connector ids are validated to a small alphabet without ``:``, so no two connectors'
+keys can collide.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from dataclasses import dataclass
 
 DEFAULT_PREFIX = "fte:"
 
-CONNECTOR_SETS = ("ok", "okstart", "fail", "ends", "ended", "starts", "running", "resyncs", "seen")
+#: The per-connector sets, long-lived first; the last three are short-lived.
+CONNECTOR_SETS = ("ok", "okstart", "fail", "other", "resyncs", "starts", "running", "seen")
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,7 @@ class ConnectorKeys:
     connector_id: str
 
     def _k(self, suffix: str) -> str:
-        return f"{self.prefix}c:{self.connector_id}:{suffix}"
+        return f"{self.prefix}h:{self.connector_id}:{suffix}"
 
     @property
     def ok(self) -> str:
@@ -57,12 +63,8 @@ class ConnectorKeys:
         return self._k("fail")
 
     @property
-    def ends(self) -> str:
-        return self._k("ends")
-
-    @property
-    def ended(self) -> str:
-        return self._k("ended")
+    def other(self) -> str:
+        return self._k("other")
 
     @property
     def starts(self) -> str:

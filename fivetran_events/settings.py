@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .exceptions import ConfigurationError
 from .keys import DEFAULT_PREFIX
+from .redis_url import check_url, client_from_url
 from .urimap import DEFAULT_URI_TEMPLATE, UriMap, check_template, load_uri_map
 
 DAY_S = 86_400
@@ -32,8 +33,15 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    #: Where the history and the job queue live.
+    #: Where the history and the job queue live: redis://, rediss://, unix:// or, behind
+    #: Redis Sentinel, redis+sentinel://[:password@]host1:26379,host2:26379/service[/db]
+    #: (fivetran_events.redis_url).
     redis_url: str = "redis://127.0.0.1:6379/0"
+    #: After a delivery is recorded, wait until this many replicas confirm it before
+    #: answering 2xx (Redis WAIT); 0: do not wait. Fewer in time: 503, Fivetran retries.
+    redis_wait_replicas: int = Field(default=0, ge=0, le=64)
+    #: How long that wait may take, in milliseconds (WAIT's timeout; 0 would wait forever).
+    redis_wait_timeout_ms: int = Field(default=500, ge=1, le=60_000)
     #: Webhook secrets, comma-separated; several are valid at once during a rotation.
     webhook_secrets: CommaList = Field(default_factory=list)
     #: Bearer tokens accepted on /api/*, comma-separated; none configured means /api/* is closed.
@@ -133,9 +141,7 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must be a redis://, rediss:// or unix:// URL")
-        return value
+        return check_url(value)
 
     @property
     def retention_ms(self) -> int:
@@ -157,9 +163,10 @@ class Settings(BaseSettings):
         """Return a client for ``redis_url`` whose commands time out (the one factory).
 
         Every process (web, worker, CLI) builds its client here, so a stuck Redis costs
-        at most ``redis_timeout_seconds`` per command everywhere alike.
+        at most ``redis_timeout_seconds`` per command everywhere alike; behind Sentinel
+        it is a client of the current primary, found again after a failover.
         """
-        return redis.Redis.from_url(
+        return client_from_url(
             self.redis_url,
             socket_timeout=self.redis_timeout_seconds,
             socket_connect_timeout=self.redis_timeout_seconds,

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from fivetran_events import Event, parse_event
+from fivetran_events.keys import ConnectorKeys
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso
 
@@ -125,3 +126,8 @@ def job_sync_id(client: Any, job: Any, prefix: str = "test:") -> str:
 
 def days(n: float) -> timedelta:
     return timedelta(days=n)
+
+
+def recorded_ends(client: Any, keys: ConnectorKeys) -> int:
+    """Count the sync_ends recorded in a connector's history (its three completion sets)."""
+    return sum(int(client.zcard(k)) for k in (keys.ok, keys.fail, keys.other))

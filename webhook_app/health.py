@@ -11,6 +11,7 @@ from fivetran_events.timeutil import now_ms
 from . import metrics
 from .errors import ApiError, redis_refusal
 from .gauges import RedisGauges
+from .replication import missing_replicas
 from .state import State, state
 
 bp = Blueprint("health", __name__)
@@ -33,6 +34,9 @@ def readyz() -> Response:
         raise ApiError(503, "not ready: Redis is unreachable")
     if reason is not None:
         raise ApiError(503, f"not ready: Redis refuses writes ({reason})")
+    short = missing_replicas(state())  # FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS
+    if short is not None:
+        raise ApiError(503, f"not ready: a write was taken, but {short}")
     return jsonify({"status": "ready"})
 
 

@@ -7,7 +7,8 @@
 - ``queries``: the reads behind one decision, shared by both readers;
 - ``reader`` / ``async_reader``: ``HistoryReader`` and ``AsyncHistoryReader``, whose
   ``decide`` is the one decision entry point;
-- ``listings``: the history shaped for the read API and the CLI.
+- ``listings``: the history shaped for the read API and the CLI;
+- ``bulk``: many events loaded exactly as ``record`` would write them.
 
 Key names come from ``fivetran_events.keys``.
 """

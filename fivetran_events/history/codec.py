@@ -1,37 +1,131 @@
-"""How a completion is stored: a compact JSON member of the ``ok``/``fail``/``ends`` sets."""
+"""How a completion is stored: a short member of the ``ok``/``fail``/``other`` sets.
+
+Layout v2 keeps each member at most 28 bytes for a success, so that with Redis's three
+bytes of string header and its terminator it fits a 32-byte allocation (docs/architecture.md
+has the measurements)::
+
+    member  = token "," [delta] ["@" end] [" " json]
+    token   = base64url of the 16 bytes of a canonical lowercase UUID (22 characters)
+            | "." sync_id          (any other sync id; "." never starts a base64 token)
+    delta   = end - start of the attempt, in ms, base 36; empty when no start is known
+    end     = the end in ms, base 36: only when another end of the same sync would
+              otherwise have the same member (two successes of one sync id, no start)
+    json    = {"st": status, "r": reason, "tt": task_type}: only for anything but
+              SUCCESSFUL (failures are rare: their reason may be long)
+
+The end is the member's score in ``ok``/``fail``/``other`` and start + delta in
+``okstart`` (scored by start). Sync ids never contain "," or " " (model.ID_PATTERN).
+The write script (``_history_lua.py``) only ever rewrites the delta.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
+import uuid
 from typing import Any
 
 from ..decision import Completion
 from ..model import Event
 
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def b36(n: int) -> str:
+    """Write a non-negative integer in base 36 (the script's ``b36`` does the same)."""
+    if n < 0:
+        raise ValueError("a sync cannot end before it started")
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = _DIGITS[r] + out
+        if n == 0:
+            return out
+
+
+def sync_token(sync_id: str) -> str:
+    """Return the short, reversible form of a sync id used in members."""
+    try:
+        parsed = uuid.UUID(sync_id)
+    except ValueError:
+        return "." + sync_id
+    if str(parsed) != sync_id:  # upper case, braces, no dashes: keep it as it came
+        return "." + sync_id
+    return base64.urlsafe_b64encode(parsed.bytes).rstrip(b"=").decode()
+
+
+def sync_id_of(token: str) -> str:
+    """Invert ``sync_token``."""
+    if token.startswith("."):
+        return token[1:]
+    return str(uuid.UUID(bytes=base64.urlsafe_b64decode(token + "==")))
+
+
+def completion_parts(
+    sync_id: str, status: str, reason: str | None, task_type: str | None
+) -> tuple[str, str]:
+    """Return a completion member's prefix (``token ","``) and suffix (after the delta)."""
+    suffix = ""
+    if status != "SUCCESSFUL":
+        body: dict[str, Any] = {"st": status}
+        if reason:
+            body["r"] = reason
+        if task_type:
+            body["tt"] = task_type
+        suffix = " " + json.dumps(body, separators=(",", ":"), sort_keys=True)
+    return sync_token(sync_id) + ",", suffix
+
 
 def encode_completion(event: Event, started_ms: int | None = None) -> str:
-    """Encode a sync_end as a sorted-set member (compact JSON, unique per delivery).
+    """Encode a sync_end as a member, with its attempt's start when known."""
+    prefix, suffix = completion_parts(
+        event.sync_id or "", event.status or "", event.reason, event.task_type
+    )
+    delta = "" if started_ms is None else b36(event.created_ms - started_ms)
+    return prefix + delta + suffix
 
-    Keys are sorted, so the attempt's start ``b`` comes first: the write script adds it
-    to a member when the start is known (``started_ms`` is for bulk loaders).
+
+def decode_completion(
+    member: str | bytes, score: float | None = None, by_start: bool = False
+) -> Completion:
+    """Decode a completion member read with its ``score``.
+
+    ``score`` is the end (``ok``, ``fail``, ``other``), or the start with ``by_start``
+    (``okstart``). Layout v1's JSON members (``{"s":..., "t":...}``) decode too, so a
+    history being migrated reads the same.
     """
-    body: dict[str, Any] = {"s": event.sync_id, "st": event.status, "t": event.created_ms}
-    if started_ms is not None:
-        body["b"] = started_ms
-    if event.reason:
-        body["r"] = event.reason
-    if event.task_type:
-        body["tt"] = event.task_type
-    return json.dumps(body, separators=(",", ":"), sort_keys=True)
+    text = member.decode() if isinstance(member, bytes) else member
+    if text.startswith("{"):
+        return _decode_v1(text, score)
+    if score is None:
+        raise ValueError("a completion member needs its score")
+    head, _, extra = text.partition(" ")
+    token, _, rest = head.partition(",")
+    delta_text = rest.partition("@")[0]
+    body = json.loads(extra) if extra else {"st": "SUCCESSFUL"}
+    delta = int(delta_text, 36) if delta_text else None
+    if by_start:
+        if delta is None:
+            raise ValueError("a member scored by its start must carry its duration")
+        started: int | None = int(score)
+        ended = int(score) + delta
+    else:
+        ended = int(score)
+        started = None if delta is None else ended - delta
+    status = body["st"]
+    return Completion(
+        sync_id=sync_id_of(token),
+        status=status,
+        ended_ms=ended,
+        succeeded=status == "SUCCESSFUL",
+        reason=body.get("r"),
+        task_type=body.get("tt"),
+        started_ms=started,
+    )
 
 
-def decode_completion(member: str | bytes, score: float | None = None) -> Completion:
-    """Decode a completion member: encode_completion's, plus the attempt's start ``b``.
-
-    The end time is the member's own ``t`` (``score`` only for members without one), so
-    a member read from the start-scored index decodes the same.
-    """
-    body = json.loads(member)
+def _decode_v1(text: str, score: float | None) -> Completion:
+    body = json.loads(text)
     status = body["st"]
     ended = body.get("t", score)
     if ended is None:

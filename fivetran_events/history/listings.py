@@ -1,6 +1,6 @@
 """The history shaped for people: the read API's and the CLI's listings.
 
-Not part of the decision: these walk a page of a connector's ``ends`` or every known
+Not part of the decision: these walk a page of a connector's completions or every known
 connector, and return JSON-ready dicts.
 """
 
@@ -34,10 +34,12 @@ def syncs(
     lo = "-inf" if since_ms is None else since_ms
     hi = "+inf" if until_ms is None else until_ms
     pipe = client.pipeline(transaction=False)
-    pipe.zrevrangebyscore(keys.ends, hi, lo, start=0, num=limit, withscores=True)
-    pipe.zrevrangebyscore(keys.running, hi, lo, start=0, num=limit, withscores=True)
-    ends, running = pipe.execute()
-    completions = [decode_completion(m, s) for m, s in ends]
+    # Completions live in three sets by outcome: the newest ``limit`` of each cover the
+    # newest ``limit`` of all.
+    for key in (keys.ok, keys.fail, keys.other, keys.running):
+        pipe.zrevrangebyscore(key, hi, lo, start=0, num=limit, withscores=True)
+    *ends, running = pipe.execute()
+    completions = [decode_completion(m, s) for rows in ends for m, s in rows]
     rows: list[tuple[int, dict[str, Any]]] = []
     for member, score in running:
         item = RunningSync(as_text(member), int(score)).to_dict()

@@ -62,8 +62,9 @@ def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
     ok_rows, fail_rows, ok_before, fail_before, running_rows = results[:5]
     by_start = results[5] if len(results) > 5 else []
     successes: dict[tuple[str, int], Completion] = {}
-    for member, score in [*ok_rows, *by_start]:
-        c = decode_completion(member, score)
+    rows = [(m, s, False) for m, s in ok_rows] + [(m, s, True) for m, s in by_start]
+    for member, score, scored_by_start in rows:
+        c = decode_completion(member, score, by_start=scored_by_start)
         successes.setdefault((c.sync_id, c.ended_ms), c)
     latest = max(
         (c for c in (_one(ok_before), _one(fail_before)) if c is not None),

@@ -83,6 +83,9 @@ class HistoryReader:
         """Return the first recorded start (ms) of ``sync_id``, if any was recorded.
 
         A retried sync has several; each completion carries its own attempt's start.
+        Starts are short-lived (``writer.RECENT_MS`` behind the connector's newest event:
+        they matter while a late ``sync_end`` may still arrive); a completion's own
+        ``started_ms`` is what lasts.
         """
         score = self.client.zscore(self.keys(connector_id).starts, sync_id)
         return None if score is None else int(score)

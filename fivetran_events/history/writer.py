@@ -20,15 +20,24 @@ from ..exceptions import HistoryBusy
 from ..keys import ConnectorKeys, connectors_key, last_test_event_key
 from ..model import Event, EventKind, check_not_future
 from ..timeutil import iso, now_ms
-from .codec import encode_completion
+from .codec import completion_parts
 from .transaction import TransactionOutcome, execute_checked
 
 #: Optimistic-lock retries before a write gives up (contention is per connector).
 MAX_WATCH_RETRIES = 64
 #: One write in this many also trims the connector's sets to the retention window.
 #: Trimming is maintenance, not correctness (older events are refused on arrival), and
-#: doing it on every write costs the webhook nine extra commands.
+#: doing it on every write costs the webhook eight extra commands.
 TRIM_EVERY = 16
+#: How long the short-lived sets (``seen``, ``starts``) keep an entry behind the newest
+#: event trimming them. Fivetran retries a delivery for 24 hours, so a dedup mark or the
+#: start a late ``sync_end`` looks for matters that long after its event, plus a sync's
+#: duration (24 hours by default): three days cover both with a day to spare. Measured by
+#: the event's own time, not the wall clock, so that a history written with past dates
+#: keeps what it needs. ``running`` is not among them: its end removes a sync's entry, so
+#: it holds only syncs that are running or were lost, and how long a sync may run is the
+#: reader's setting (a sensor may allow days), not the writer's.
+RECENT_MS = 3 * 24 * 3600 * 1000
 
 
 class WriteStatus(str, Enum):
@@ -108,55 +117,65 @@ class HistoryWriter:
 
     def _write(self, pipe: Pipeline, keys: ConnectorKeys, event: Event, cutoff: int) -> None:
         """Queue the event's history write (one EVAL, trimming now and then) and its publish."""
-        t = event.created_ms
-        member, outcome, kind = "", "", "other"
-        if event.kind is EventKind.SYNC_START:
-            kind = "start"
-        elif event.kind is EventKind.SYNC_END:
-            kind, member = "end", encode_completion(event)
-            outcome = "ok" if event.is_success else "fail" if event.is_failure else ""
-        elif event.kind is EventKind.RESYNC:
-            kind = "resync"
-            body: dict[str, Any] = {"e": event.event, "t": t}
-            if event.tables:
-                body["tables"] = list(event.tables)
-            member = json.dumps(body, separators=(",", ":"))
-        # Absent fields are left out, so the script keeps what an earlier event said.
-        meta = json.dumps(
-            {
-                k: v
-                for k, v in (
-                    ("name", event.connector_name),
-                    ("type", event.connector_type),
-                    ("group", event.group_id),
-                    ("last_event_at", iso(t)),
-                )
-                if v is not None
-            }
-        )
-        # The dedup id is a uniform hash: use it to pick which writes trim, no RNG needed.
-        trim = int(event.dedup_id[:8], 16) % self.trim_every == 0
         pipe.eval(
-            WRITE,
-            10,
-            keys.seen,
-            keys.starts,
-            keys.running,
-            keys.ends,
-            keys.ok,
-            keys.fail,
-            keys.ended,
-            keys.resyncs,
-            keys.okstart,
-            connectors_key(self.prefix),
-            kind,
-            t,
-            event.dedup_id,
-            event.sync_id or "",
-            member,
-            outcome,
-            event.connector_id,
-            meta,
-            str(cutoff) if trim else "",
+            WRITE, WRITE_NUMKEYS, *script_args(self.prefix, keys, event, cutoff, self.trim_every)
         )
         pipe.publish(keys.channel, event.event)  # wakes deferred sensors of the connector
+
+
+#: The keys WRITE takes, in its order (the names of ConnectorKeys' properties).
+WRITE_KEYS = ("seen", "starts", "running", "ok", "fail", "other", "okstart", "resyncs")
+WRITE_NUMKEYS = len(WRITE_KEYS) + 1  # and the connectors hash
+
+
+def script_args(
+    prefix: str, keys: ConnectorKeys, event: Event, cutoff: int, trim_every: int
+) -> list[Any]:
+    """Return WRITE's keys and arguments for ``event`` (the bulk loader sends the same)."""
+    t = event.created_ms
+    head, suffix, outcome, kind = "", "", "", "other"
+    if event.kind is EventKind.SYNC_START:
+        kind = "start"
+        head = completion_parts(event.sync_id or "", "", None, None)[0]
+    elif event.kind is EventKind.SYNC_END:
+        kind = "end"
+        head, suffix = completion_parts(
+            event.sync_id or "", event.status or "", event.reason, event.task_type
+        )
+        outcome = "ok" if event.is_success else "fail" if event.is_failure else ""
+    elif event.kind is EventKind.RESYNC:
+        kind = "resync"
+        body: dict[str, Any] = {"e": event.event, "t": t}
+        if event.tables:
+            body["tables"] = list(event.tables)
+        head = json.dumps(body, separators=(",", ":"))  # the resync's member
+    # Absent fields are left out, so the script keeps what an earlier event said.
+    meta = json.dumps(
+        {
+            k: v
+            for k, v in (
+                ("name", event.connector_name),
+                ("type", event.connector_type),
+                ("group", event.group_id),
+                ("last_event_at", iso(t)),
+            )
+            if v is not None
+        }
+    )
+    # The dedup id is a uniform hash: use it to pick which writes trim, no RNG needed.
+    trim = int(event.dedup_id[:8], 16) % trim_every == 0
+    return [
+        *(getattr(keys, name) for name in WRITE_KEYS),
+        connectors_key(prefix),
+        kind,
+        t,
+        event.dedup_id,
+        event.sync_id or "",
+        head,
+        suffix,
+        outcome,
+        event.connector_id,
+        meta,
+        str(cutoff) if trim else "",
+        str(t - RECENT_MS),
+    ]

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .. import logs
-from . import forwarding, history, serving
+from . import forwarding, history, migrate, serving
 from .helpers import EXIT_CODES_HELP, ExitCode
 from .serving import DEFAULT_WORKERS
 
@@ -67,7 +67,7 @@ def main() -> None:
     logs.configure()
 
 
-for _command in (*serving.COMMANDS, *history.COMMANDS, *forwarding.COMMANDS):
+for _command in (*serving.COMMANDS, *history.COMMANDS, *forwarding.COMMANDS, *migrate.COMMANDS):
     main.add_command(_command)
 
 __all__ = ["DEFAULT_WORKERS", "ExitCode", "main"]

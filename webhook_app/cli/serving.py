@@ -68,9 +68,12 @@ def serve(
             str(workers or DEFAULT_WORKERS),
             "--graceful-timeout",
             "20",
-            # gunicorn's own lines (start, worker boots, errors) in the same format
+            # gunicorn's own lines (start, worker boots, errors) in the same format, and
+            # one access record per request: the only line a webhook delivery writes
             "--logger-class",
             "webhook_app.logs.GunicornLogger",
+            "--access-logfile",
+            "-",
         ]
     argv.append("webhook_app:create_app()")
     os.execv(sys.executable, argv)  # noqa: S606 (argv is ours, no shell involved)

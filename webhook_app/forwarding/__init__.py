@@ -6,7 +6,7 @@ One module per concept, split so that the web process imports only what it needs
 - ``record``: one delivery as stored (``Delivery``) and its RQ job's name;
 - ``store``: the Redis records, their listing and the per-state index;
 - ``enqueue``: the web side, creating deliveries inside the webhook's transaction (it
-  imports no HTTP client);
+  imports no HTTP client), and ``rq_job``, the RQ job writes it queues with them;
 - ``listing``: the deliveries shaped for the API and the CLI.
 
 The worker side (``attempt``, ``sweep``, ``replay``, ``worker``) talks to

@@ -7,6 +7,7 @@ dotted path and imports no HTTP client, so the web process never loads the worke
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import redis
 from redis.client import Pipeline
@@ -17,6 +18,7 @@ from fivetran_events.timeutil import now_ms
 from fivetran_events.urimap import UriMap
 
 from .record import forward_job_id
+from .rq_job import JobWriter
 from .store import DeliveryStore
 
 #: The dotted path of the job; a string, so the web process never imports the worker side.
@@ -75,6 +77,9 @@ class Enqueuer:
         self.store = DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
         self.clock = clock
         self.lease_ms = lease_ms(settings)
+        # The web side's jobs, written as Queue.enqueue writes them at a fraction of the
+        # cost (rq_job.py); the worker side's few re-queues go through enqueue_job.
+        self.jobs = JobWriter(queue, FORWARD_JOB, "delivery", **self._job_options())
 
     def enqueue(self, pipe: Pipeline, event: Event, received_ms: int | None = None) -> list[str]:
         """Create the deliveries of a successful sync and queue their first attempts.
@@ -87,21 +92,31 @@ class Enqueuer:
         for uri in self.uri_map.uris(
             event.connector_id, event.connector_name, event.connector_type, event.group_id
         ):
-            job = forward_job_id(self.store.id_of(event, uri))
-            did = self.store.create(pipe, event, uri, now, now + self.lease_ms, job)
-            self.enqueue_job(did, pipe, job)
+            did = self.store.id_of(event, uri)
+            job = forward_job_id(did)
+            self.store.create(pipe, event, uri, now, now + self.lease_ms, job, did=did)
+            self.jobs.write(pipe, job, did)
             ids.append(did)
         return ids
 
+    def _job_options(self) -> dict[str, Any]:
+        """What every attempt's job is queued with (``Queue.enqueue``'s options)."""
+        return {
+            "result_ttl": RESULT_TTL,
+            "failure_ttl": FAILURE_TTL,
+            "job_timeout": int(self.lease_ms / 1000),
+            "describe": "forward {}",
+        }
+
     def enqueue_job(self, did: str, pipe: Pipeline | None, job_id: str) -> None:
         """Queue an attempt at ``did`` as RQ job ``job_id`` (in ``pipe`` when given)."""
+        options = self._job_options()
+        description = options.pop("describe").format(did)
         self.queue.enqueue(
             FORWARD_JOB,
             kwargs={"delivery": did},
             job_id=job_id,
             pipeline=pipe,
-            result_ttl=RESULT_TTL,
-            failure_ttl=FAILURE_TTL,
-            job_timeout=int(self.lease_ms / 1000),
-            description=f"forward {did}",
+            description=description,
+            **options,
         )

@@ -48,11 +48,22 @@ class DeliveryStore:
         return delivery_id(event.connector_id, event.sync_id, uri)
 
     def create(
-        self, pipe: Pipeline, event: Event, uri: str, received_ms: int, due_ms: int, job_id: str
+        self,
+        pipe: Pipeline,
+        event: Event,
+        uri: str,
+        received_ms: int,
+        due_ms: int,
+        job_id: str,
+        *,
+        did: str | None = None,
     ) -> str:
-        """Queue the writes that create a delivery (kept as is if it already exists)."""
+        """Queue the writes that create a delivery (kept as is if it already exists).
+
+        ``did``: the delivery's id if the caller has it already (it hashes the URI).
+        """
         assert event.sync_id is not None
-        did = self.id_of(event, uri)
+        did = did or self.id_of(event, uri)
         base = {
             "connector_id": event.connector_id,
             "sync_id": event.sync_id,

@@ -3,10 +3,14 @@ linter and nginx's configuration test."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from fivetran_events.redis_url import parse_sentinel_url
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
@@ -51,6 +55,46 @@ class TestCompose:
             if line.strip().startswith('- "') and ":" in line and line.strip()[3].isdigit()
         ]
         assert ports and all(p.startswith('- "127.0.0.1:') for p in ports)
+
+    def test_replicated_profile(self) -> None:
+        """``--profile replicated``: a primary, a replica, three sentinels of one service,
+        and an app and workers that reach them through a sentinel URL, waiting for one
+        replica; without the profile none of it starts."""
+        ha = {"redis-primary", "redis-replica", "web-ha", "worker-ha"}
+        ha |= {f"redis-sentinel-{i}" for i in (1, 2, 3)}
+        base = ("-f", "compose.yaml")
+        plain = run(BIN / "docker-compose", *base, "config", "--services").stdout.split()
+        assert plain and not ha & set(plain)
+        out = run(
+            BIN / "docker-compose", *base, "--profile", "replicated", "config", "--format", "json"
+        )
+        assert out.stderr.strip() == "", out.stderr
+        services = json.loads(out.stdout)["services"]
+        assert ha <= set(services)
+        for name in ("web-ha", "worker-ha"):
+            env = services[name]["environment"]
+            url_text = env["FIVETRAN_EVENTS_REDIS_URL"]
+            url = parse_sentinel_url(url_text)
+            assert env["FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS"] == "1"
+            assert sorted(url.sentinels) == [(f"redis-sentinel-{i}", 26379) for i in (1, 2, 3)]
+        for i in (1, 2, 3):
+            command = " ".join(services[f"redis-sentinel-{i}"]["command"])
+            assert f"'sentinel monitor {url.service} redis-primary 6379 2'" in command
+            assert "--sentinel" in command
+        assert services["redis-replica"]["command"][-3:] == ["--replicaof", "redis-primary", "6379"]
+        # Airflow reads the same history: FTE_AIRFLOW_REDIS_CONN gives it the sentinel URL.
+        conn = {"conn_type": "fivetran_events", "extra": {"url": url_text}}
+        out = subprocess.run(
+            [str(BIN / "docker-compose"), *base, "config", "--format", "json"],
+            cwd=DEPLOY,
+            env={**os.environ, "FTE_AIRFLOW_REDIS_CONN": json.dumps(conn)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        airflow_env = json.loads(out.stdout)["services"]["airflow-triggerer"]["environment"]
+        assert json.loads(airflow_env["AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS"]) == conn
 
 
 class TestDockerfile:

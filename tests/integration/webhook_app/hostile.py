@@ -58,7 +58,7 @@ ODD_TEXT = [
     "NaN",
     "../../etc/passwd",
     "a:b",
-    "test:c:x:ok",
+    "test:h:x:ok",
     "*",
     "%s%n",
     "<script>",

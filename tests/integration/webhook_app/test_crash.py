@@ -18,7 +18,7 @@ from fivetran_events import parse_event
 from fivetran_events.keys import ConnectorKeys
 from testkit.processes import stop_group
 from testkit.servers import webhook_server
-from testkit.support import job_sync_id, payload, signed
+from testkit.support import job_sync_id, payload, recorded_ends, signed
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -84,7 +84,7 @@ def test_sigkill_under_load_keeps_every_ack(
         ok = client.zrange(keys.ok, 0, -1)
         recorded_total += len(ok)
         # No half-written delivery: each completion has its dedup mark and its job.
-        assert client.zcard(keys.seen) == len(ok) == client.zcard(keys.ends)
+        assert client.zcard(keys.seen) == len(ok) == recorded_ends(client, keys)
     assert recorded_total == len(queued)
     for raw in acked:
         ev = parse_event(raw)

@@ -41,6 +41,12 @@ UNUSED = "unused_conn"
 RQ_REGISTRIES = ("finished", "started", "failed", "deferred", "scheduled")
 
 
+@pytest.fixture(autouse=True)
+def short_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RQ keeps results 1 s (5 minutes in production): set before the app queues jobs."""
+    monkeypatch.setattr(enqueue, "RESULT_TTL", 1)
+
+
 @pytest.fixture
 def fw(settings: Settings, airflow2_standin: Airflow2StandIn) -> Forwarder:
     airflow2_standin.add_dataset(URI)
@@ -79,12 +85,10 @@ class TestExpiry:
         client: redis.Redis,
         settings: Settings,
         airflow2_standin: Airflow2StandIn,
-        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """Delivered: record, lock, sync's set and listing entry go after the keep time,
         and a redelivery inside it forwards nothing again; RQ's jobs, results and registry
         entries go too. Undelivered (404): still listed, still replayable."""
-        monkeypatch.setattr(enqueue, "RESULT_TTL", 1)
         p = fw.settings.key_prefix
         env = worker_env(fw.settings)
         done = delivery_id(CID, "s1", URI)

@@ -91,10 +91,10 @@ def test_over_limit_is_413_however_framed(
         status, answer = post(gunicorn_port, body_of(LIMIT + over, "s-big"), chunked)
         assert (status, answer["status"]) == (413, "error"), (chunked, answer)
         assert str(LIMIT) in answer["error"]
-    assert client.keys("test:c:*") == []
+    assert client.keys("test:h:*") == []
     status, answer = post(gunicorn_port, body_of(LIMIT, "s-limit"), chunked=True)
     assert (status, answer["status"]) == (200, "recorded"), answer
-    assert client.zcard("test:c:assimilate_seem:ok") == 1
+    assert client.zcard("test:h:assimilate_seem:ok") == 1
 
 
 def test_broken_chunked_framing_is_400(gunicorn_port: int, client: redis.Redis) -> None:
@@ -102,4 +102,4 @@ def test_broken_chunked_framing_is_400(gunicorn_port: int, client: redis.Redis) 
     raw = body_of(1000, "s-broken")
     status, answer = post(gunicorn_port, raw, chunked=True, wire=b"zz\r\n" + raw + b"\r\n")
     assert (status, answer.get("field")) == (400, "body"), answer
-    assert client.keys("test:c:*") == []
+    assert client.keys("test:h:*") == []

@@ -193,4 +193,4 @@ def test_refused_write_is_503_and_not_ready(settings: Settings, tmp_path: Path, 
         assert http.get("/readyz").status_code == 200
         r = http.post("/webhooks/fivetran", data=raw, headers=headers)
         assert r.status_code == 200 and (r.json or {})["status"] == "recorded", r.data
-        assert c.zcard("test:c:assimilate_seem:ok") == 1
+        assert c.zcard("test:h:assimilate_seem:ok") == 1

@@ -24,7 +24,7 @@ from fivetran_events.keys import ConnectorKeys
 from testkit.own_redis import own_redis
 from testkit.processes import poll_until
 from testkit.servers import webhook_server
-from testkit.support import payload, signed
+from testkit.support import payload, recorded_ends, signed
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -110,7 +110,7 @@ def test_redis_restart_under_load_loses_no_ack(tmp_path: Path) -> None:
         half_written = [
             k.connector_id
             for k in keys
-            if not client.zcard(k.seen) == client.zcard(k.ok) == client.zcard(k.ends)
+            if not client.zcard(k.seen) == client.zcard(k.ok) == recorded_ends(client, k)
         ]
         jobs = Queue("fivetran-events", connection=client).count
 

@@ -79,7 +79,7 @@ class TestEvents:
         }
         r = post_signed(http, body)
         assert r.status_code == 200 and answer(r)["status"] == "ignored"
-        assert [k for k in client.keys("*") if b":c:" in k] == []
+        assert [k for k in client.keys("*") if b":h:" in k] == []
 
     def test_unknown_event_ignored(self, http: FlaskClient, client: redis.Redis) -> None:
         r = post_signed(http, {"event": "transformation_run_succeeded", "created": "x"})
@@ -90,7 +90,7 @@ class TestEvents:
     def test_resync_recorded(self, http: FlaskClient, client: redis.Redis, event: str) -> None:
         r = post_signed(http, payload(event, created=at(3), tables=["t1"]))
         assert answer(r)["status"] == "recorded"
-        assert client.zcard("test:c:assimilate_seem:resyncs") == 1
+        assert client.zcard("test:h:assimilate_seem:resyncs") == 1
 
     @pytest.mark.parametrize(
         "status", ["SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED", "RESCHEDULED"]
@@ -238,7 +238,7 @@ class TestHostileInput:
         assert r.status_code in (200, 400, 401, 413), r.data
         assert r.is_json
         if r.status_code != 200 or answer(r)["status"] != "recorded":
-            assert [k for k in client.keys("*") if b":c:" in k or b"rq:" in k] == []
+            assert [k for k in client.keys("*") if b":h:" in k or b"rq:" in k] == []
 
 
 class TestMetrics:
@@ -312,4 +312,4 @@ class TestUnstorableText:
         body = payload("resync_table", created=at(3), tables=["orders", "\ud800"])
         r = post_signed(http, body)
         assert r.status_code == 400 and answer(r)["field"] == "data.tables", r.json
-        assert client.keys("test:c:*") == []
+        assert client.keys("test:h:*") == []

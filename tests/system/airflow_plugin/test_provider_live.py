@@ -54,7 +54,8 @@ def test_hook_meta_lists_the_connection_form(airflow3: AirflowServer) -> None:
     assert meta["hook_class_name"] == "airflow_plugin.hooks.FivetranEventsRedisHook"
     assert meta["hook_name"] == "Fivetran events history (Redis)"
     extra = meta["extra_fields"]
-    assert set(extra) == {"ssl", "ssl_ca_certs", "key_prefix", "max_sync_duration_hours"}
+    sentinel = {"sentinels", "sentinel_service", "sentinel_password", "sentinel_ssl"}
+    assert set(extra) == {"ssl", "ssl_ca_certs", "key_prefix", "max_sync_duration_hours", *sentinel}
     assert extra["ssl"]["schema"]["type"] == ["boolean", "null"]
     assert extra["ssl_ca_certs"]["schema"]["title"] == "Private CA file"
     assert extra["max_sync_duration_hours"]["schema"]["type"] == ["number", "null"]

@@ -54,6 +54,7 @@ class TestProviderInfo:
             "ssl_ca_certs",
             "key_prefix",
             "max_sync_duration_hours",
+            *("sentinels", "sentinel_service", "sentinel_password", "sentinel_ssl"),
         }
 
     def test_registered_through_the_provider_entry_point(self, dagtest_airflow: Path) -> None:

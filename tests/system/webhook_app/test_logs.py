@@ -19,6 +19,7 @@ import requests
 from fivetran_events import Settings
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import forwarder
+from testkit.processes import poll_until
 from testkit.servers import webhook_server
 from testkit.support import OTHER_SECRET, SECRET, TOKEN, payload, signed
 from testkit.worker_process import WorkerProcess, worker_env
@@ -73,27 +74,42 @@ class TestFormat:
 
 
 @pytest.mark.redis
+@pytest.mark.slow
 class TestIds:
-    def test_webhook_lines_carry_request_connector_and_sync_ids(
-        self, http: Any, captured: io.StringIO
+    def test_a_delivery_is_one_line_with_its_ids_and_outcome(
+        self, redis_url: str, tmp_path: Path
     ) -> None:
-        """The id a client sends is echoed and on the delivery's log line, with its ids."""
-        raw, headers = signed(payload(sync_id="sync-77"))
-        resp = http.post(
-            "/webhooks/fivetran", data=raw, headers={**headers, "X-Request-Id": "req-abc"}
-        )
-        assert resp.status_code == 200 and resp.headers["X-Request-Id"] == "req-abc"
-        (rec,) = [r for r in records(captured) if r["event"] == "webhook recorded"]
-        assert rec["request_id"] == "req-abc" and rec["sync_id"] == "sync-77"
-        assert rec["connector_id"] == "assimilate_seem" and rec["outcome"] == "recorded"
-
-    def test_a_request_without_an_id_gets_one(self, http: Any, captured: io.StringIO) -> None:
-        raw, headers = signed(payload())
-        resp = http.post(
-            "/webhooks/fivetran", data=raw, headers={**headers, "X-Request-Id": 'bad id {"x": 1}'}
-        )
-        rid = resp.headers["X-Request-Id"]
-        assert len(rid) == 32 and rid in captured.getvalue() and "bad id" not in rid
+        """Under `serve`, a webhook delivery writes one line: gunicorn's access record,
+        carrying the request id (the client's, echoed; or a new one), the connector and
+        sync ids and the outcome, next to the method, path and status."""
+        json_logs = {"FIVETRAN_EVENTS_LOG_FORMAT": "json"}
+        with webhook_server(redis_url, tmp_path, workers=1, config=None, **json_logs) as (base, _):
+            raw, headers = signed(payload(sync_id="sync-77"))
+            given = requests.post(
+                f"{base}/webhooks/fivetran",
+                data=raw,
+                headers={**headers, "X-Request-Id": "req-abc"},
+                timeout=10,
+            )
+            raw, headers = signed(payload(sync_id="sync-78"))
+            bad = requests.post(
+                f"{base}/webhooks/fivetran",
+                data=raw,
+                headers={**headers, "X-Request-Id": 'bad id {"x": 1}'},
+                timeout=10,
+            )
+            log_path = next(tmp_path.glob("gunicorn-*.log"))
+            poll_until(lambda: "sync-78" in log_path.read_text(), "the access record", 10)
+        assert given.status_code == 200 and given.headers["X-Request-Id"] == "req-abc"
+        lines = _lines(log_path.read_text())
+        (rec,) = [r for r in lines if r.get("sync_id") == "sync-77"]
+        assert rec["request_id"] == "req-abc" and rec["connector_id"] == "assimilate_seem"
+        assert rec["outcome"] == "recorded" and rec["event"] == "request"
+        assert rec["path"] == "/webhooks/fivetran" and rec["status"] == 200
+        rid = bad.headers["X-Request-Id"]
+        assert len(rid) == 32 and "bad id" not in rid
+        (rec,) = [r for r in lines if r.get("sync_id") == "sync-78"]  # not on later lines
+        assert rec["request_id"] == rid and rec["outcome"] == "recorded"
 
 
 # --- the whole path, real processes ---------------------------------------------------------

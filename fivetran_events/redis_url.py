@@ -1,0 +1,213 @@
+"""Redis URLs, Redis Sentinel included: one convention, one place that builds clients.
+
+The webhook, the worker, the CLI and the Airflow hook all take the same URL, so a
+deployment behind Sentinel is configured once, the way redis-py, Dramatiq and Flower
+users write it::
+
+    redis+sentinel://[[user]:password@]host1[:26379][,host2[:26379]...]/service[/db][?options]
+    rediss+sentinel://...   TLS to the primary (the data node)
+
+The user and password are the data nodes' (Redis ACL / AUTH). Query options:
+``sentinel_username`` and ``sentinel_password`` (the sentinels' own AUTH, when they
+have one), ``sentinel_ssl=true`` (the sentinels speak TLS too), ``ssl_ca_certs`` (a
+private CA file for every TLS connection). Ports default to 26379, the database to 0.
+Clients ask the sentinels for the primary on every new connection, so after a
+failover they reach the new primary by themselves. Plain ``redis://``, ``rediss://``
+and ``unix://`` URLs go to redis-py's ``from_url`` unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelPool
+from redis.sentinel import Sentinel
+
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+PLAIN_SCHEMES = ("redis", "rediss", "unix")
+DEFAULT_SENTINEL_PORT = 26379
+#: Query options a sentinel URL may carry; anything else is refused, not ignored.
+SENTINEL_OPTIONS = frozenset(
+    {"sentinel_username", "sentinel_password", "sentinel_ssl", "ssl_ca_certs"}
+)
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+EXAMPLE = "redis+sentinel://:password@host1:26379,host2:26379,host3:26379/mymaster/0"
+
+
+@dataclass(frozen=True)
+class SentinelUrl:
+    """A parsed ``redis+sentinel://`` URL: where the sentinels are and what to ask them."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    #: TLS to the data nodes (``rediss+sentinel://``).
+    ssl: bool = False
+    sentinel_username: str | None = None
+    sentinel_password: str | None = None
+    #: TLS to the sentinels (``sentinel_ssl=true``).
+    sentinel_ssl: bool = False
+    ssl_ca_certs: str | None = None
+
+    def _kwargs(self, extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Split into the data nodes' and the sentinels' connection options."""
+        ca = extra.pop("ssl_ca_certs", None) or self.ssl_ca_certs
+        node = {"db": self.db, **extra, **_auth(self.username, self.password, self.ssl, ca)}
+        # The sentinels get the same timeouts (a dead sentinel must not hang a connect).
+        sentinel = {k: v for k, v in extra.items() if k.startswith("socket_")}
+        sentinel.update(
+            _auth(self.sentinel_username, self.sentinel_password, self.sentinel_ssl, ca)
+        )
+        return node, sentinel
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        """Return a client of the current primary (re-resolved on every new connection)."""
+        node, sentinel = self._kwargs(dict(kwargs))
+        manager = Sentinel(list(self.sentinels), sentinel_kwargs=sentinel)
+        return cast(redis.Redis, manager.master_for(self.service, **node))
+
+    def async_client(self, max_connections: int | None = None, **kwargs: Any) -> aioredis.Redis:
+        """The asyncio twin of ``client``; ``max_connections``: a pool that waits when full."""
+        node, sentinel = self._kwargs(dict(kwargs))
+        manager = AsyncSentinel(list(self.sentinels), sentinel_kwargs=sentinel)
+        if max_connections is not None:
+            node.update(
+                connection_pool_class=_BlockingSentinelPool,
+                max_connections=max_connections,
+                timeout=None,
+            )
+        return cast(aioredis.Redis, manager.master_for(self.service, **node))
+
+    def where(self) -> str:
+        """Describe it without credentials, for messages."""
+        hosts = ",".join(f"{h}:{p}" for h, p in self.sentinels)
+        return f"sentinels {hosts}, service {self.service}, db {self.db}"
+
+
+class _BlockingSentinelPool(AsyncSentinelPool, aioredis.BlockingConnectionPool):
+    """A Sentinel pool that waits for a free connection instead of raising when full.
+
+    The triggerer's shared pool must queue reads beyond its size (``_wakeups.Hub``);
+    redis-py has a blocking pool and a Sentinel pool, not both in one class.
+    """
+
+
+def _auth(username: str | None, password: str | None, tls: bool, ca: str | None) -> dict[str, Any]:
+    """The connection options for one kind of node: AUTH and TLS, only those set."""
+    out: dict[str, Any] = {"username": username, "password": password}
+    if tls:
+        out.update(ssl=True, ssl_ca_certs=ca)
+    return {k: v for k, v in out.items() if v}
+
+
+def is_sentinel(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in SENTINEL_SCHEMES
+
+
+def parse_sentinel_url(url: str) -> SentinelUrl:
+    """Parse a ``redis+sentinel://`` URL; raise ValueError saying what is wrong."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in SENTINEL_SCHEMES:
+        raise ValueError(
+            f"a sentinel URL starts with redis+sentinel:// or rediss+sentinel://, e.g. {EXAMPLE}"
+        )
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    sentinels = tuple(_host_port(h) for h in hostlist.split(","))
+    path = [unquote(p) for p in parts.path.split("/")[1:]]
+    if not path or not path[0] or len(path) > 2:
+        raise ValueError(f"the path must be /service_name or /service_name/db, e.g. {EXAMPLE}")
+    db = _db(path[1] if len(path) == 2 else "0")
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(query) - SENTINEL_OPTIONS)
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {', '.join(unknown)}; a sentinel URL takes "
+            f"{', '.join(sorted(SENTINEL_OPTIONS))}"
+        )
+    return SentinelUrl(
+        sentinels=sentinels,
+        service=path[0],
+        db=db,
+        username=unquote(username) or None,
+        password=unquote(password) or None,
+        ssl=scheme == "rediss+sentinel",
+        sentinel_username=query.get("sentinel_username") or None,
+        sentinel_password=query.get("sentinel_password") or None,
+        sentinel_ssl=_flag("sentinel_ssl", query.get("sentinel_ssl", "")),
+        ssl_ca_certs=query.get("ssl_ca_certs") or None,
+    )
+
+
+def check_url(url: str) -> str:
+    """Return ``url`` if this project can connect with it; raise ValueError otherwise."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in SENTINEL_SCHEMES:
+        parse_sentinel_url(url)
+    elif scheme not in PLAIN_SCHEMES:
+        raise ValueError(f"must be a redis://, rediss://, unix:// or sentinel URL ({EXAMPLE})")
+    return url
+
+
+def client_from_url(url: str, **kwargs: Any) -> redis.Redis:
+    """Return a synchronous client for any URL ``check_url`` accepts."""
+    if is_sentinel(url):
+        return parse_sentinel_url(url).client(**kwargs)
+    return redis.Redis.from_url(url, **kwargs)
+
+
+def async_client_from_url(
+    url: str, max_connections: int | None = None, **kwargs: Any
+) -> aioredis.Redis:
+    """Return an asyncio client for any URL ``check_url`` accepts.
+
+    ``max_connections``: a pool of at most that many connections that waits for a free
+    one when full (the triggerer's shared pool); None: redis-py's default pool.
+    """
+    if is_sentinel(url):
+        return parse_sentinel_url(url).async_client(max_connections, **kwargs)
+    if max_connections is None:
+        return aioredis.Redis.from_url(url, **kwargs)
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=None, **kwargs
+    )
+    return aioredis.Redis(connection_pool=pool)
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, port = text, ""
+    if text.startswith("[") and "]" in text:  # [IPv6]:port
+        host, _, rest = text[1:].partition("]")
+        port = rest.removeprefix(":")
+    elif ":" in text:
+        host, _, port = text.rpartition(":")
+    if not host or any(ch in host for ch in " /?#@[]"):
+        raise ValueError(f"a sentinel address must be host[:port], not {text!r}")
+    if not port:
+        return host, DEFAULT_SENTINEL_PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"sentinel port must be a number from 1 to 65535, not {port!r}")
+    return host, int(port)
+
+
+def _db(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError(f"the database must be a number, not {text!r}")
+    return int(text)
+
+
+def _flag(name: str, value: str) -> bool:
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ValueError(f"{name} must be true or false, not {value!r}")
