@@ -1,12 +1,15 @@
 """Benchmark: Fivetran webhook -> Airflow asset event -> DAG run, both paths, against polling.
 
 Starts everything it measures on 127.0.0.1 and stops exactly those processes by PID: a
-redis-server, the webhook server (``fivetran-events serve``, gunicorn), one
-``fivetran-events worker`` and a real Airflow 3 (testkit/airflow_harness.py). Then it sends
-N signed ``sync_end`` deliveries to each of two connectors, a few seconds apart so each
-gets a DAG run of its own: one connector's successes reach Airflow through the REST
-worker, the other's through the watcher (``FivetranSyncEventTrigger`` in Airflow's own
-triggerer, reading the same Redis). It prints, side by side for both paths:
+redis-server, the webhook server (``fivetran-events serve``, gunicorn),
+``fivetran-events worker`` (a pool of ``--concurrency`` processes, its default unless
+given) and a real Airflow 3 (testkit/airflow_harness.py), which the worker reaches through
+a loopback proxy (testkit/delaying_proxy.py). Then it sends N signed ``sync_end``
+deliveries to each of two connectors, a few seconds apart so each gets a DAG run of its
+own: one connector's successes reach Airflow through the REST worker, the other's
+through the watcher (``FivetranSyncEventTrigger`` in Airflow's own triggerer, reading the
+same Redis; its REST deliveries go to a URI no DAG uses, so nothing else posts to
+Airflow). It prints, side by side for both paths:
 
 - webhook acknowledged -> asset event created (Airflow's own event timestamp): our part;
 - webhook acknowledged -> the asset-scheduled DAG run started (Airflow's run start_date);
@@ -14,7 +17,14 @@ triggerer, reading the same Redis). It prints, side by side for both paths:
   would need to notice the same syncs: the wait to its next poke, for every phase of the
   poke schedule against the delivery times (a uniform spread, in 100 ms steps).
 
-Usage: ``python bench/forward.py [-n 20] [--gap 3.0]`` (about a minute on 2 cores).
+Then the REST path once more, N deliveries with one slow answer among them: the proxy
+holds the second one's POST for Airflow's timeout (the worker gives up on it, Airflow
+commits it then, as with SQLite busy). Printed beside the clean run: ack -> event and
+ack -> pickup of the other N-1 (steady state: the held delivery left out), and the held
+one on a line of its own.
+
+Usage: ``python bench/forward.py [-n 20] [--gap 3.0] [--concurrency N]`` (a few minutes on
+2 cores).
 """
 
 from __future__ import annotations
@@ -40,8 +50,10 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from fivetran_events import Settings
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from testkit.airflow_harness import AirflowServer
+from testkit.delaying_proxy import delaying_proxy
 from testkit.processes import free_port, stop_group
 from testkit.support import conn_uri
 
@@ -49,6 +61,7 @@ CONNECTOR = "bench_conn"
 URI = f"fivetran://connector/{CONNECTOR}"
 WATCHED = "bench_watch"
 WATCHED_URI = f"fivetran://connector/{WATCHED}"
+UNFORWARDED_URI = "fivetran://bench/not-forwarded"
 WATCHER_DAG = f"""
 from datetime import datetime, timezone
 from airflow.providers.standard.operators.empty import EmptyOperator
@@ -63,6 +76,8 @@ with DAG("bench_on_watch", schedule=[asset], catchup=False,
 """
 SECRET = "bench-webhook-secret"
 POKE_INTERVAL_S = 60.0
+#: How long the proxy holds the slow answer: the worker's Airflow timeout (its default).
+HOLD_S = float(Settings.model_fields["airflow_timeout_seconds"].default)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -120,7 +135,20 @@ def body(sync_id: str, created: datetime, connector: str = CONNECTOR) -> bytes:
     ).encode()
 
 
-def run(n: int, gap: float, work: Path) -> dict[str, Any]:
+def send(url: str, sync_id: str, connector: str, session: requests.Session) -> float:
+    """POST one signed ``sync_end``; return when the webhook acknowledged it."""
+    raw = body(sync_id, datetime.now(timezone.utc), connector)
+    resp = session.post(
+        f"{url}/webhooks/fivetran",
+        data=raw,
+        timeout=10,
+        headers={SIGNATURE_HEADER: sign(raw, SECRET), "Content-Type": "application/json"},
+    )
+    resp.raise_for_status()
+    return time.time()
+
+
+def run(n: int, gap: float, concurrency: int | None, work: Path) -> dict[str, Any]:
     bin_dir = Path(sys.executable).parent
     with ExitStack() as stack:
         redis_port = free_port()
@@ -158,12 +186,19 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
             "the watcher", lambda: airflow.asset_state(f"fivetran_events.position:{WATCHED}"), 180
         )
 
+        proxy_url, holds = stack.enter_context(delaying_proxy(airflow.port, HOLD_S, holds=0))
+        # The watched connector reaches Airflow through the watcher alone: its REST
+        # deliveries go to a URI no DAG uses (ended by one lookup, nothing posted), so the
+        # REST path's POSTs are the measured connector's only.
+        mapping = work / "datasets.toml"
+        mapping.write_text(f'[connectors]\n{WATCHED} = "{UNFORWARDED_URI}"\n')
         env = {k: v for k, v in os.environ.items() if not k.startswith("FIVETRAN_EVENTS_")}
         env.update(
             {
                 "FIVETRAN_EVENTS_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
                 "FIVETRAN_EVENTS_WEBHOOK_SECRETS": SECRET,
-                "FIVETRAN_EVENTS_AIRFLOW_URL": airflow.url,
+                "FIVETRAN_EVENTS_AIRFLOW_URL": proxy_url,
+                "FIVETRAN_EVENTS_DATASET_MAPPING_FILE": str(mapping),
                 "FIVETRAN_EVENTS_AIRFLOW_USERNAME": airflow.username,
                 "FIVETRAN_EVENTS_AIRFLOW_PASSWORD": airflow.password,
             }
@@ -184,7 +219,8 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
             work / "web.log",
         )
         stack.callback(web.stop)
-        worker = Proc([str(bin_dir / "fivetran-events"), "worker"], env, work / "worker.log")
+        pool = ["--concurrency", str(concurrency)] if concurrency else []
+        worker = Proc([str(bin_dir / "fivetran-events"), "worker", *pool], env, work / "worker.log")
         stack.callback(worker.stop)
         url = f"http://127.0.0.1:{web_port}"
         wait_until("the webhook server", lambda: requests.get(f"{url}/readyz", timeout=2).ok, 60)
@@ -196,25 +232,24 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         for i in range(n + 1):
             for connector, into in ((CONNECTOR, acks), (WATCHED, watch_acks)):
                 sid = f"bench-{i}-{uuid.uuid4()}"
-                raw = body(sid, datetime.now(timezone.utc), connector)
-                resp = session.post(
-                    f"{url}/webhooks/fivetran",
-                    data=raw,
-                    timeout=10,
-                    headers={
-                        SIGNATURE_HEADER: sign(raw, SECRET),
-                        "Content-Type": "application/json",
-                    },
-                )
-                resp.raise_for_status()
+                acked = send(url, sid, connector, session)
                 if i:
-                    into[sid] = time.time()
+                    into[sid] = acked
             time.sleep(gap)
 
         created, started = event_and_run(airflow, URI, acks, lambda x: x)
         w_created, w_started = event_and_run(
             airflow, WATCHED_URI, watch_acks, lambda x: x.get("payload") or {}
         )
+        # The REST path again, the second delivery's POST held for Airflow's timeout.
+        slow_acks: dict[str, float] = {}
+        for i in range(n):
+            holds.holds = 1 if i == 1 else 0
+            sid = f"slow-{i}-{uuid.uuid4()}"
+            slow_acks[sid] = send(url, sid, CONNECTOR, session)
+            time.sleep(gap)
+        slow_created = events_created(airflow, URI, slow_acks, lambda x: x)
+        held = holds.held[0][1]
         shared_runs = n - len(set(started.values()))
         r = redis.Redis(port=redis_port)
         records = {
@@ -223,7 +258,7 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         }
         retried = sum(1 for s in acks if int(records[s][b"attempts"]) > 1)
         # Where our part's time goes: waiting in the queue, then the attempt itself.
-        picked = {s: int(records[s][b"first_attempt_ms"]) / 1000 for s in acks}
+        picked = {s: int(records[s][b"first_attempt_ms"]) / 1000 for s in (*acks, *slow_acks)}
 
     to_event = [created[s] - acks[s] for s in acks]
     queued = [picked[s] - acks[s] for s in acks]
@@ -244,7 +279,38 @@ def run(n: int, gap: float, work: Path) -> dict[str, Any]:
         "poll": poll,
         "shared_runs": shared_runs,
         "retried": retried,
+        "slow_to_event": [slow_created[s] - slow_acks[s] for s in slow_acks if s != held],
+        "slow_queued": [picked[s] - slow_acks[s] for s in slow_acks if s != held],
+        "held_to_event": slow_created[held] - slow_acks[held] if held else None,
     }
+
+
+def asset_events(
+    airflow: AirflowServer,
+    uri: str,
+    acks: dict[str, float],
+    sync_extra: Callable[[dict[str, Any]], dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Wait for each sync's asset event; return them by sync id."""
+
+    def events() -> dict[str, dict[str, Any]]:
+        found = {str(sync_extra(e["extra"]).get("sync_id")): e for e in airflow.asset_events(uri)}
+        return found if all(s in found for s in acks) else {}
+
+    return cast(
+        "dict[str, dict[str, Any]]", wait_until(f"every asset event of {uri}", events, 120, 0.5)
+    )
+
+
+def events_created(
+    airflow: AirflowServer,
+    uri: str,
+    acks: dict[str, float],
+    sync_extra: Callable[[dict[str, Any]], dict[str, Any]],
+) -> dict[str, float]:
+    """Return when each sync's asset event was created (Airflow's timestamp)."""
+    by_sync = asset_events(airflow, uri, acks, sync_extra)
+    return {s: datetime.fromisoformat(by_sync[s]["timestamp"]).timestamp() for s in acks}
 
 
 def event_and_run(
@@ -254,12 +320,7 @@ def event_and_run(
     sync_extra: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Return when each sync's asset event was created and its DAG run started."""
-
-    def events() -> dict[str, dict[str, Any]]:
-        found = {str(sync_extra(e["extra"]).get("sync_id")): e for e in airflow.asset_events(uri)}
-        return found if all(s in found for s in acks) else {}
-
-    by_sync = wait_until(f"every asset event of {uri}", events, 120, 0.5)
+    by_sync = asset_events(airflow, uri, acks, sync_extra)
     created = {s: datetime.fromisoformat(by_sync[s]["timestamp"]).timestamp() for s in acks}
 
     def runs() -> dict[str, float]:
@@ -295,12 +356,19 @@ def main() -> None:
         default=3.0,
         help="seconds between deliveries (default 3: one DAG run each)",
     )
+    ap.add_argument(
+        "--concurrency",
+        type=int,
+        help="the worker's --concurrency (default: the worker's own default)",
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fte-bench-"))
     try:
-        r = run(args.n, args.gap, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        r = run(args.n, args.gap, args.concurrency, work)
+    except BaseException:
+        print(f"the logs of this run stay in {work}", file=sys.stderr)
+        raise
+    shutil.rmtree(work, ignore_errors=True)
 
     def line(label: str, xs: list[float], unit: str = "s") -> str:
         scale = 1000.0 if unit == "ms" else 1.0
@@ -310,13 +378,20 @@ def main() -> None:
             f"max {max(xs) * scale:8.1f} {unit}"
         )
 
+    pool = f"--concurrency {args.concurrency}" if args.concurrency else "its default concurrency"
     print(
-        f"forward benchmark: {r['n']} signed sync_end deliveries, real Redis, 1 worker, "
-        f"Airflow 3 (SQLite, LocalExecutor) on {os.cpu_count()} cores"
+        f"forward benchmark: {r['n']} signed sync_end deliveries, real Redis, worker with "
+        f"{pool}, Airflow 3 (SQLite, LocalExecutor) on {os.cpu_count()} cores"
     )
     print(line("webhook ack -> Airflow asset event created (our part)", r["to_event"], "ms"))
     print(line("  of which: ack -> worker picks the job up", r["queued"], "ms"))
     print(line("  of which: job picked up -> Airflow created the event", r["attempt"], "ms"))
+    held = f"one POST held {HOLD_S:g} s"
+    print(line(f"{held}: ack -> asset event, the other {r['n'] - 1}", r["slow_to_event"], "ms"))
+    print(line(f"{held}: ack -> pickup, the other {r['n'] - 1}", r["slow_queued"], "ms"))
+    if r["held_to_event"] is not None:
+        label = f"{held}: ack -> asset event of the held one"
+        print(f"{label:58} {r['held_to_event'] * 1000:8.1f} ms")
     print(line("webhook ack -> asset-scheduled DAG run started", r["to_run"]))
     print(line("watcher: webhook ack -> asset event created", r["watch_to_event"], "ms"))
     print(line("watcher: webhook ack -> asset-scheduled DAG run started", r["watch_to_run"]))

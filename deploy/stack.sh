@@ -215,8 +215,9 @@ up() {
   if ours "$state/worker.pid" "fivetran-events worker"; then
     say "the forwarding worker already runs"
   else
-    start_bg "a forwarding worker" "$state/worker.pid" "$state/worker.log" \
-      .venv/bin/fivetran-events worker
+    # A pool of 4 (README, "Forwarding to Airflow"): one slow answer holds up one delivery.
+    start_bg "a forwarding worker pool (4 processes)" "$state/worker.pid" "$state/worker.log" \
+      .venv/bin/fivetran-events worker --concurrency 4
   fi
   step "Airflow's database (SQLite in $AIRFLOW_HOME)"
   if [ ! -f "$AIRFLOW_HOME/airflow.db" ] || [ pyproject.toml -nt "$AIRFLOW_HOME/airflow.db" ]; then

@@ -99,6 +99,10 @@ class Settings(BaseSettings):
     #: a reset after sending); no second POST before a lookup made after that finds
     #: nothing. Default: Airflow's own ``[api] worker_timeout`` (120 s).
     forward_unknown_outcome_seconds: float = Field(default=120.0, ge=0, le=86_400)
+    #: Hours a delivered delivery's record (and its listing entries) stays after Airflow
+    #: took the event; longer than Fivetran's 24 h of retries, so a late redelivery still
+    #: finds it. Records not delivered stay the retry window plus this long.
+    forward_keep_delivered_hours: float = Field(default=72.0, gt=0)
 
     @field_validator("dataset_uri_template")
     @classmethod

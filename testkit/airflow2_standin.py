@@ -38,6 +38,9 @@ class Airflow2StandIn:
     #: Seconds to hold the first POST before creating its event (Airflow committing a
     #: request after its client gave up); later POSTs are committed at once.
     first_commit_delay: float = 0.0
+    #: Seconds to hold the POST of a named sync's event before committing it (one slow
+    #: answer among prompt ones).
+    hold_syncs: dict[str, float] = field(default_factory=dict)
     #: POSTs received whose event is not committed yet.
     uncommitted: int = 0
     url: str = ""
@@ -122,9 +125,12 @@ class Airflow2StandIn:
             uri = body["dataset_uri"]
             if uri not in self.datasets:
                 return problem(404, f"Dataset with uri: `{uri}` was not found")
+            hold = self.hold_syncs.get(str((body.get("extra") or {}).get("sync_id")), 0.0)
             if self.first_commit_delay and len(self.posts) == 1:
+                hold = max(hold, self.first_commit_delay)
+            if hold:
                 self.uncommitted += 1
-                time.sleep(self.first_commit_delay)
+                time.sleep(hold)
                 self.uncommitted -= 1
             event = {
                 "id": len(self.events) + 1,

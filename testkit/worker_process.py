@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -33,7 +34,7 @@ def worker_env(settings: Settings, **extra: Any) -> dict[str, str]:
 
 
 class WorkerProcess:
-    """One ``fivetran-events worker``; ``stop()`` is SIGTERM, ``kill()`` is SIGKILL."""
+    """One ``fivetran-events worker`` (a pool by default): ``stop()`` SIGTERM, ``kill()`` -9."""
 
     def __init__(
         self,
@@ -60,7 +61,21 @@ class WorkerProcess:
     def pid(self) -> int:
         return self.proc.pid
 
+    def members(self) -> list[int]:
+        """The PIDs of its pool's worker processes (none with ``--concurrency 1``)."""
+        try:
+            return [
+                int(p)
+                for p in Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+            ]
+        except FileNotFoundError:
+            return []
+
     def kill(self) -> None:
+        """SIGKILL it and every member of its pool at once, as if its host died."""
+        for pid in self.members():  # first: the pool would start new ones
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         stop_group(self.proc, timeout=10, sig=signal.SIGKILL)
 
     def stop(self) -> None:

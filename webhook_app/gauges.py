@@ -77,7 +77,7 @@ class Snapshot:
         yield by_state
         oldest = GaugeMetricFamily(
             "fivetran_events_forward_oldest_delivery_age_seconds",
-            "Seconds since the webhook received the oldest delivery in each state.",
+            "Seconds since the oldest delivery in each state was received (or last replayed).",
             labels=["state"],
         )
         for state, received in sorted(self.oldest_received.items()):

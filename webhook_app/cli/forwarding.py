@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
+import sys
+import tempfile
 import threading
 
 import click
@@ -15,6 +19,7 @@ from fivetran_events.timeutil import iso
 from .. import logs
 from ..forwarding.worker import DeliveryState, Forwarder
 from ..jobs import ForwardingWorker, build_forwarder
+from ..worker_pool import WorkerPool, serve_metrics
 from .helpers import (
     CliError,
     ExitCode,
@@ -28,6 +33,10 @@ from .helpers import (
 
 log = logging.getLogger(__name__)
 
+#: Worker processes ``fivetran-events worker`` runs by default: a slow answer from Airflow
+#: (up to its timeout) holds one of them, the others go on.
+DEFAULT_CONCURRENCY = 4
+
 
 def _forwarder(with_airflow: bool) -> Forwarder:
     return build_forwarder(load_settings(), with_airflow=with_airflow)
@@ -40,6 +49,41 @@ def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) 
             forwarder.sweep()
         except Exception:  # keep sweeping through a Redis blip; the worker reports it too
             log.exception("sweeping due deliveries failed")
+
+
+def run_pool(
+    forwarder: Forwarder,
+    size: int,
+    sweep_interval: float,
+    metrics_port: int | None,
+    name: str | None,
+    burst: bool,
+    as_json: bool,
+) -> int:
+    """Run ``size`` single workers under this process (worker_pool.py); return its exit code.
+
+    With a metrics port the members share a ``PROMETHEUS_MULTIPROC_DIR`` (the environment's,
+    or a temporary one) and this process serves their sum on that port.
+    """
+    base = name or f"{socket.gethostname()}.{os.getpid()}"
+
+    def argv_of(slot: int, start: int) -> list[str]:
+        argv = [sys.executable, "-m", "webhook_app", "worker", "--concurrency", "1"]
+        argv += ["--name", f"{base}-{slot}.{start}", "--sweep-interval", str(sweep_interval)]
+        return argv + (["--burst"] if burst else []) + (["--json"] if as_json else [])
+
+    env = dict(os.environ)
+    with contextlib.ExitStack() as stack:
+        if metrics_port:
+            shared = env.get("PROMETHEUS_MULTIPROC_DIR") or stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="fte-worker-metrics-")
+            )
+            env["PROMETHEUS_MULTIPROC_DIR"] = shared
+            serve_metrics(metrics_port, shared)
+        pool = WorkerPool(
+            size, argv_of, env=env, burst=burst, stop_timeout=forwarder.lease_ms / 1000
+        )
+        return pool.run()
 
 
 @click.command()
@@ -56,20 +100,40 @@ def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) 
     type=click.IntRange(1, 65535),
     help="Serve Prometheus metrics on 127.0.0.1:PORT.",
 )
-@click.option("--name", help="Worker name (default: RQ's host.pid).")
+@click.option("--name", help="Worker name (default: RQ's host.pid; a pool's members: NAME-i.n).")
+@click.option(
+    "--concurrency",
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Deliveries attempted at once: worker processes under this one (1: this process).",
+)
 @json_option
 @clean_errors
 def worker(
-    burst: bool, sweep_interval: float, metrics_port: int | None, name: str | None, as_json: bool
+    burst: bool,
+    sweep_interval: float,
+    metrics_port: int | None,
+    name: str | None,
+    concurrency: int,
+    as_json: bool,
 ) -> None:
-    """Run an RQ worker that forwards successful syncs to Airflow.
+    """Run RQ workers that forward successful syncs to Airflow.
 
-    --json logs one JSON object a line even on a terminal.
+    With --concurrency N (N > 1) this process supervises N worker processes, so one slow
+    answer from Airflow holds up one delivery, not the ones queued behind it; it serves
+    their metrics, summed, on --metrics-port. --json logs one JSON object a line even on a
+    terminal.
     """
     if as_json:
         os.environ[logs.FORMAT_ENV] = "json"
         logs.configure()
-    forwarder = _forwarder(with_airflow=True)
+    forwarder = _forwarder(with_airflow=True)  # checks the settings before any member starts
+    if concurrency > 1:
+        forwarder.redis.ping()  # and Redis: one clear error (exit 4), not N failing members
+        raise SystemExit(
+            run_pool(forwarder, concurrency, sweep_interval, metrics_port, name, burst, as_json)
+        )
     if metrics_port:
         from prometheus_client import start_http_server
 

@@ -47,3 +47,18 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
 end
 return 1
 """
+
+# Make a sync's set of delivery ids live as long as its longest-lived record: the syncs
+# listing joins on it, and a record that expired is simply not listed. KEYS: the set, then
+# its records. Returns the set's new time to live in ms (0: every record is gone).
+SET_EXPIRY = """
+local longest = 0
+for i = 2, #KEYS do
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl > longest then longest = ttl end
+end
+if longest > 0 then
+  redis.call('PEXPIRE', KEYS[1], longest)
+end
+return longest
+"""

@@ -151,6 +151,8 @@ def _attempt_locked(fw: WorkerParts, did: str) -> AttemptResult:
             else:
                 pipe.zrem(due, did)
                 fw.store.index_state(pipe, d, d.state)
+                if d.state in FINAL:  # a redelivery's creation renewed its life: back to final
+                    fw.store.expire(pipe, d, final_ttl_ms(fw, d.state, d, fw.clock()))
             pipe.execute()
         if d is None:
             return AttemptResult(did, AttemptOutcome.MISSING)
@@ -231,21 +233,41 @@ def _after_failure(
 def _finish(
     fw: WorkerParts, d: Delivery, state: DeliveryState, fields: dict[str, str], drop: list[str]
 ) -> None:
-    """Record a final ``state``: the record, the due set, the given-up set and the index."""
+    """Record a final ``state``: the record, the due set, the given-up set and the index.
+
+    Its expiry in the same MULTI: a delivered record stays the keep time (a late
+    redelivery still finds it and forwards nothing), one given up stays until its retry
+    window plus the keep time are over (what an operator replays).
+    """
     prefix = fw.settings.key_prefix
     key = fw.store.key(d.id)
-    mapping: dict[str, str] = {"state": state.value, **fields, "updated_ms": str(fw.clock())}
+    now = fw.clock()
+    mapping: dict[str, str] = {"state": state.value, **fields, "updated_ms": str(now)}
+    given_up = undelivered_key(prefix)
     with fw.redis.pipeline(transaction=True) as pipe:
         pipe.hset(key, mapping=mapping)  # type: ignore[arg-type]
         if drop:
             pipe.hdel(key, *drop)
         pipe.zrem(due_key(prefix), d.id)
         if state is DeliveryState.DELIVERED:
-            pipe.zrem(undelivered_key(prefix), d.id)
+            pipe.zrem(given_up, d.id)
         else:
-            pipe.zadd(undelivered_key(prefix), {d.id: fw.clock()})
+            pipe.zadd(given_up, {d.id: now})
+            pipe.zremrangebyscore(given_up, "-inf", f"({now - fw.record_ttl_ms}")
+        fw.store.expire(pipe, d, final_ttl_ms(fw, state, d, now))
         fw.store.index_state(pipe, d, state)
         pipe.execute()
+
+
+def final_ttl_ms(fw: WorkerParts, state: DeliveryState, d: Delivery, now: int) -> int:
+    """Return how long a record in a final ``state`` stays from ``now``.
+
+    Delivered: the keep time. Given up: until its retry window plus the keep time are
+    over, and at least the keep time.
+    """
+    if state is DeliveryState.DELIVERED:
+        return fw.keep_ms
+    return max(d.window_ms + fw.record_ttl_ms - now, fw.keep_ms)
 
 
 def _delivered(fw: WorkerParts, d: Delivery, event: AirflowEvent, recovered: bool) -> AttemptResult:

@@ -23,9 +23,11 @@ from .store import DeliveryStore
 
 #: The dotted path of the job; a string, so the web process never imports the worker side.
 FORWARD_JOB = "webhook_app.jobs.forward_sync"
-#: How long RQ keeps a finished attempt's result, and a failed one's traceback.
-RESULT_TTL = 86_400
-FAILURE_TTL = 7 * 86_400
+#: How long RQ keeps a finished attempt's job and result: the delivery record holds the
+#: outcome, so only long enough to look at one (``rq info``) while it is fresh.
+RESULT_TTL = 300
+#: How long RQ keeps a failed attempt's job and traceback (a bug of ours) to read it.
+FAILURE_TTL = 3 * 86_400
 
 
 def lease_ms(settings: Settings) -> int:
@@ -36,6 +38,24 @@ def lease_ms(settings: Settings) -> int:
     at the lease's end (job_timeout), so no request of an attempt is sent after its lease.
     """
     return int(max(settings.forward_lease_seconds, 12 * settings.airflow_timeout_seconds) * 1000)
+
+
+def keep_delivered_ms(settings: Settings) -> int:
+    """Return how long a delivered record stays after Airflow took its event."""
+    return int(settings.forward_keep_delivered_hours * 3_600_000)
+
+
+def record_ttl_ms(settings: Settings) -> int:
+    """Return how long a record not delivered lives after its retry window opened.
+
+    The retry window, then the keep time, so an operator sees a given-up delivery that
+    long; plus the last attempt's lease and unknown-outcome margin, so a delivery made at
+    the window's end is recorded before its record could expire. The listing's indexes
+    are trimmed at this age too: every record older has expired.
+    """
+    window = settings.forward_retry_hours * 3_600_000
+    last = lease_ms(settings) + settings.forward_unknown_outcome_seconds * 1000
+    return int(window + last) + keep_delivered_ms(settings)
 
 
 class Enqueuer:
@@ -54,9 +74,7 @@ class Enqueuer:
         self.redis = client
         self.queue = queue
         self.uri_map = uri_map
-        self.store = DeliveryStore(
-            client, settings.key_prefix, int(settings.retention_days * 86_400)
-        )
+        self.store = DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
         self.clock = clock
         self.lease_ms = lease_ms(settings)
         # The web side's jobs, written as Queue.enqueue writes them at a fraction of the

@@ -13,7 +13,7 @@ from fivetran_events.timeutil import now_ms
 from fivetran_events.urimap import UriMap
 
 from ..airflow_client import AirflowClient
-from .enqueue import Enqueuer
+from .enqueue import Enqueuer, keep_delivered_ms, record_ttl_ms
 
 
 class WorkerParts(Enqueuer):
@@ -39,6 +39,8 @@ class WorkerParts(Enqueuer):
         self.airflow = airflow
         self.rng = rng
         self.margin_ms = int(settings.forward_unknown_outcome_seconds * 1000)
+        self.keep_ms = keep_delivered_ms(settings)
+        self.record_ttl_ms = record_ttl_ms(settings)
 
     @property
     def job_prefix(self) -> str:

@@ -51,8 +51,13 @@ class Delivery:
 
     @property
     def received_ms(self) -> int:
-        """When the webhook received its sync (the score of its state index)."""
+        """When the webhook received its sync (the score of its listing entry)."""
         return self.ms("received_ms") or 0
+
+    @property
+    def window_ms(self) -> int:
+        """When its retry window opened: receipt or the last replay (its index's score)."""
+        return self.ms("window_ms") or self.received_ms
 
     def to_dict(self) -> dict[str, Any]:
         """The public view (API, CLI)."""

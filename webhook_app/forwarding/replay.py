@@ -24,8 +24,8 @@ from fivetran_events.keys import (
 from fivetran_events.model import EventKind
 from fivetran_events.timeutil import from_ms, iso
 
-from .enqueue import Enqueuer
-from .record import forward_job_id, text
+from .enqueue import Enqueuer, record_ttl_ms
+from .record import Delivery, forward_job_id, text
 from .states import DeliveryState
 
 
@@ -65,7 +65,12 @@ def _replay_one(fw: Enqueuer, did: str) -> bool:
                 pipe.hdel(key, "next_attempt_ms")
                 pipe.zrem(undelivered_key(prefix), did)
                 pipe.zadd(due_key(prefix), {did: now + fw.lease_ms})
-                fw.store.index_state(pipe, d, DeliveryState.PENDING)
+                # A new window: listed as new, and its record (and its sync's set) lives a
+                # whole window again.
+                pipe.zadd(deliveries_key(prefix), {did: now})
+                fresh = Delivery(did, {**d.fields, "window_ms": str(now)})
+                fw.store.expire(pipe, fresh, record_ttl_ms(fw.settings))
+                fw.store.index_state(pipe, fresh, DeliveryState.PENDING)
                 fw.enqueue_job(did, pipe, job)
                 pipe.execute()
                 return True

@@ -23,7 +23,7 @@ from fivetran_events.keys import (
     undelivered_key,
 )
 
-from ._lua import CREATE
+from ._lua import CREATE, SET_EXPIRY
 from .record import Delivery, text
 from .states import INDEXED, DeliveryState
 
@@ -105,12 +105,27 @@ class DeliveryStore:
         return did
 
     def index_state(self, pipe: Pipeline, d: Delivery, state: DeliveryState) -> None:
-        """Queue the index writes of ``d`` entering ``state`` (in the caller's MULTI)."""
+        """Queue the index writes of ``d`` entering ``state`` (in the caller's MULTI).
+
+        Scored by when its retry window opened (receipt, or the last replay): creation
+        trims the indexes at the records' time to live counted from there.
+        """
         for s in INDEXED:
             if s is not state:
                 pipe.zrem(self.state_key(s), d.id)
         if state in INDEXED:
-            pipe.zadd(self.state_key(state), {d.id: d.received_ms})
+            pipe.zadd(self.state_key(state), {d.id: d.window_ms})
+
+    def expire(self, pipe: Pipeline, d: Delivery, ttl_ms: int) -> None:
+        """Queue ``d``'s record to expire in ``ttl_ms``, its sync's set with its last record.
+
+        Reads the sync's set now (its members are the connector's URIs, fixed at the
+        webhook); the expiries are written in the caller's MULTI.
+        """
+        sync_key = sync_deliveries_key(self.prefix, d.fields["connector_id"], d.fields["sync_id"])
+        ids = sorted({text(m) for m in self.client.smembers(sync_key)} | {d.id})
+        pipe.pexpire(self.key(d.id), max(1, ttl_ms))
+        pipe.eval(SET_EXPIRY, 1 + len(ids), sync_key, *(self.key(i) for i in ids))
 
     def forget(self, pipe: Pipeline, did: str) -> None:
         """Queue dropping ``did`` from the due set and the state indexes (record gone)."""

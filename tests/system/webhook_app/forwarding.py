@@ -62,14 +62,17 @@ def wait_state(
 
 
 def unread_bytes(port: int, client_pid: int) -> int:
-    """Bytes ``client_pid`` sent to 127.0.0.1:``port`` that the server has not read yet.
+    """Bytes ``client_pid`` (or a process of its pool) sent to 127.0.0.1:``port`` that the
+    server has not read yet.
 
     A stopped (SIGSTOP) server's kernel still accepts connections and buffers requests;
     this reads the server side's receive queue from ``/proc/net/tcp`` (Linux).
     """
+    client = psutil.Process(client_pid)
     client_ports = {
         c.laddr.port
-        for c in psutil.Process(client_pid).net_connections("tcp4")
+        for p in (client, *client.children(recursive=True))
+        for c in p.net_connections("tcp4")
         if c.raddr and c.raddr.port == port
     }
     waiting = 0

@@ -10,15 +10,13 @@
 
 from __future__ import annotations
 
-import http.client
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import requests
@@ -26,9 +24,10 @@ from freezegun import freeze_time
 
 from fivetran_events import Settings
 from testkit.airflow_harness import AirflowServer
+from testkit.delaying_proxy import delaying_proxy
 from testkit.forward_support import post_event
 from testkit.processes import poll_until
-from testkit.servers import serving_in_thread, webhook_server
+from testkit.servers import webhook_server
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess
 from webhook_app.airflow_client import TOKEN_MARGIN_SECONDS, AirflowClient
@@ -38,61 +37,13 @@ from .forwarding import events_of, start_worker, uri, wait_state
 
 pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.timeout(600)]
 
-EVENTS_PATH = "/api/v2/assets/events"
-
-
-class DelayingProxy(BaseHTTPRequestHandler):
-    """Forward each request to Airflow; hold the first event POST ``delay`` seconds first.
-
-    The hold comes before Airflow sees the request, so Airflow commits it ``delay``
-    seconds after the client sent it, whether or not the client still waits.
-    """
-
-    protocol_version = "HTTP/1.1"
-    upstream: tuple[str, int] = ("127.0.0.1", 0)
-    delay = 0.0
-    held: ClassVar[list[float]] = []
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _forward(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.command == "POST" and self.path == EVENTS_PATH and not self.held:
-            self.held.append(time.monotonic())
-            time.sleep(self.delay)
-        conn = http.client.HTTPConnection(*self.upstream, timeout=30)
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        resp = conn.getresponse()
-        data = resp.read()
-        conn.close()
-        try:
-            self.send_response(resp.status)
-            for k, v in resp.getheaders():
-                if k.lower() not in ("connection", "transfer-encoding", "content-length"):
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:  # the client gave up on this request (that is the point)
-            self.close_connection = True
-
-    do_GET = do_POST = _forward
-
 
 @pytest.fixture
 def proxy(airflow3: AirflowServer) -> Iterator[str]:
-    """A delaying proxy on a free 127.0.0.1 port in front of the suite's api-server."""
-    handler = type(
-        "Proxy",
-        (DelayingProxy,),
-        {"upstream": ("127.0.0.1", airflow3.port), "delay": 2.5, "held": []},
-    )
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    with serving_in_thread(server):
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+    """A delaying proxy on a free 127.0.0.1 port in front of the suite's api-server: it
+    holds the first event POST 2.5 s."""
+    with delaying_proxy(airflow3.port, 2.5) as (url, _):
+        yield url
 
 
 def through(settings: Settings, url: str) -> Settings:
