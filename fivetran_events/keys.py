@@ -161,3 +161,25 @@ def due_key(prefix: str) -> str:
 def delivery_state_key(prefix: str, state: str) -> str:
     """The index of the deliveries in ``state``, kept in step with their records."""
     return f"{prefix}fwd:st:{state}"
+
+
+# --- Migrating from layout v1 (fivetran_events/migration/) -------------------------------
+#
+#     {p}c:{c}:{set}        layout v1's per-connector sets, read and deleted by the migration
+#     {p}migrate:done       SET  connectors a running migration finished (gone at its end)
+#     {p}layout             STRING  the layout version the history is in, once migrated
+
+
+def v1_key(prefix: str, connector_id: str, suffix: str) -> str:
+    """Name one of a connector's layout v1 sets (only the migration reads them)."""
+    return f"{prefix}c:{connector_id}:{suffix}"
+
+
+def migration_done_key(prefix: str) -> str:
+    """The set of connectors a running migration finished (removed when it ends)."""
+    return f"{prefix}migrate:done"
+
+
+def layout_key(prefix: str) -> str:
+    """The layout marker: the layout version the history is in once migrated."""
+    return f"{prefix}layout"

@@ -16,6 +16,8 @@ share: a wrong prefix or another application's keys must not be taken for histor
 
 from __future__ import annotations
 
+from ..keys import layout_key, v1_key
+from ..keys import migration_done_key as done_key
 from .replay import V1Rows, v1_events
 from .run import Migration, Plan, Progress
 from .scan import (
@@ -25,10 +27,7 @@ from .scan import (
     UnknownKeys,
     UnreadableV1,
     classify,
-    done_key,
-    layout_key,
     scan_prefix,
-    v1_key,
 )
 
 __all__ = [

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import redis
 
 from ..history import HistoryWriter, WriteStatus
+from ..keys import layout_key, v1_key
+from ..keys import migration_done_key as done_key
 from ..model import Event
 from .replay import V1Rows, v1_events
 from .scan import (
@@ -20,11 +22,8 @@ from .scan import (
     V1_SUFFIXES,
     Scan,
     UnknownKeys,
-    done_key,
-    layout_key,
     scan_prefix,
     text,
-    v1_key,
 )
 
 #: Times a connector is replayed again when its v1 keys changed during its replay.

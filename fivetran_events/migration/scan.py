@@ -35,25 +35,6 @@ RQ_NAMESPACE = "rq:"
 UNKNOWN_SHOWN = 10
 
 
-# The migration's keys are named here, not in keys.py: v1's are history that keys.py no
-# longer knows, and ``migrate:*``/``layout`` exist for the migration alone.
-
-
-def v1_key(prefix: str, connector_id: str, suffix: str) -> str:
-    """Name one of a connector's v1 sets."""
-    return f"{prefix}c:{connector_id}:{suffix}"
-
-
-def done_key(prefix: str) -> str:
-    """The set of connectors a running migration finished (removed when it ends)."""
-    return f"{prefix}migrate:done"
-
-
-def layout_key(prefix: str) -> str:
-    """The layout marker: the layout version the history is in once migrated."""
-    return f"{prefix}layout"
-
-
 class KeyKind(str, Enum):
     V1 = "v1"
     CURRENT = "current"
