@@ -30,6 +30,7 @@ the extra ``url`` holding the URL the webhook server is given
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -49,10 +50,11 @@ from tenacity import (
     wait_exponential,
 )
 
-from fivetran_events import AsyncHistoryReader, HistoryReader, decode_completion, load_settings
+from fivetran_events import AsyncHistoryReader, HistoryReader, decode_completion
 from fivetran_events.decision import Completion
 from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.redis_url import check_url, client_from_url, is_sentinel, parse_sentinel_url
+from fivetran_events.settings import history_defaults
 
 from .compat import BaseHook, Connection, aget_connection
 from .connection_form import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
@@ -70,6 +72,19 @@ RETRY_MAX_DELAY = 10.0
 #: timeouts, and a restarted Redis still loading its data (``BusyLoadingError`` is a
 #: ``ConnectionError``). Other errors (a wrong key type, a script error) are not retried.
 UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+#: A task process's client connects once and reads once, so nothing on connect but the
+#: connection: RESP2 (no HELLO, and no CLIENT MAINT_NOTIFICATIONS that redis-py 8 sends
+#: over RESP3 and Redis before 8 refuses) and no CLIENT SETINFO (two round trips for a
+#: library name in CLIENT LIST; redis-py 7.1 took ``driver_info`` over ``lib_name``).
+#: The reads' replies are the same in RESP2, redis-py 5's default.
+TASK_CLIENT_KWARGS: dict[str, Any] = {
+    "protocol": 2,
+    **(
+        {"driver_info": None}
+        if "driver_info" in inspect.signature(redis.Redis.__init__).parameters
+        else {"lib_name": None, "lib_version": None}
+    ),
+}
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -133,9 +148,11 @@ def config_from_connection(conn: Connection) -> HistoryConfig:
     except ValueError as exc:
         raise ValueError(f"connection {conn.conn_id}: the Redis URL is not usable: {exc}") from None
     tls = tls or url.lower().startswith("rediss")
-    defaults = load_settings()
-    prefix = str(extra.get("key_prefix") or defaults.key_prefix)
-    raw_hours = extra.get("max_sync_duration_hours", defaults.max_sync_duration_hours)
+    # The FIVETRAN_EVENTS_* defaults only when an extra is missing, and once per process.
+    prefix = str(extra.get("key_prefix") or history_defaults().key_prefix)
+    raw_hours = extra.get("max_sync_duration_hours")
+    if raw_hours is None:
+        raw_hours = history_defaults().max_sync_duration_hours
     try:
         hours = float(raw_hours)
     except (TypeError, ValueError):
@@ -188,7 +205,9 @@ class FivetranEventsRedisHook(BaseHook):
 
     @cached_property
     def _client(self) -> redis.Redis:
-        return client_from_url(self.config.url, **self.config.to_redis_kwargs())
+        return client_from_url(
+            self.config.url, **self.config.to_redis_kwargs(), **TASK_CLIENT_KWARGS
+        )
 
     def reader(self) -> HistoryReader:
         """Return a synchronous history reader (sensors in poke and reschedule mode)."""

@@ -6,8 +6,9 @@ defaults live here, each with a line saying what it is.
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 import redis
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -19,19 +20,46 @@ from .redis_url import check_url, client_from_url
 from .urimap import DEFAULT_URI_TEMPLATE, UriMap, check_template, load_uri_map
 
 DAY_S = 86_400
+#: Every setting's environment variable starts with this.
+ENV_PREFIX = "FIVETRAN_EVENTS_"
 
 CommaList = Annotated[list[str], NoDecode]
 
 
-class Settings(BaseSettings):
-    """Configuration from ``FIVETRAN_EVENTS_*`` environment variables."""
+class HistoryDefaults(BaseSettings):
+    """The settings the Airflow side shares with the server: key prefix, sync staleness.
+
+    A model of their own so that a task process validates these two variables, not every
+    setting (a millisecond of each sensor task's duration, and a webhook-only variable the
+    Airflow side never reads cannot fail a sensor).
+    """
 
     model_config = SettingsConfigDict(
-        env_prefix="FIVETRAN_EVENTS_",
+        env_prefix=ENV_PREFIX,
         extra="ignore",
         str_strip_whitespace=True,
         validate_default=True,
     )
+
+    #: Prefix of every Redis key this project writes (several deployments may share a Redis).
+    key_prefix: str = DEFAULT_PREFIX
+    #: A running sync older than this many hours is taken as lost (its sync_end never came).
+    max_sync_duration_hours: float = Field(default=24.0, gt=0)
+
+    @field_validator("key_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not value or any(ch.isspace() for ch in value):
+            raise ValueError("must be a non-empty prefix without spaces, e.g. 'fte:'")
+        return value
+
+    @property
+    def max_sync_duration_ms(self) -> int:
+        return int(self.max_sync_duration_hours * 3600 * 1000)
+
+
+class Settings(HistoryDefaults):
+    """Configuration from ``FIVETRAN_EVENTS_*`` environment variables."""
 
     #: Where the history and the job queue live: redis://, rediss://, unix:// or, behind
     #: Redis Sentinel, redis+sentinel://[:password@]host1:26379,host2:26379/service[/db]
@@ -46,12 +74,8 @@ class Settings(BaseSettings):
     webhook_secrets: CommaList = Field(default_factory=list)
     #: Bearer tokens accepted on /api/*, comma-separated; none configured means /api/* is closed.
     api_tokens: CommaList = Field(default_factory=list)
-    #: Prefix of every Redis key this project writes (several deployments may share a Redis).
-    key_prefix: str = DEFAULT_PREFIX
     #: How long history is kept, in days; backfills reach back a year or more.
     retention_days: float = Field(default=800.0, gt=0)
-    #: A running sync older than this many hours is taken as lost (its sync_end never came).
-    max_sync_duration_hours: float = Field(default=24.0, gt=0)
     #: Largest webhook body accepted, in bytes (Fivetran's are well under 4 KiB).
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
     #: Name of the RQ queue that forwarding jobs go to.
@@ -131,13 +155,6 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("key_prefix")
-    @classmethod
-    def _prefix(cls, value: str) -> str:
-        if not value or any(ch.isspace() for ch in value):
-            raise ValueError("must be a non-empty prefix without spaces, e.g. 'fte:'")
-        return value
-
     @field_validator("redis_url")
     @classmethod
     def _url(cls, value: str) -> str:
@@ -146,10 +163,6 @@ class Settings(BaseSettings):
     @property
     def retention_ms(self) -> int:
         return int(self.retention_days * DAY_S * 1000)
-
-    @property
-    def max_sync_duration_ms(self) -> int:
-        return int(self.max_sync_duration_hours * 3600 * 1000)
 
     @property
     def max_clock_skew_ms(self) -> int:
@@ -179,14 +192,39 @@ class Settings(BaseSettings):
 SECRETS_DIR_VARIABLE = "FIVETRAN_EVENTS_SECRETS_DIR"
 
 
+S = TypeVar("S", bound=HistoryDefaults)
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read settings from the environment; raise ConfigurationError naming the bad variable."""
+    return _load(Settings, **overrides)
+
+
+def history_defaults() -> HistoryDefaults:
+    """Return the Airflow side's defaults, read once per process for a given environment.
+
+    Every hook asks (a triggerer holds hundreds); the cache is keyed on the
+    ``FIVETRAN_EVENTS_*`` variables, so a changed environment is read again. Secret
+    files are read once per process.
+    """
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX)))
+    return _history_defaults_for(env)
+
+
+@functools.lru_cache(maxsize=4)
+def _history_defaults_for(env: tuple[tuple[str, str], ...]) -> HistoryDefaults:
+    # ``env`` is only the cache key: the model reads the same variables itself. A
+    # ConfigurationError is not cached, so a corrected variable is read on the next call.
+    return _load(HistoryDefaults)
+
+
+def _load(model: type[S], **overrides: object) -> S:
     secrets_dir = os.environ.get(SECRETS_DIR_VARIABLE) or None
     if secrets_dir is not None and not os.path.isdir(secrets_dir):
         raise ConfigurationError(f"{SECRETS_DIR_VARIABLE}: {secrets_dir} is not a folder")
     try:
-        return Settings(_secrets_dir=secrets_dir, **overrides)  # type: ignore[arg-type,call-arg]
+        return model(_secrets_dir=secrets_dir, **overrides)  # type: ignore[arg-type,call-arg]
     except ValidationError as exc:
         err = exc.errors()[0]
-        name = "FIVETRAN_EVENTS_" + str(err["loc"][0]).upper() if err["loc"] else "settings"
+        name = ENV_PREFIX + str(err["loc"][0]).upper() if err["loc"] else "settings"
         raise ConfigurationError(f"{name}: {err['msg']}") from None

@@ -1,0 +1,113 @@
+"""What a sensor task pays for its read: settings once per process, no extra round trips.
+
+A sensor task runs in a fresh process: every millisecond of setup is part of its
+duration, which a backfill multiplies (``python -m bench.sensor --backfill-cost``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+pytestmark = pytest.mark.airflow
+
+
+def connection(uri: str, conn_id: str = "x"):  # type: ignore[no-untyped-def]
+    from airflow_plugin.compat import Connection
+
+    return Connection.from_uri(uri, conn_id=conn_id)
+
+
+@pytest.fixture
+def settings_built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record each settings model built from the environment (its class name), in order."""
+    from pydantic_settings import BaseSettings
+
+    built: list[str] = []
+    real_init = BaseSettings.__init__
+
+    def counting_init(self: BaseSettings, *args: Any, **kwargs: Any) -> None:
+        if type(self).__module__ == "fivetran_events.settings":
+            built.append(type(self).__name__)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(BaseSettings, "__init__", counting_init)
+    return built
+
+
+class TestSettingsOncePerProcess:
+    def test_defaults_read_once_for_one_environment(
+        self, dagtest_airflow: Path, settings_built: list[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Hooks in one process read the FIVETRAN_EVENTS_* defaults once, again on a change."""
+        from airflow_plugin.hooks import config_from_connection
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_KEY_PREFIX", "once:")
+        first = config_from_connection(connection("redis://127.0.0.1/0"))
+        second = config_from_connection(connection("redis://127.0.0.1/1"))
+        assert (first.key_prefix, second.key_prefix) == ("once:", "once:")
+        assert len(settings_built) == 1
+        monkeypatch.setenv("FIVETRAN_EVENTS_KEY_PREFIX", "twice:")
+        assert config_from_connection(connection("redis://127.0.0.1/0")).key_prefix == "twice:"
+        assert len(settings_built) == 2
+
+    def test_extras_need_no_settings(
+        self, dagtest_airflow: Path, settings_built: list[str]
+    ) -> None:
+        """A connection whose extras give prefix and staleness reads no settings at all."""
+        from airflow_plugin.hooks import config_from_connection
+
+        cfg = config_from_connection(
+            connection("redis://127.0.0.1/0?key_prefix=x%3A&max_sync_duration_hours=2")
+        )
+        assert (cfg.key_prefix, cfg.max_sync_duration_ms) == ("x:", 2 * 3600 * 1000)
+        assert settings_built == []
+
+    def test_webhook_only_setting_does_not_fail_the_hook(
+        self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A bad variable only the worker reads (its Airflow URL) does not fail the hook."""
+        from airflow_plugin.hooks import config_from_connection
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_AIRFLOW_URL", "ftp://not-http")
+        monkeypatch.setenv("FIVETRAN_EVENTS_MAX_SYNC_DURATION_HOURS", "6")
+        cfg = config_from_connection(connection("redis://127.0.0.1/0"))
+        assert cfg.max_sync_duration_ms == 6 * 3600 * 1000
+
+    def test_a_bad_default_still_names_its_variable(
+        self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A bad FIVETRAN_EVENTS_KEY_PREFIX fails every read, not only the first."""
+        from airflow_plugin.hooks import config_from_connection
+        from fivetran_events import ConfigurationError
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_KEY_PREFIX", "has space")
+        for _ in range(2):
+            with pytest.raises(ConfigurationError, match="FIVETRAN_EVENTS_KEY_PREFIX"):
+                config_from_connection(connection("redis://127.0.0.1/0"))
+
+
+class TestOneConnectionOneRead:
+    def test_fresh_client_reads_without_handshake(
+        self, dagtest_airflow: Path, client: redis.Redis
+    ) -> None:
+        """A task's fresh connection sends its read, not HELLO, CLIENT SETINFO or refused commands.
+
+        Left: redis-py's health-check PING on a connection's first command.
+        """
+        from airflow_plugin.hooks import FivetranEventsRedisHook
+        from fivetran_events import Outcome
+
+        client.config_resetstat()
+        hook = FivetranEventsRedisHook()
+        decision = hook.reader().decide("c1", 1_790_000_000_000)
+        assert decision.outcome is Outcome.WAIT
+        commands = {name.removeprefix("cmdstat_") for name in client.info("commandstats")}
+        # The read's one pipeline, after the health check; Redis 7.2+ answers CLIENT SETINFO,
+        # older ones refuse it and other CLIENT subcommands (an error, still a round trip).
+        assert commands - {"config|resetstat"} == {"ping", "zrangebyscore", "zrevrangebyscore"}
+        assert client.info("errorstats") == {}
+        assert hook.get_conn() is hook.reader().client
