@@ -235,17 +235,15 @@ def all_in(
         total += after
         print(f"   {name:<28} {at_write}  {lives:<58} {after:19.1f}")
     used = used_delta / syncs + sample.used_after / n
+    left = sum(f.after_week for name, f in sample.after.items() if not name.startswith("h:"))
     print(f"   {'all after a week (MEMORY USAGE)':<104} {total:19.1f}")
     print(f"   {'all after a week (INFO used_memory)':<104} {used:19.1f}")
+    how = "RQ's TTLs waited out" if sample.waited_rq else "less the keys whose TTL ends in a week"
     print(
         f"   INFO used_memory: the full load's delta per sync plus the sample's after the "
-        f"expiries ({sample.used_after / n:.1f} B/sync: its history deleted, "
-        + (
-            "RQ's TTLs waited out"
-            if sample.waited_rq
-            else "less the keys whose TTL ends within a week"
-        )
-        + f"); the sample at write: {sample.used_at_write / n:.0f} "
+        f"expiries ({sample.used_after / n:.1f} B/sync: its history deleted, {how}; of it "
+        "the keyspace's hash tables, sized for the sample's peak of short-lived keys: "
+        f"{sample.tables_after / n:.1f}); the sample at write: {sample.used_at_write / n:.0f} "
         "B/sync (history with 72 h sets full, records, indexes, RQ jobs). Goal: <= 300."
     )
     steady = sum(
@@ -258,7 +256,9 @@ def all_in(
         f"{record_ttl_ms(Settings()) / 3_600_000:.0f} h, jobs 300 s, at default settings): "
         f"{steady:.1f} B per kept sync over {RETENTION_DAYS} d, at the sample's sizes"
     )
-    return used + steady
+    # Sizing: the history as Redis allocates it, what forwarding leaves (MEMORY USAGE) and
+    # the young deliveries; not the sample's hash tables (a constant of the deployment).
+    return used_delta / syncs + left / n + steady
 
 
 def steady_life_ms(name: str) -> int | None:
@@ -275,7 +275,8 @@ def steady_life_ms(name: str) -> int | None:
 
 def sizing(per_sync: float) -> None:
     print(
-        f"   sizing from the all-in INFO used_memory, steady stream: {per_sync:.0f} bytes/sync "
+        f"   sizing: history (INFO used_memory) + forwarding left + young deliveries: "
+        f"{per_sync:.0f} bytes/sync "
         f"(v1 {V1_AFTER_WEEK:,}: history {V1_BYTES_PER_SYNC:,} + delivered record "
         f"{V1_DELIVERY_BYTES:,}, kept 800 d)"
     )

@@ -133,6 +133,9 @@ class SampleResult:
     #: without the bytes of keys whose measured TTL ends within a week.
     used_after: int
     waited_rq: bool
+    #: The keyspace's hash tables then (MEMORY STATS), sized for the sample's short-lived
+    #: keys at their peak: they shrink as Redis resizes them, per deployment, not per sync.
+    tables_after: int
     took_s: float
     states: dict[str, int] = field(default_factory=dict)
 
@@ -197,6 +200,8 @@ def run_sample(
     else:  # minus what is still there but goes before a week is out (RQ's jobs: 300 s)
         going = sum(f.bytes - f.after_week for n, f in after.items() if not n.startswith("h:"))
     used_after = int(client.info("memory")["used_memory"]) - before - going
+    db = client.memory_stats().get("db.0", {})
+    tables = sum(int(db.get(f"overhead.hashtable.{t}", 0)) for t in ("main", "expires"))
     return SampleResult(
         syncs=sum(1 for e in evs if e.event == "sync_end"),
         successes=sum(1 for e in evs if e.is_success),
@@ -206,6 +211,7 @@ def run_sample(
         used_at_write=used_at_write,
         used_after=used_after,
         waited_rq=wait_rq,
+        tables_after=tables,
         took_s=time.perf_counter() - started,
         states=dict(states),
     )
