@@ -251,7 +251,7 @@ def all_in(
     print(
         f"   INFO used_memory: the full load's delta per sync plus the sample's after the "
         f"expiries ({sample.used_after / n:.1f} B/sync: its history deleted, {how}; of it "
-        "the keyspace's hash tables, sized for the sample's peak of short-lived keys: "
+        "MEMORY STATS' keyspace hash tables then: "
         f"{sample.tables_after / n:.1f}); the sample at write: {sample.used_at_write / n:.0f} "
         "B/sync (history with 72 h sets full, records, indexes, RQ jobs). Goal: <= 300."
     )

@@ -133,8 +133,8 @@ class SampleResult:
     #: without the bytes of keys whose measured TTL ends within a week.
     used_after: int
     waited_rq: bool
-    #: The keyspace's hash tables then (MEMORY STATS), sized for the sample's short-lived
-    #: keys at their peak: they shrink as Redis resizes them, per deployment, not per sync.
+    #: The keyspace's hash tables then (MEMORY STATS): part of what INFO counts beyond
+    #: the keys' own MEMORY USAGE.
     tables_after: int
     took_s: float
     states: dict[str, int] = field(default_factory=dict)
