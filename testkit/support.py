@@ -70,7 +70,16 @@ def pattern_listeners(client: Any) -> int:
     Connections, not ``PUBSUB NUMPAT``: that counts distinct patterns, and two triggerers
     listening on the same prefix are one pattern.
     """
-    return sum(1 for c in client.client_list() if int(c.get("psub", 0)) > 0)
+    return len(pattern_listener_ids(client))
+
+
+def pattern_listener_ids(client: Any) -> set[str]:
+    """The client ids of the connections holding a PSUBSCRIBE.
+
+    A new id means a new subscription, whatever older ones linger: a count can stay
+    level when one listener closes late while another subscribes.
+    """
+    return {str(c["id"]) for c in client.client_list() if int(c.get("psub", 0)) > 0}
 
 
 def encode(body: dict[str, Any] | bytes) -> bytes:

@@ -33,7 +33,7 @@ from testkit.calendars import (
     S,
     W,
 )
-from testkit.support import at, conn_uri, pattern_listeners
+from testkit.support import at, conn_uri, pattern_listener_ids
 
 from .dagtest import sync
 
@@ -202,25 +202,24 @@ class TestDeferrableOnAirflow2:
 
         progress = airflow2_home.root / "deferrable.progress"
         progress.write_text("")
-        before = pattern_listeners(client)
+        # Subscriptions seen so far: a released run's listener may close late (its
+        # in-line loop ends after the task), so the next trigger is known to listen by a
+        # subscription of a new client id, not by the count going up again.
+        old = pattern_listener_ids(client)
         proc, out = airflow2_home.start("deferrable", airflow2_conn, progress)
         released: list[str] = []
-        closing = False  # the last released trigger still holds its subscription
         deadline = time.monotonic() + PART_TIMEOUT
         while proc.poll() is None and time.monotonic() < deadline:
-            listeners = pattern_listeners(client)
-            if closing:
-                closing = listeners > before
-            else:
-                announced = [line.split()[1] for line in progress.read_text().splitlines()]
-                pending = [c for c in announced if c not in released]
-                # A new pattern subscription means the trigger of the run announced last
-                # is listening: the sensor deferred.
-                if pending and listeners > before:
-                    status, sid, data = releases[pending[0]]
-                    sync(http, pending[0], at(20), status, sync_id=sid, **data)
-                    released.append(pending[0])
-                    closing = True
+            listeners = pattern_listener_ids(client)
+            announced = [line.split()[1] for line in progress.read_text().splitlines()]
+            pending = [c for c in announced if c not in released]
+            # A new pattern subscription means the trigger of the run announced last is
+            # listening: the sensor deferred.
+            if pending and listeners - old:
+                status, sid, data = releases[pending[0]]
+                sync(http, pending[0], at(20), status, sync_id=sid, **data)
+                released.append(pending[0])
+                old |= listeners
             time.sleep(0.05)
         result = airflow2_home.finish(
             "deferrable", proc, out, max(1.0, deadline - time.monotonic())
