@@ -148,11 +148,13 @@ def config_from_connection(conn: Connection) -> HistoryConfig:
     except ValueError as exc:
         raise ValueError(f"connection {conn.conn_id}: the Redis URL is not usable: {exc}") from None
     tls = tls or url.lower().startswith("rediss")
-    # The FIVETRAN_EVENTS_* defaults only when an extra is missing, and once per process.
-    prefix = str(extra.get("key_prefix") or history_defaults().key_prefix)
-    raw_hours = extra.get("max_sync_duration_hours")
-    if raw_hours is None:
-        raw_hours = history_defaults().max_sync_duration_hours
+    # The FIVETRAN_EVENTS_* defaults only when an extra is missing (read once per process).
+    raw_prefix, raw_hours = extra.get("key_prefix"), extra.get("max_sync_duration_hours")
+    if not raw_prefix or raw_hours is None:
+        defaults = history_defaults()
+        raw_prefix = raw_prefix or defaults.key_prefix
+        raw_hours = defaults.max_sync_duration_hours if raw_hours is None else raw_hours
+    prefix = str(raw_prefix)
     try:
         hours = float(raw_hours)
     except (TypeError, ValueError):

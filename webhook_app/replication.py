@@ -28,8 +28,8 @@ def confirm_replicas(st: State, event: Event, status: WriteStatus) -> None:
     A duplicate waits too: its first delivery may have been answered 503 before the
     replicas had it.
     """
-    if status is WriteStatus.IGNORED:
-        return
+    if status is WriteStatus.IGNORED or st.settings.redis_wait_replicas == 0:
+        return  # the common case: nothing to build on the webhook's path
     seen = (ConnectorKeys(st.settings.key_prefix, event.connector_id).seen, event.dedup_id)
     short = missing_replicas(st, seen)
     if short is not None:
