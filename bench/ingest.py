@@ -158,7 +158,7 @@ class RedisCost:
         stats = self.client.info("commandstats")
         per_call = ", ".join(
             f"{name} {stats[f'cmdstat_{name}']['usec_per_call']:.1f} us/call"
-            for name in ("eval", "exec")
+            for name in ("evalsha", "eval", "exec")
             if f"cmdstat_{name}" in stats
         )
         return (

@@ -217,7 +217,7 @@ def all_in(
     n = sample.syncs
     print(
         f"storage, all-in: a sample of {n:,} syncs written through the webhook's path "
-        f"(HistoryWriter.record + State.enqueue_forward) and delivered by a ForwardingWorker "
+        f"(HistoryWriter.record + State.on_success) and delivered by a ForwardingWorker "
         f"to the Airflow 2 stand-in (of {sample.successes:,} successes' deliveries: "
         f"{dict(sample.states)}) in {sample.took_s:.0f} s; "
         f"delivered records kept {SAMPLE_KEEP_S:.0f} s instead of 72 h; per sync, scaled "

@@ -1,7 +1,7 @@
 """The forwarding half of ``bench/storage.py``: what a successful sync leaves besides history.
 
 A sample of syncs goes through the webhook's real write (``HistoryWriter.record`` with
-the app's ``State.enqueue_forward``: delivery records, their indexes and RQ jobs in the
+the app's ``State.on_success``: delivery records, their indexes and RQ jobs in the
 history's MULTI), then a real ``ForwardingWorker`` in burst mode delivers them to the
 Airflow 2 stand-in (real HTTP on 127.0.0.1), then the bench waits out the expiries that
 settings make short (delivered records kept seconds instead of 72 h, a retry window of a
@@ -168,7 +168,7 @@ def run_sample(
                 airflow.add_dataset(uri)
     before = int(client.info("memory")["used_memory"])
     for e in evs:
-        st.writer.record(e, on_success=st.enqueue_forward)
+        st.writer.record(e, on_success=st.on_success)
     used_at_write = int(client.info("memory")["used_memory"]) - before
     at_write = measure_all(client, prefix)
     fw = build_forwarder(settings)
@@ -180,7 +180,7 @@ def run_sample(
     # Past the delivered records' keep time and the indexes' age limit (record_ttl_ms).
     time.sleep(fw.record_ttl_ms / 1000 + 1)
     for e in last:
-        st.writer.record(e, on_success=st.enqueue_forward)
+        st.writer.record(e, on_success=st.on_success)
     ForwardingWorker(fw).work(burst=True, with_scheduler=False, logging_level="WARNING")
     for _ in client.scan_iter(count=1000):  # SCAN deletes the expired keys it meets
         pass

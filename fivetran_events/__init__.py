@@ -16,7 +16,7 @@ from .decision import (
     decide,
     parse_criterion,
 )
-from .exceptions import ConfigurationError, FivetranEventsError, HistoryBusy, InvalidPayload
+from .exceptions import ConfigurationError, FivetranEventsError, InvalidPayload
 from .history import (
     AsyncHistoryReader,
     HistoryReader,
@@ -41,7 +41,6 @@ __all__ = [
     "EventKind",
     "Facts",
     "FivetranEventsError",
-    "HistoryBusy",
     "HistoryReader",
     "HistoryWriter",
     "InvalidPayload",

@@ -18,7 +18,3 @@ class InvalidPayload(FivetranEventsError):
 
 class ConfigurationError(FivetranEventsError):
     """Raised when settings are missing or invalid; the message says which variable to set."""
-
-
-class HistoryBusy(FivetranEventsError):
-    """Raised when a history write lost its optimistic lock too many times in a row."""

@@ -16,8 +16,6 @@ sized in docs/architecture.md ("The history in Redis")::
     {p}h:{c}:starts    ZSET  sync_id -> first start ms (start_of; a completion's member
                              carries its own attempt's start)
     {p}h:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
-    {p}h:{c}:guard     never stored: written and deleted by a duplicate's check, so that
-                       the write's transaction, which watches it, aborts (history/writer.py)
     {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}; only
                        moves forward (an older event fills gaps, changes nothing else)
     {p}changes:{c}     pub/sub channel, published on every recorded event of the connector
@@ -81,10 +79,6 @@ class ConnectorKeys:
     @property
     def seen(self) -> str:
         return self._k("seen")
-
-    @property
-    def guard(self) -> str:
-        return self._k("guard")
 
     @property
     def channel(self) -> str:

@@ -7,10 +7,9 @@ from typing import Any
 
 import redis
 from flask import Flask, Response, jsonify
-from redis.exceptions import ExecAbortError
 from werkzeug.exceptions import HTTPException
 
-from fivetran_events import ConfigurationError, HistoryBusy, Settings, load_settings
+from fivetran_events import ConfigurationError, Settings, load_settings
 
 from .errors import ApiError, redis_refusal
 from .state import EXTENSION, State
@@ -44,22 +43,6 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
     openapi.init_app(app)  # GET /api/openapi.json
     _register_errors(app, settings)
     return app
-
-
-def _refusal_behind_execabort(app: Flask) -> str | None:
-    """Ask Redis, with a write of our own, why it discarded a transaction.
-
-    A command refused when queued (OOM, READONLY, MISCONF) makes Redis answer the EXEC
-    with a bare EXECABORT, and the history's writer raises that. If a plain write is
-    refused too, Redis is refusing writes (503); if it is taken, the transaction itself
-    was at fault, which is our bug (500).
-    """
-    from .health import write_refusal
-
-    try:
-        return write_refusal(app.extensions[EXTENSION])
-    except redis.RedisError:
-        return None
 
 
 def _json_error(
@@ -97,11 +80,8 @@ def _register_errors(app: Flask, settings: Settings) -> None:
         return _json_error(500, "internal error")
 
     @app.errorhandler(redis.RedisError)
-    @app.errorhandler(HistoryBusy)
     def unavailable(exc: Exception) -> Response:
-        reason = "busy" if isinstance(exc, HistoryBusy) else redis_refusal(exc)
-        if reason is None and isinstance(exc, ExecAbortError):
-            reason = _refusal_behind_execabort(app)
+        reason = redis_refusal(exc)
         if reason is None:
             return unexpected(exc)
         log.warning("answering 503 (%s): %s", reason, exc)

@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 import redis
 from flask import current_app
-from redis.client import Pipeline
 from rq import Queue
 
-from fivetran_events import Event, HistoryReader, HistoryWriter, Settings
+from fivetran_events import HistoryReader, HistoryWriter, Settings
 
 from .forwarding import Enqueuer
 
@@ -44,16 +43,16 @@ class State:
         """Whether successes are forwarded: only with an Airflow to forward them to."""
         return self.settings.airflow_url is not None
 
-    def enqueue_forward(self, pipe: Pipeline, event: Event) -> None:
-        """Create the sync's deliveries and queue their jobs inside the history write's MULTI.
+    @property
+    def on_success(self) -> Enqueuer | None:
+        """What a successful sync's write adds: its deliveries and their RQ jobs.
 
         One delivery and one RQ job per dataset URI of the connector (forwarding/enqueue.py).
         Without ``FIVETRAN_EVENTS_AIRFLOW_URL`` nothing: no worker would ever take those
         jobs, and records and jobs without an expiry would pile up for good (turning
         forwarding on later forwards the past only when asked: ``replay --since``).
         """
-        if self.forwarding:
-            self.enqueuer.enqueue(pipe, event)
+        return self.enqueuer if self.forwarding else None
 
 
 def state() -> State:

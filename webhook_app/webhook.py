@@ -58,7 +58,7 @@ def _receive() -> dict[str, str]:
         event = parse_event(body)
         logs.bind(connector_id=event.connector_id, sync_id=event.sync_id)
         result = st.writer.record(
-            event, on_success=st.enqueue_forward, max_clock_skew_ms=st.settings.max_clock_skew_ms
+            event, on_success=st.on_success, max_clock_skew_ms=st.settings.max_clock_skew_ms
         )
     except InvalidPayload as exc:
         raise ApiError(400, exc.message, field=exc.field) from None

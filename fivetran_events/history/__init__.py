@@ -1,9 +1,8 @@
 """The durable per-connector sync history in Redis.
 
 - ``codec``: how a completion is stored as a sorted-set member;
-- ``transaction``: the one-round-trip checked transaction (``execute_checked``), the one
-  module that reaches into redis-py's internals;
-- ``writer``: ``HistoryWriter``, one event recorded idempotently and atomically;
+- ``writer``: ``HistoryWriter``, one event recorded idempotently and atomically by one
+  script (``_history_lua.record_script``);
 - ``queries``: the reads behind one decision, shared by both readers;
 - ``reader`` / ``async_reader``: ``HistoryReader`` and ``AsyncHistoryReader``, whose
   ``decide`` is the one decision entry point;

@@ -1,10 +1,8 @@
 """Load many events at once, with exactly the Redis contents ``HistoryWriter.record`` leaves.
 
-For benchmarks, tests and imports: each event goes through the write script itself
-(``EVALSHA`` of ``_history_lua.WRITE``, pipelined, no transaction), so the layout has one
-implementation. What it skips is what only a live delivery needs: the duplicate check
-(a duplicate changes nothing anyway: the script is idempotent on content), the
-transaction around each event and the change notification.
+For benchmarks, tests and imports: each event goes through the record script itself
+(``EVALSHA``, pipelined), so the layout has one implementation. What it skips is what
+only a live delivery needs: the change notification and a caller's chunk.
 """
 
 from __future__ import annotations
@@ -13,11 +11,11 @@ from collections.abc import Iterable
 
 import redis
 
-from .._history_lua import WRITE
+from .._history_lua import RECORD_NUMKEYS
 from ..keys import ConnectorKeys
 from ..model import Event, EventKind
 from ..timeutil import now_ms
-from .writer import TRIM_EVERY, WRITE_NUMKEYS, script_args
+from .writer import TRIM_EVERY, RecordScript, script_args
 
 #: Events per pipelined round trip.
 BATCH = 2000
@@ -36,7 +34,8 @@ def load(
     Events ``record`` would ignore (test events, unknown kinds, older than the retention)
     are skipped the same way; the caller checks clock skew if it cares.
     """
-    sha = client.script_load(WRITE)
+    script = RecordScript()
+    client.script_load(script.text)
     cutoff = (now_ms() if now is None else now) - retention_ms
     pipe = client.pipeline(transaction=False)
     written = 0
@@ -44,7 +43,8 @@ def load(
         if event.kind in (EventKind.OTHER, EventKind.TEST) or event.created_ms < cutoff:
             continue
         keys = ConnectorKeys(prefix, event.connector_id)
-        pipe.evalsha(sha, WRITE_NUMKEYS, *script_args(prefix, keys, event, cutoff, trim_every))
+        args = script_args(prefix, keys, event, cutoff, trim_every)
+        pipe.evalsha(script.sha, RECORD_NUMKEYS, *args, "", "")  # no notification
         written += 1
         if written % BATCH == 0:
             pipe.execute()

@@ -1,30 +1,30 @@
-"""The history writer: one event, deduplicated, recorded in one checked transaction.
+"""The history writer: one event, deduplicated, recorded by one script in one round trip.
 
-The dedup mark, the history write, the change notification and whatever the caller adds
-(the webhook app adds its deliveries and RQ jobs) commit together or not at all.
+The dedup mark, the history write, the change notification and what the caller adds for
+a successful sync (the webhook app adds its deliveries and RQ jobs) are one Lua script
+(``_history_lua.record_script``): Redis runs it as one step, so they are written
+together, and a redelivery writes nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 import redis
-from redis.client import Pipeline
+from redis.exceptions import NoScriptError
+from redis.typing import EncodableT
 
-from .._history_lua import CHECK, WRITE
-from ..exceptions import HistoryBusy
+from .._history_lua import RECORD_NUMKEYS, record_script
 from ..keys import ConnectorKeys, connectors_key, last_test_event_key
 from ..model import Event, EventKind, check_not_future
 from ..timeutil import iso, now_ms
 from .codec import completion_parts
-from .transaction import TransactionOutcome, execute_checked
 
-#: Optimistic-lock retries before a write gives up (contention is per connector).
-MAX_WATCH_RETRIES = 64
 #: One write in this many also trims the connector's sets to the retention window.
 #: Trimming is maintenance, not correctness (older events are refused on arrival), and
 #: doing it on every write costs the webhook eight extra commands.
@@ -54,9 +54,40 @@ class WriteResult:
     reason: str | None = None
 
 
-#: Called inside the MULTI block of a successful sync_end, so that what it queues commits
-#: with the history write (the webhook app enqueues its forwarding job here).
-OnSuccess = Callable[[Pipeline, Event], None]
+class OnSuccess(Protocol):
+    """What a caller adds to a successful sync_end's write, in the same script.
+
+    ``lua`` is a chunk of Lua run after the history write; it reads its keys from
+    ``KEYS[k0 + 1]`` on and its arguments from ``ARGV[a0 + 1]`` on. Calling the object
+    returns those keys and arguments for one event (the webhook app's: its deliveries
+    and RQ jobs, webhook_app/forwarding/enqueue.py).
+    """
+
+    @property
+    def lua(self) -> str: ...
+
+    def __call__(self, event: Event) -> tuple[Sequence[str], Sequence[EncodableT]]: ...
+
+
+class RecordScript:
+    """The record script with one caller's chunk, sent by its SHA (text only when missing)."""
+
+    def __init__(self, chunk: str = "") -> None:
+        self.text = record_script(chunk)
+        # Redis names a script by the SHA-1 of its text (a name, not a security measure).
+        self.sha = hashlib.sha1(self.text.encode(), usedforsecurity=False).hexdigest()
+
+    def run(self, client: Any, numkeys: int, *keys_and_args: EncodableT) -> Any:
+        """EVALSHA, and EVAL once if Redis does not have it (after a restart or a flush).
+
+        A NOSCRIPT answer means nothing ran, so sending the text then is the same write.
+        ``client`` is a Redis client or a pipeline (whose execute() raises NoScriptError
+        for the caller to resend in full, as ``bulk.load`` does).
+        """
+        try:
+            return client.execute_command("EVALSHA", self.sha, numkeys, *keys_and_args)
+        except NoScriptError:
+            return client.execute_command("EVAL", self.text, numkeys, *keys_and_args)
 
 
 class HistoryWriter:
@@ -69,6 +100,7 @@ class HistoryWriter:
         self.prefix = prefix
         self.retention_ms = retention_ms
         self.trim_every = trim_every
+        self._scripts: dict[str, RecordScript] = {"": RecordScript()}
 
     def record(
         self,
@@ -100,38 +132,47 @@ class HistoryWriter:
         if event.created_ms < cutoff:
             return WriteResult(WriteStatus.IGNORED, "event is older than the history retention")
         keys = ConnectorKeys(self.prefix, event.connector_id)
-        check = ("EVAL", CHECK, 2, keys.seen, keys.guard, event.dedup_id)
-        with self.client.pipeline(transaction=True) as pipe:
-            for _ in range(MAX_WATCH_RETRIES):
-                pipe.multi()
-                self._write(pipe, keys, event, cutoff)
-                if on_success is not None and event.is_success:
-                    on_success(pipe, event)
-                outcome = execute_checked(pipe, (keys.seen, keys.guard), check)
-                if outcome is TransactionOutcome.DUPLICATE:
-                    return WriteResult(WriteStatus.DUPLICATE)
-                if outcome is TransactionOutcome.COMMITTED:
-                    return WriteResult(WriteStatus.RECORDED)
-                pipe.reset()  # a concurrent write to the connector: build it again
-        raise HistoryBusy(f"connector {event.connector_id}: too many concurrent writes")
-
-    def _write(self, pipe: Pipeline, keys: ConnectorKeys, event: Event, cutoff: int) -> None:
-        """Queue the event's history write (one EVAL, trimming now and then) and its publish."""
-        pipe.eval(
-            WRITE, WRITE_NUMKEYS, *script_args(self.prefix, keys, event, cutoff, self.trim_every)
+        args = script_args(self.prefix, keys, event, cutoff, self.trim_every)
+        extra_keys: Sequence[str] = ()
+        extra_args: Sequence[EncodableT] = ()
+        chunk = ""
+        if on_success is not None:
+            chunk = on_success.lua
+            if event.is_success:
+                extra_keys, extra_args = on_success(event)
+        script = self._scripts.get(chunk) or self._scripts.setdefault(chunk, RecordScript(chunk))
+        recorded = script.run(
+            self.client,
+            RECORD_NUMKEYS + len(extra_keys),
+            *args[:RECORD_NUMKEYS],
+            *extra_keys,
+            *args[RECORD_NUMKEYS:],
+            keys.channel,
+            event.event,
+            *extra_args,
         )
-        pipe.publish(keys.channel, event.event)  # wakes deferred sensors of the connector
+        return WriteResult(WriteStatus.RECORDED if recorded else WriteStatus.DUPLICATE)
 
 
-#: The keys WRITE takes, in its order (the names of ConnectorKeys' properties).
+#: The history's keys in the record script, in its order (ConnectorKeys' property names),
+#: then the connectors hash: RECORD_NUMKEYS in all.
 WRITE_KEYS = ("seen", "starts", "running", "ok", "fail", "other", "okstart", "resyncs")
-WRITE_NUMKEYS = len(WRITE_KEYS) + 1  # and the connectors hash
+
+
+def trims(event: Event, every: int) -> bool:
+    """Whether ``event``'s write is one of the one in ``every`` that also trims.
+
+    The dedup id is a uniform hash: it picks them, no RNG needed, and a redelivery of
+    the event picks the same.
+    """
+    return int(event.dedup_id[:8], 16) % every == 0
 
 
 def script_args(
     prefix: str, keys: ConnectorKeys, event: Event, cutoff: int, trim_every: int
 ) -> list[Any]:
-    """Return WRITE's keys and arguments for ``event`` (the bulk loader sends the same)."""
+    """Return the history's keys and arguments for ``event`` in the record script (without
+    the notification's channel and message; the bulk loader sends the same)."""
     t = event.created_ms
     head, suffix, outcome, kind = "", "", "", "other"
     if event.kind is EventKind.SYNC_START:
@@ -162,8 +203,7 @@ def script_args(
             if v is not None
         }
     )
-    # The dedup id is a uniform hash: use it to pick which writes trim, no RNG needed.
-    trim = int(event.dedup_id[:8], 16) % trim_every == 0
+    trim = trims(event, trim_every)
     return [
         *(getattr(keys, name) for name in WRITE_KEYS),
         connectors_key(prefix),

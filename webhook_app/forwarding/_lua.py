@@ -2,31 +2,78 @@
 
 from __future__ import annotations
 
-# Create a delivery record unless it exists (a second success under one sync id must not
-# reset a delivered record), name the RQ job queued for it, index it, and make it due. One
-# command instead of ~20 keeps the webhook's transaction short: it runs inside the history
-# write's MULTI. A new record enters the pending index; the state indexes drop entries
-# older than the retention, whose records have expired. KEYS: record, sync's set, listing,
-# due set, then the state indexes (states.INDEXED order, pending first). ARGV: id, ttl s,
-# received ms, due ms, listing cutoff ms, job id, then field/value pairs.
-CREATE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 7))
-  redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
-end
-redis.call('HSET', KEYS[1], 'job', ARGV[6])
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-redis.call('ZADD', KEYS[3], 'NX', ARGV[3], ARGV[1])
-for i = 3, 8 do
-  if i ~= 4 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[5])
+from .states import DeliveryState
+
+# Create each delivery of a sync unless it exists (a second success under one sync id
+# must not reset a delivered record), name the RQ job queued for it, index it, make it
+# due, and queue that job as RQ's Queue.enqueue would. A chunk of the history's record
+# script (the webhook's one script per delivery, fivetran_events/_history_lua.py), or a
+# script of its own (create_script) for a replay. A new record enters the pending index;
+# the listing and the state indexes drop entries older than the retention, whose records
+# have expired (on one sync in TRIM_EVERY: trimming is maintenance, and five more
+# commands a delivery). What every delivery of the sync shares is passed once; the job's fields
+# that never change are in the text ({job_fields}: rq_job.JobWriter.static_fields).
+# KEYS: the sync's set, listing, due set, the state indexes (states.INDEXED order, pending
+# first), the queue, RQ's set of queues; then per delivery: its record, its job's hash.
+# ARGV: ttl s, received ms, due ms, listing cutoff ms ('' trims nothing), the job's stamp, connector
+# id, sync id, name, type, group, status, ended ms; then per delivery: id, uri, job id,
+# the job's data and description.
+_CREATE = """
+local K, A = k0, a0
+local ttl, received, stamp = ARGV[A + 1], ARGV[A + 2], ARGV[A + 5]
+local k, a = K + 9, A + 12
+if k < #KEYS then
+  if ARGV[A + 4] ~= '' then
+    for i = 2, 7 do
+      if i ~= 3 then redis.call('ZREMRANGEBYSCORE', KEYS[K + i], '-inf', '(' .. ARGV[A + 4]) end
+    end
   end
+  redis.call('SADD', KEYS[K + 9], KEYS[K + 8])
 end
-redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[1])
-return 1
+while k < #KEYS do
+  local rec, id, job = KEYS[k + 1], ARGV[a + 1], ARGV[a + 3]
+  if redis.call('EXISTS', rec) == 0 then
+    redis.call('HSET', rec, 'connector_id', ARGV[A + 6], 'sync_id', ARGV[A + 7],
+      'uri', ARGV[a + 2], 'connector_name', ARGV[A + 8], 'connector_type', ARGV[A + 9],
+      'group_id', ARGV[A + 10], 'status', ARGV[A + 11], 'ended_ms', ARGV[A + 12],
+      'received_ms', received, 'window_ms', received, 'updated_ms', received,
+      'state', '{pending}', 'attempts', '0', 'job', job)
+    redis.call('ZADD', KEYS[K + 4], received, id)
+  else
+    redis.call('HSET', rec, 'job', job)
+  end
+  redis.call('EXPIRE', rec, ttl)
+  redis.call('SADD', KEYS[K + 1], id)
+  redis.call('ZADD', KEYS[K + 2], 'NX', received, id)
+  redis.call('ZADD', KEYS[K + 3], 'NX', ARGV[A + 3], id)
+  redis.call('HSET', KEYS[k + 2], 'data', ARGV[a + 4], 'description', ARGV[a + 5],
+    'created_at', stamp, 'enqueued_at', stamp, {job_fields})
+  redis.call('RPUSH', KEYS[K + 8], job)
+  k, a = k + 2, a + 5
+end
+if k > K + 9 then redis.call('EXPIRE', KEYS[K + 1], ttl) end
 """
+#: The shared keys and arguments of the chunk, before the first delivery's.
+CREATE_SHARED_KEYS, CREATE_SHARED_ARGS = 9, 12
+
+
+def lua_string(value: str) -> str:
+    """Return ``value`` as a Lua string literal (every byte but plain ones escaped)."""
+    plain = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/ ")
+    return "'" + "".join(chr(b) if b in plain else f"\\{b:03d}" for b in value.encode()) + "'"
+
+
+def create_chunk(job_fields: list[str]) -> str:
+    """Return the creation chunk with the job's unchanging field/value strings in it."""
+    return _CREATE.format(
+        pending=DeliveryState.PENDING.value, job_fields=", ".join(map(lua_string, job_fields))
+    )
+
+
+def create_script(chunk: str) -> str:
+    """Return ``chunk`` as a script of its own: its keys and arguments start at 1."""
+    return "local k0, a0 = 0, 0\n" + chunk + "return 1\n"
+
 
 # Queue ``id`` when it is due (score <= now), unless the RQ job last queued for it is still
 # waiting in the queue; either way push its due time to the lease's end. One step, so two

@@ -1,7 +1,8 @@
 """The web side of forwarding: create a sync's deliveries and queue their first attempts.
 
-Runs in the webhook's process, inside the history write's MULTI. It names the job by its
-dotted path and imports no HTTP client, so the web process never loads the worker side.
+Runs in the webhook's process, as a chunk of the history's one write script
+(``HistoryWriter.record``'s ``on_success``). It names the job by its dotted path and
+imports no HTTP client, so the web process never loads the worker side.
 """
 
 from __future__ import annotations
@@ -11,12 +12,17 @@ from typing import Any
 
 import redis
 from redis.client import Pipeline
+from redis.typing import EncodableT
 from rq import Queue
+from rq.job import Job
 
 from fivetran_events import Event, Settings
+from fivetran_events.history.writer import TRIM_EVERY, trims
+from fivetran_events.keys import deliveries_key, due_key, sync_deliveries_key
 from fivetran_events.timeutil import now_ms
 from fivetran_events.urimap import UriMap
 
+from ._lua import CREATE_SHARED_ARGS, create_chunk, create_script
 from .record import forward_job_id
 from .rq_job import JobWriter
 from .store import DeliveryStore
@@ -77,27 +83,68 @@ class Enqueuer:
         self.store = DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
         self.clock = clock
         self.lease_ms = lease_ms(settings)
-        # The web side's jobs, written as Queue.enqueue writes them at a fraction of the
+        # New deliveries' jobs, written as Queue.enqueue writes them at a fraction of the
         # cost (rq_job.py); the worker side's few re-queues go through enqueue_job.
         self.jobs = JobWriter(queue, FORWARD_JOB, "delivery", **self._job_options())
+        #: The chunk of the history's record script that runs ``__call__``'s parts
+        #: (``OnSuccess``), and the same as a script of its own, for ``create``.
+        self.lua = create_chunk(self.jobs.static_fields)
+        self.create_script = create_script(self.lua)
+        self.shared_keys = [
+            deliveries_key(settings.key_prefix),
+            due_key(settings.key_prefix),
+            *self.store.state_keys,
+            queue.key,
+            queue.redis_queues_keys,
+        ]
 
-    def enqueue(self, pipe: Pipeline, event: Event, received_ms: int | None = None) -> list[str]:
-        """Create the deliveries of a successful sync and queue their first attempts.
-
-        Runs inside the history write's MULTI block: all of it commits with the history
-        or none of it does.
-        """
-        now = self.clock() if received_ms is None else received_ms
-        ids = []
-        for uri in self.uri_map.uris(
+    def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
+        """Return the keys and arguments that create the deliveries of a successful sync
+        and queue their first attempts, in the script that records it (``lua``): all of
+        it is written with the history or none of it is."""
+        uris = self.uri_map.uris(
             event.connector_id, event.connector_name, event.connector_type, event.group_id
-        ):
+        )
+        return self._parts(event, self.clock(), [(uri, None) for uri in uris])
+
+    def create(self, event: Event, uri: str, now: int, tag: str) -> str:
+        """Create one delivery of ``event`` to ``uri`` (kept if it exists) and queue a job
+        for it named with ``tag``, in one script of its own (a replay of the past)."""
+        keys, args = self._parts(event, now, [(uri, tag)])
+        self.redis.eval(self.create_script, len(keys), *keys, *args)
+        return str(args[CREATE_SHARED_ARGS])
+
+    def _parts(
+        self, event: Event, now: int, uris: list[tuple[str, str | None]]
+    ) -> tuple[list[str], list[EncodableT]]:
+        """Return the chunk's keys and arguments for ``event``'s deliveries to ``uris``
+        (each with the tag of its job's name, None for the first attempt's)."""
+        assert event.sync_id is not None
+        keys = [
+            sync_deliveries_key(self.settings.key_prefix, event.connector_id, event.sync_id),
+            *self.shared_keys,
+        ]
+        args: list[EncodableT] = [
+            self.store.retention_s,
+            now,
+            now + self.lease_ms,
+            # The listing keeps as long as the records; trimmed as often as the history.
+            now - self.store.retention_s * 1000 if trims(event, TRIM_EVERY) else "",
+            self.jobs.stamp(),
+            event.connector_id,
+            event.sync_id,
+            event.connector_name or "",
+            event.connector_type or "",
+            event.group_id or "",
+            event.status or "",
+            event.created_ms,
+        ]
+        for uri, tag in uris:
             did = self.store.id_of(event, uri)
-            job = forward_job_id(did)
-            self.store.create(pipe, event, uri, now, now + self.lease_ms, job, did=did)
-            self.jobs.write(pipe, job, did)
-            ids.append(did)
-        return ids
+            job = forward_job_id(did, tag)
+            keys += [self.store.key(did), Job.key_for(job)]
+            args += [did, uri, job, *self.jobs.per_job(did)]
+        return keys, args
 
     def _job_options(self) -> dict[str, Any]:
         """What every attempt's job is queued with (``Queue.enqueue``'s options)."""

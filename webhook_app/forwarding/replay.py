@@ -119,13 +119,7 @@ def forward_since(fw: Enqueuer, since_ms: int) -> tuple[list[str], list[str], in
                 if fw.redis.exists(fw.store.key(did)):
                     existing.append(did)
                     continue
-                job = forward_job_id(did, f"s{now}")
-                with fw.redis.pipeline(transaction=True) as pipe:
-                    pipe.multi()
-                    fw.store.create(pipe, event, uri, now, now + fw.lease_ms, job)
-                    fw.enqueue_job(did, pipe, job)
-                    pipe.execute()
-                created.append(did)
+                created.append(fw.create(event, uri, now, f"s{now}"))
     replayed = replay(fw, existing)
     return created, replayed, len(existing) - len(replayed)
 

@@ -1,11 +1,12 @@
 """Queue an RQ job with the writes ``Queue.enqueue`` makes, without building a ``Job``.
 
-The webhook queues one job per success inside its MULTI. ``Queue.enqueue(pipeline=...)``
+The webhook queues one job per success inside its one write script. ``Queue.enqueue``
 builds a ``Job`` object, resolves its options and serialises it on every call: about a
-third of a delivery's Python time went there. This writes the same hash, queue entry and
+third of a delivery's Python time went there. This makes the same hash, queue entry and
 queue registration from a template that RQ itself built once, filling in only what
-differs per job (the delivery in the pickled call, the description, the timestamps), so
-an RQ 2.x worker reads exactly what ``Queue.enqueue`` would have written
+differs per job (the delivery in the pickled call, the description, the timestamps); the
+delivery store's script writes them (``_lua.CREATE_CHUNK``), so an RQ 2.x worker reads
+exactly what ``Queue.enqueue`` would have written
 (``tests/integration/webhook_app/test_rq_job.py`` compares the two field by field).
 """
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from redis.client import Pipeline
 from redis.typing import EncodableT, FieldT
 from rq import Queue
 from rq.job import Job, JobStatus
@@ -43,8 +43,11 @@ class JobWriter:
 
         ``describe`` formats the description from the argument (``"forward {}"``);
         ``options`` are ``Queue.enqueue``'s (``result_ttl``, ``failure_ttl``,
-        ``job_timeout``).
+        ``job_timeout``). Not ``ttl``: a job that expires before it runs would leave a
+        delivery waiting for the sweeper, and the script writes no expiry.
         """
+        if "ttl" in options:
+            raise ValueError("JobWriter writes jobs that live until they run: no ttl")
         self.queue = queue
         self.func = func
         self.kwarg = kwarg
@@ -66,26 +69,21 @@ class JobWriter:
             job.timeout = queue._default_timeout
         self.template: dict[FieldT, EncodableT] = job.to_dict()
         self.template["status"] = JobStatus.QUEUED.value
-        # Queue.enqueue's job.cleanup(ttl): a positive ttl expires the job's keys.
-        if job.ttl is not None and job.ttl <= 0:
-            raise ValueError("JobWriter writes jobs that live: give a positive ttl or none")
-        self.ttl = job.ttl
 
-    def mapping(self, value: str) -> dict[FieldT, EncodableT]:
-        """Return the job's hash for ``func(**{kwarg: value})``, stamped now."""
-        fields = dict(self.template)
+    #: The fields that differ per job; the others are the template's (``static_fields``).
+    PER_JOB = ("data", "description", "created_at", "enqueued_at")
+
+    @property
+    def static_fields(self) -> list[str]:
+        """The template's field/value strings that every job of this shape shares."""
+        return [str(x) for k, v in self.template.items() if k not in self.PER_JOB for x in (k, v)]
+
+    def per_job(self, value: str) -> tuple[bytes, str]:
+        """Return the pickled and compressed call and the description for ``value``."""
         call = (self.func, None, (), {self.kwarg: value})
-        fields["data"] = compress(self.queue.serializer.dumps(call))
-        fields["description"] = self.describe.format(value)
-        fields["created_at"] = fields["enqueued_at"] = utcformat(now())
-        return fields
+        return compress(self.queue.serializer.dumps(call)), self.describe.format(value)
 
-    def write(self, pipe: Pipeline, job_id: str, value: str) -> None:
-        """Queue the job ``job_id`` in ``pipe``: register the queue, save the job, push it."""
-        pipe.sadd(self.queue.redis_queues_keys, self.queue.key)
-        pipe.hset(Job.key_for(job_id), mapping=self.mapping(value))
-        if self.ttl:
-            named = Job(job_id, connection=self.queue.connection)  # RQ names its side keys
-            for key in (named.key, named.dependents_key, named.dependencies_key):
-                pipe.expire(key, self.ttl)
-        pipe.rpush(self.queue.key, job_id)
+    @staticmethod
+    def stamp() -> str:
+        """Return ``created_at`` and ``enqueued_at`` for a job queued now, as RQ writes them."""
+        return utcformat(now())

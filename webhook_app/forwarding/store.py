@@ -23,7 +23,7 @@ from fivetran_events.keys import (
     undelivered_key,
 )
 
-from ._lua import CREATE, SET_EXPIRY
+from ._lua import SET_EXPIRY
 from .record import Delivery, text
 from .states import INDEXED, DeliveryState
 
@@ -35,6 +35,7 @@ class DeliveryStore:
         self.client = client
         self.prefix = prefix
         self.retention_s = retention_s
+        self.state_keys = [self.state_key(s) for s in INDEXED]
 
     def key(self, did: str) -> str:
         return delivery_key(self.prefix, did)
@@ -46,63 +47,6 @@ class DeliveryStore:
     def id_of(event: Event, uri: str) -> str:
         assert event.sync_id is not None
         return delivery_id(event.connector_id, event.sync_id, uri)
-
-    def create(
-        self,
-        pipe: Pipeline,
-        event: Event,
-        uri: str,
-        received_ms: int,
-        due_ms: int,
-        job_id: str,
-        *,
-        did: str | None = None,
-    ) -> str:
-        """Queue the writes that create a delivery (kept as is if it already exists).
-
-        ``did``: the delivery's id if the caller has it already (it hashes the URI).
-        """
-        assert event.sync_id is not None
-        did = did or self.id_of(event, uri)
-        base = {
-            "connector_id": event.connector_id,
-            "sync_id": event.sync_id,
-            "uri": uri,
-            "connector_name": event.connector_name or "",
-            "connector_type": event.connector_type or "",
-            "group_id": event.group_id or "",
-            "status": event.status or "",
-            "ended_ms": str(event.created_ms),
-            "received_ms": str(received_ms),
-            "window_ms": str(received_ms),
-            "state": DeliveryState.PENDING.value,
-            "attempts": "0",
-            "updated_ms": str(received_ms),
-        }
-        # The listing and the indexes keep as long as the history does (the hashes expire
-        # by themselves).
-        cutoff = received_ms - self.retention_s * 1000
-        pairs = [x for item in base.items() for x in item]
-        # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error would fail this command alone
-        # while the history write commits; redis-py's script objects also cost a SCRIPT
-        # EXISTS round trip per transaction. Redis caches the compiled script anyway.
-        pipe.eval(
-            CREATE,
-            4 + len(INDEXED),
-            self.key(did),
-            sync_deliveries_key(self.prefix, event.connector_id, event.sync_id),
-            deliveries_key(self.prefix),
-            due_key(self.prefix),
-            *(self.state_key(s) for s in INDEXED),
-            did,
-            self.retention_s,
-            received_ms,
-            due_ms,
-            cutoff,
-            job_id,
-            *pairs,
-        )
-        return did
 
     def index_state(self, pipe: Pipeline, d: Delivery, state: DeliveryState) -> None:
         """Queue the index writes of ``d`` entering ``state`` (in the caller's MULTI).

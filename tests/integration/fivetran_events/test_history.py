@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
 import redis
-from redis.client import Pipeline
+from redis.typing import EncodableT
 
 from fivetran_events import Event, HistoryReader, HistoryWriter, WriteStatus, decode_completion
 from fivetran_events.keys import ConnectorKeys
@@ -17,14 +19,30 @@ from testkit.support import at, ev
 pytestmark = pytest.mark.redis
 
 
-def set_side(pipe: Pipeline, event: Event) -> None:
-    """An on_success hook that writes one more key in the delivery's MULTI."""
-    pipe.set("test:side", "1")
+@dataclass(frozen=True)
+class LuaHook:
+    """An on_success: ``lua`` runs in the record script with the keys and args of ``parts``."""
+
+    lua: str
+    parts: Callable[[Event], tuple[list[str], list[EncodableT]]]
+
+    def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
+        return self.parts(event)
 
 
-def incr_h(pipe: Pipeline, event: Event) -> None:
-    """An on_success hook whose command fails when EXEC runs it (test:h is a hash)."""
-    pipe.incr("test:h")
+#: Writes one more key in the delivery's script.
+set_side = LuaHook(
+    "if #KEYS > k0 then redis.call('SET', KEYS[k0 + 1], '1') end", lambda e: (["test:side"], [])
+)
+#: Queues the sync id, as the webhook queues a job.
+push_job = LuaHook(
+    "if #KEYS > k0 then redis.call('RPUSH', KEYS[k0 + 1], ARGV[a0 + 1]) end",
+    lambda e: (["test:jobs"], [e.sync_id or ""]),
+)
+#: Its command fails when the script runs it (test:h is a hash).
+incr_h = LuaHook(
+    "if #KEYS > k0 then redis.call('INCR', KEYS[k0 + 1]) end", lambda e: (["test:h"], [])
+)
 
 
 def members(client: redis.Redis, key: str) -> list[bytes]:
@@ -126,11 +144,12 @@ class TestAtomicity:
     def test_hook_runs_inside_the_transaction(
         self, writer: HistoryWriter, client: redis.Redis
     ) -> None:
-        """What on_success queues commits with the history write, or neither does."""
+        """What on_success adds is written with the history write, or neither is."""
 
-        def boom(pipe: Pipeline, event: Event) -> None:
-            pipe.set("test:side", "1")
-            raise RuntimeError("crash before EXEC")
+        def crash(event: Event) -> tuple[list[str], list[EncodableT]]:
+            raise RuntimeError("crash before the script is sent")
+
+        boom = LuaHook(set_side.lua, crash)
 
         with pytest.raises(RuntimeError):
             writer.record(ev(sync_id="s1", created=at(3)), on_success=boom)
@@ -151,13 +170,14 @@ class TestAtomicity:
 
 
 class TestOneRoundTrip:
-    """A write is WATCH, the duplicate check, MULTI and EXEC sent in one round trip."""
+    """A write is one script, sent by its SHA in one round trip."""
 
     def test_one_round_trip_per_write(
         self, writer: HistoryWriter, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Each write, recorded or duplicate, start or end, costs one round trip."""
-        writer.client.ping()  # connect first: a new connection sends its own setup
+        # Connect, and let Redis learn the script: a new connection sends its own setup.
+        writer.record(ev(sync_id="warm", created=at(2)), on_success=push_job)
         sends = []
         real = redis.connection.AbstractConnection.send_packed_command
 
@@ -166,7 +186,7 @@ class TestOneRoundTrip:
             return real(self, command, check_health)  # type: ignore[no-untyped-call]
 
         monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
-        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        hook = push_job
         for e in (
             ev("sync_start", sync_id="s1", created=at(3)),
             ev(sync_id="s1", created=at(3, 1)),
@@ -181,20 +201,31 @@ class TestOneRoundTrip:
     def test_duplicate_commits_nothing_of_the_hook(
         self, writer: HistoryWriter, client: redis.Redis
     ) -> None:
-        """The check aborts a duplicate's whole transaction, what on_success queued too."""
+        """A duplicate writes nothing, of what on_success adds neither."""
         e = ev(sync_id="s1", created=at(3))
-        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        hook = push_job
         assert writer.record(e, on_success=hook).status is WriteStatus.RECORDED
         assert writer.record(e, on_success=hook).status is WriteStatus.DUPLICATE
         assert client.lrange("test:jobs", 0, -1) == [b"s1"]
-        assert not client.exists(ConnectorKeys("test:", "assimilate_seem").guard)
+
+    def test_a_script_redis_lost_is_sent_again(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
+        """After SCRIPT FLUSH (or a restart) the next write sends the text: written once."""
+        writer.record(ev(sync_id="s1", created=at(3)), on_success=push_job)
+        client.script_flush()
+        e = ev(sync_id="s2", created=at(4))
+        assert writer.record(e, on_success=push_job).status is WriteStatus.RECORDED
+        assert writer.record(e, on_success=push_job).status is WriteStatus.DUPLICATE
+        assert client.lrange("test:jobs", 0, -1) == [b"s1", b"s2"]
+        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 2
 
     def test_concurrent_redeliveries_record_once(
         self, writer: HistoryWriter, client: redis.Redis
     ) -> None:
         """The same delivery from many threads at once: one recorded, one job."""
         e = ev(sync_id="s1", created=at(3))
-        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        hook = push_job
         with ThreadPoolExecutor(8) as pool:
             results = list(pool.map(lambda _: writer.record(e, on_success=hook).status, range(64)))
         assert results.count(WriteStatus.RECORDED) == 1
@@ -204,9 +235,9 @@ class TestOneRoundTrip:
     def test_concurrent_writes_to_one_connector_all_commit(
         self, writer: HistoryWriter, client: redis.Redis
     ) -> None:
-        """Writes that change the watched set under each other retry until all commit."""
+        """Concurrent writes to one connector all land (Redis runs each script whole)."""
         events = [ev(sync_id=f"s{i}", created=at(3, i % 24)) for i in range(160)]
-        hook = lambda pipe, e: pipe.rpush("test:jobs", e.sync_id)  # noqa: E731
+        hook = push_job
         with ThreadPoolExecutor(8) as pool:
             results = list(pool.map(lambda e: writer.record(e, on_success=hook).status, events))
         assert results == [WriteStatus.RECORDED] * 160
@@ -226,22 +257,24 @@ class TestOneRoundTrip:
         assert not client.exists("test:side")
         assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 0
 
-    def test_refused_command_aborts_the_whole_write(
+    def test_refusing_writes_writes_nothing(
         self, writer: HistoryWriter, client: redis.Redis
     ) -> None:
-        """A command Redis refuses to queue raises, and nothing of the write commits."""
-        with pytest.raises(redis.ResponseError):
-            writer.record(
-                ev(sync_id="s1", created=at(3)),
-                on_success=lambda pipe, e: pipe.execute_command("SET", "test:x"),
-            )
-        assert client.zcard(ConnectorKeys("test:", "assimilate_seem").ok) == 0
+        """Redis refusing writes (here: no replica for min-replicas-to-write) refuses the
+        whole script, and a later write after it recovers records the event."""
+        client.config_set("min-replicas-to-write", 1)
+        try:
+            with pytest.raises(redis.ResponseError, match="NOREPLICAS"):
+                writer.record(ev(sync_id="s1", created=at(3)), on_success=set_side)
+        finally:
+            client.config_set("min-replicas-to-write", 0)
+        assert client.keys("test:*") == []
         assert writer.record(ev(sync_id="s1", created=at(3))).status is WriteStatus.RECORDED
 
     def test_error_inside_the_transaction_is_raised(
         self, writer: HistoryWriter, client: redis.Redis
     ) -> None:
-        """A command that fails when EXEC runs it raises, as Pipeline.execute does."""
+        """A command of on_success's that fails when the script runs it raises."""
         client.hset("test:h", "f", "v")
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
             writer.record(ev(sync_id="s1", created=at(3)), on_success=incr_h)

@@ -15,7 +15,8 @@ import redis
 from click.testing import CliRunner
 from freezegun import freeze_time
 
-from fivetran_events import Settings
+from fivetran_events import Settings, parse_event
+from fivetran_events.history.writer import TRIM_EVERY, trims
 from fivetran_events.keys import (
     deliveries_key,
     delivery_id,
@@ -27,6 +28,7 @@ from fivetran_events.keys import (
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import CID, URI, forwarder, post_event, run_worker, syncs
 from testkit.processes import poll_until
+from testkit.support import deliver, encode, payload
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
 from webhook_app.forwarding import enqueue
@@ -145,10 +147,18 @@ class TestExpiry:
         assert client.zscore(delivery_state_key(p, "pending"), gone_404) == window.window_ms
 
         # The listing's entry of the expired record goes at a creation past the longest
-        # life a record has (the web app's settings: the 72 h default keep time).
+        # life a record has (the web app's settings: the 72 h default keep time), one of
+        # the one in TRIM_EVERY that trims.
         assert client.zscore(deliveries_key(p), done) is not None
         life_s = enqueue.record_ttl_ms(settings) / 1000
         later = datetime.now(timezone.utc) + timedelta(seconds=life_s + 60)
+        trimming = next(
+            body
+            for i in range(1000)
+            if trims(
+                parse_event(encode(body := payload(sync_id=f"s{i}", created=later))), TRIM_EVERY
+            )
+        )
         with freeze_time(later):
-            post_event(http, sync_id="s2", created=later)
+            deliver(http, trimming)
         assert client.zscore(deliveries_key(p), done) is None

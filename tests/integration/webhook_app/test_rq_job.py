@@ -16,20 +16,33 @@ from rq import Queue
 from rq.job import Job, JobStatus
 from rq.utils import utcparse
 
-from fivetran_events import Settings
+from fivetran_events import HistoryWriter, Settings
+from fivetran_events.timeutil import to_ms
 from fivetran_events.urimap import UriMap
+from testkit.support import at, ev
 from webhook_app.forwarding.enqueue import FORWARD_JOB, Enqueuer
+from webhook_app.forwarding.record import forward_job_id
 from webhook_app.forwarding.rq_job import JobWriter
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
-DID = "conn_a:sync-1:0123456789abcdef0123"
+#: A queue name a Lua literal must escape: quotes, a backslash, brackets, non-ASCII.
+QUEUE = "q'\\\"]]\u00e9\n"
 #: Fields stamped with the time of the write, by RQ and by us alike.
 STAMPS = ("created_at", "enqueued_at")
 
 
 def _enqueuer(settings: Settings, client: redis.Redis) -> Enqueuer:
     return Enqueuer(settings, client, Queue(settings.queue_name, connection=client), UriMap())
+
+
+def _record(settings: Settings, client: redis.Redis, enq: Enqueuer, sync_id: str) -> str:
+    """Record a successful sync_end with ``enq`` adding its delivery; return the job id."""
+    event = ev(sync_id=sync_id, created=at(3))
+    writer = HistoryWriter(client, settings.key_prefix, settings.retention_ms)
+    writer.record(event, on_success=enq, now=to_ms(at(4)))
+    (uri,) = enq.uri_map.uris(event.connector_id, event.connector_name, None, None)
+    return forward_job_id(enq.store.id_of(event, uri))
 
 
 class TestJobFormat:
@@ -39,12 +52,11 @@ class TestJobFormat:
         """Field for field, the same hash as RQ's enqueue of the same call: the pickled
         call, description, origin, timeouts, TTLs and status; only the stamps differ."""
         enq = _enqueuer(settings, client)
-        with client.pipeline(transaction=True) as pipe:
-            enq.enqueue_job(DID, pipe, "fwd-by-rq")
-            enq.jobs.write(pipe, "fwd-by-us", DID)
-            pipe.execute()
+        by_us_id = _record(settings, client, enq, "sync-1")
+        did = Job.fetch(by_us_id, connection=client).kwargs["delivery"]
+        enq.enqueue_job(did, None, "fwd-by-rq")
         by_rq: dict[bytes, bytes] = client.hgetall(Job.key_for("fwd-by-rq"))  # type: ignore[assignment]
-        by_us: dict[bytes, bytes] = client.hgetall(Job.key_for("fwd-by-us"))  # type: ignore[assignment]
+        by_us: dict[bytes, bytes] = client.hgetall(Job.key_for(by_us_id))  # type: ignore[assignment]
         assert by_rq and set(by_us) == set(by_rq)
         for stamp in STAMPS:
             utcparse(by_us.pop(stamp.encode()).decode())
@@ -52,7 +64,7 @@ class TestJobFormat:
         # The same call, compressed with a smaller zlib window (rq_job.compress).
         data = zlib.decompress(by_us.pop(b"data"))
         assert data == zlib.decompress(by_rq.pop(b"data"))
-        assert pickle.loads(data) == (FORWARD_JOB, None, (), {"delivery": DID})
+        assert pickle.loads(data) == (FORWARD_JOB, None, (), {"delivery": did})
         assert by_us == by_rq
 
     def test_rq_reads_it_back_queued_in_order(
@@ -60,28 +72,28 @@ class TestJobFormat:
     ) -> None:
         """RQ's Queue lists the jobs in the order written and Job.fetch rebuilds the call."""
         enq = _enqueuer(settings, client)
-        with client.pipeline(transaction=True) as pipe:
-            enq.jobs.write(pipe, "fwd-1", DID)
-            enq.jobs.write(pipe, "fwd-2", DID + "x")
-            pipe.execute()
+        first, second = (_record(settings, client, enq, s) for s in ("sync-1", "sync-2"))
         queue = Queue(settings.queue_name, connection=client)
-        assert queue.job_ids == ["fwd-1", "fwd-2"]
+        assert queue.job_ids == [first, second]
         assert [q.name for q in Queue.all(connection=client)] == [settings.queue_name]
-        job = Job.fetch("fwd-2", connection=client)
-        assert job.func_name == FORWARD_JOB and job.kwargs == {"delivery": DID + "x"}
+        job = Job.fetch(second, connection=client)
+        did = job.kwargs["delivery"]
+        assert job.func_name == FORWARD_JOB and did.split(":")[1] == "sync-2"
         assert job.get_status() is JobStatus.QUEUED and job.origin == settings.queue_name
-        assert job.description == f"forward {DID}x" and job.timeout == enq.lease_ms // 1000
+        assert job.description == f"forward {did}" and job.timeout == enq.lease_ms // 1000
 
-    def test_a_ttl_expires_the_job_as_rq_does(self, client: redis.Redis) -> None:
-        """With a ttl (Queue.enqueue's ``ttl=``) the job's key expires as RQ's would."""
+    def test_unusual_values_reach_the_job_unchanged(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        """The unchanging fields are written into the script's text: a queue name with
+        quotes, backslashes and non-ASCII comes back byte for byte."""
+        settings = settings.model_copy(update={"queue_name": QUEUE})
+        enq = _enqueuer(settings, client)
+        job_id = _record(settings, client, enq, "sync-1")
+        assert Job.fetch(job_id, connection=client).origin == QUEUE
+
+    def test_a_ttl_is_refused(self, client: redis.Redis) -> None:
+        """A job that could expire before it runs would strand its delivery: no ttl."""
         queue = Queue("ttl-queue", connection=client)
-        writer = JobWriter(queue, FORWARD_JOB, "delivery", describe="forward {}", ttl=600)
-        with client.pipeline(transaction=True) as pipe:
-            queue.enqueue(
-                FORWARD_JOB, kwargs={"delivery": DID}, job_id="by-rq", ttl=600, pipeline=pipe
-            )
-            writer.write(pipe, "by-us", DID)
-            pipe.execute()
-        assert 590 <= client.ttl(Job.key_for("by-us")) <= 600
-        assert abs(client.ttl(Job.key_for("by-us")) - client.ttl(Job.key_for("by-rq"))) <= 1
-        assert queue.job_ids == ["by-rq", "by-us"]
+        with pytest.raises(ValueError, match="no ttl"):
+            JobWriter(queue, FORWARD_JOB, "delivery", describe="forward {}", ttl=600)
