@@ -24,6 +24,7 @@ from ..keys import ConnectorKeys, connectors_key, last_test_event_key
 from ..model import Event, EventKind, check_not_future
 from ..timeutil import iso, now_ms
 from .codec import completion_parts
+from .command import call
 
 #: One write in this many also trims the connector's sets to the retention window.
 #: Trimming is maintenance, not correctness (older events are refused on arrival), and
@@ -77,17 +78,15 @@ class RecordScript:
         # Redis names a script by the SHA-1 of its text (a name, not a security measure).
         self.sha = hashlib.sha1(self.text.encode(), usedforsecurity=False).hexdigest()
 
-    def run(self, client: Any, numkeys: int, *keys_and_args: EncodableT) -> Any:
+    def run(self, client: redis.Redis, numkeys: int, *keys_and_args: EncodableT) -> Any:
         """EVALSHA, and EVAL once if Redis does not have it (after a restart or a flush).
 
         A NOSCRIPT answer means nothing ran, so sending the text then is the same write.
-        ``client`` is a Redis client or a pipeline (whose execute() raises NoScriptError
-        for the caller to resend in full, as ``bulk.load`` does).
         """
         try:
-            return client.execute_command("EVALSHA", self.sha, numkeys, *keys_and_args)
+            return call(client, "EVALSHA", self.sha, numkeys, *keys_and_args)
         except NoScriptError:
-            return client.execute_command("EVAL", self.text, numkeys, *keys_and_args)
+            return call(client, "EVAL", self.text, numkeys, *keys_and_args)
 
 
 class HistoryWriter:
