@@ -37,7 +37,6 @@ WRITE = f"""
 local t = tonumber(ARGV[2])
 local sid, p, suffix = ARGV[4], ARGV[5], ARGV[6]
 local plen = #p
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 
 local function b36(n)
   local s = ''
@@ -144,9 +143,9 @@ end
 """
 
 # The whole write: the duplicate check, the history write, the change notification, then
-# the caller's chunk for a successful sync. A redelivery (its dedup id is in ``seen``)
-# returns 0 before writing anything; a key of the wrong type fails the first call, also
-# before anything is written. The "#!lua" line lets Redis refuse the whole script up
+# the caller's chunk for a successful sync. The first call adds the dedup id to ``seen``
+# unless it is there: a redelivery returns 0 having written nothing; a key of the wrong
+# type fails that first call, also before anything is written. The "#!lua" line lets Redis refuse the whole script up
 # front when it refuses writes (OOM, a replica, a failed save), so that, too, writes
 # nothing. The caller's chunk finds its keys after the history's nine and its arguments
 # after the history's thirteen: KEYS[k0 + 1], ARGV[a0 + 1], ...
@@ -155,7 +154,7 @@ end
 # ARGV: the history write's eleven (above), channel ('' publishes nothing), message,
 # then the chunk's. Returns 1 when recorded, 0 for a duplicate.
 _RECORD = """#!lua
-if redis.call('ZSCORE', KEYS[1], ARGV[3]) then return 0 end
+if redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[3]) == 0 then return 0 end
 {write}
 if ARGV[12] ~= '' then redis.call('PUBLISH', ARGV[12], ARGV[13]) end
 do
