@@ -145,10 +145,11 @@ end
 # The whole write: the duplicate check, the history write, the change notification, then
 # the caller's chunk for a successful sync. The first call adds the dedup id to ``seen``
 # unless it is there: a redelivery returns 0 having written nothing; a key of the wrong
-# type fails that first call, also before anything is written. The "#!lua" line lets Redis refuse the whole script up
-# front when it refuses writes (OOM, a replica, a failed save), so that, too, writes
-# nothing. The caller's chunk finds its keys after the history's nine and its arguments
-# after the history's thirteen: KEYS[k0 + 1], ARGV[a0 + 1], ...
+# type fails that first call, also before anything is written. The "#!lua" line lets
+# Redis refuse the whole script up front when it refuses writes (OOM, a replica, a
+# failed save), so that, too, writes nothing. The caller's chunk finds its keys after
+# the history's nine and its arguments after the history's thirteen: KEYS[k0 + 1],
+# ARGV[a0 + 1], ...
 #
 # KEYS: seen starts running ok fail other okstart resyncs connectors, then the chunk's.
 # ARGV: the history write's eleven (above), channel ('' publishes nothing), message,
