@@ -145,16 +145,16 @@ end
 # The whole write: the duplicate check, the history write, the change notification, then
 # the caller's chunk for a successful sync. The first call adds the dedup id to ``seen``
 # unless it is there: a redelivery returns 0 having written nothing; a key of the wrong
-# type fails that first call, also before anything is written. The "#!lua" line lets
-# Redis refuse the whole script up front when it refuses writes (OOM, a replica, a
-# failed save), so that, too, writes nothing. The caller's chunk finds its keys after
-# the history's nine and its arguments after the history's thirteen: KEYS[k0 + 1],
-# ARGV[a0 + 1], ...
+# type fails that first call, also before anything is written, and so does a Redis that
+# refuses writes (OOM, a replica, a failed save, too few replicas): it refuses a script's
+# first write (no "#!lua" flags line, so that Redis 6.2 runs the script too). The
+# caller's chunk finds its keys after the history's nine and its arguments after the
+# history's thirteen: KEYS[k0 + 1], ARGV[a0 + 1], ...
 #
 # KEYS: seen starts running ok fail other okstart resyncs connectors, then the chunk's.
 # ARGV: the history write's eleven (above), channel ('' publishes nothing), message,
 # then the chunk's. Returns 1 when recorded, 0 for a duplicate.
-_RECORD = """#!lua
+_RECORD = """
 if redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[3]) == 0 then return 0 end
 {write}
 if ARGV[12] ~= '' then redis.call('PUBLISH', ARGV[12], ARGV[13]) end
