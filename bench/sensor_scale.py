@@ -328,6 +328,9 @@ def backfill_cost(work: Path, runs: int) -> None:
             raise SystemExit(f"backfill refused: {resp.status_code} {resp.text[:300]}")
 
         def finished() -> list[tuple[Any, ...]]:
+            # A component that died (the scheduler can, on a dag_run StaleDataError under
+            # SQLite) ends the benchmark at once with its log, not at the timeout.
+            airflow._check_alive("the backfill ran")
             rows = airflow.query(
                 "select state from dag_run where dag_id='bench_backfill_cost' "
                 "and state in ('success', 'failed')"
