@@ -56,7 +56,7 @@ from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.redis_url import check_url, client_from_url, is_sentinel, parse_sentinel_url
 from fivetran_events.settings import history_defaults
 
-from .compat import BaseHook, Connection, aget_connection
+from .compat import AIRFLOW_V_3, BaseHook, Connection, aget_connection
 from .connection_form import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
 from .connector_names import resolve_connector_name
 from .exceptions import FivetranHistoryUnavailable
@@ -76,9 +76,13 @@ UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.Tim
 #: connection: RESP2 (no HELLO, and no CLIENT MAINT_NOTIFICATIONS that redis-py 8 sends
 #: over RESP3 and Redis before 8 refuses) and no CLIENT SETINFO (two round trips for a
 #: library name in CLIENT LIST; redis-py 7.1 took ``driver_info`` over ``lib_name``).
-#: The reads' replies are the same in RESP2, redis-py 5's default.
+#: The reads' replies are the same in RESP2, redis-py 5's default. No health check
+#: either: it PINGs before the first command of every connection; a connection that
+#: died while idle between two pokes fails its read, which redis-py's retry and
+#: ``read_retrying`` send again on a new connection.
 TASK_CLIENT_KWARGS: dict[str, Any] = {
     "protocol": 2,
+    "health_check_interval": 0,
     **(
         {"driver_info": None}
         if "driver_info" in inspect.signature(redis.Redis.__init__).parameters
@@ -174,10 +178,24 @@ def config_from_connection(conn: Connection) -> HistoryConfig:
 
 def _extras(conn: Connection) -> dict[str, Any]:
     """Return the extras, ``extra__fivetran_events__x`` read as ``x`` (a plain ``x`` wins)."""
-    extra = getattr(conn, "extra_dejson", None)
-    if extra is None:
-        raw = getattr(conn, "extra", None)
-        extra = json.loads(raw) if raw else {}
+    raw = getattr(conn, "extra", None)
+    extra: Any
+    if AIRFLOW_V_3 and isinstance(raw, str):
+        # Airflow 3's lookup has masked these extras already (the text, and the parsed
+        # object when a secrets backend gave it); every read of ``extra_dejson`` asks the
+        # task's supervisor process to mask them again, a blocking round trip.
+        try:
+            extra = json.loads(raw) if raw else {}
+        except ValueError:
+            extra = conn.extra_dejson  # logs Airflow's error and gives {}, as before
+    else:
+        extra = getattr(conn, "extra_dejson", None)
+        if extra is None:
+            extra = json.loads(raw) if raw else {}
+    if not isinstance(extra, dict):
+        raise ValueError(
+            f"connection {conn.conn_id}: extra must be a JSON object, not {type(extra).__name__}"
+        )
     form_prefix = f"extra__{CONN_TYPE}__"
     out = {k[len(form_prefix) :]: v for k, v in extra.items() if k.startswith(form_prefix)}
     out.update({k: v for k, v in extra.items() if not k.startswith(form_prefix)})
@@ -208,7 +226,7 @@ class FivetranEventsRedisHook(BaseHook):
     @cached_property
     def _client(self) -> redis.Redis:
         return client_from_url(
-            self.config.url, **self.config.to_redis_kwargs(), **TASK_CLIENT_KWARGS
+            self.config.url, **{**self.config.to_redis_kwargs(), **TASK_CLIENT_KWARGS}
         )
 
     def reader(self) -> HistoryReader:

@@ -207,8 +207,17 @@ def history_defaults() -> HistoryDefaults:
     ``FIVETRAN_EVENTS_*`` variables, so a changed environment is read again. Secret
     files are read once per process.
     """
-    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX)))
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)))
+    if not env:
+        # Nothing to read (the usual Airflow worker, whose connection names the prefix):
+        # the defaults as they are, without building a settings model (a millisecond or
+        # two of a sensor task's fresh process).
+        return _HISTORY_DEFAULTS
     return _history_defaults_for(env)
+
+
+#: What ``HistoryDefaults`` reads from an environment without ``FIVETRAN_EVENTS_*``.
+_HISTORY_DEFAULTS = HistoryDefaults.model_construct()
 
 
 @functools.lru_cache(maxsize=4)

@@ -66,6 +66,25 @@ class TestSettingsOncePerProcess:
         assert (cfg.key_prefix, cfg.max_sync_duration_ms) == ("x:", 2 * 3600 * 1000)
         assert settings_built == []
 
+    def test_no_variables_no_settings_model(
+        self, dagtest_airflow: Path, settings_built: list[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without FIVETRAN_EVENTS_* variables the defaults come without building a model."""
+        import os
+
+        from airflow_plugin.hooks import config_from_connection
+        from fivetran_events.keys import DEFAULT_PREFIX
+
+        for name in [k for k in os.environ if k.upper().startswith("FIVETRAN_EVENTS_")]:
+            monkeypatch.delenv(name)
+        cfg = config_from_connection(connection("redis://127.0.0.1/0"))
+        assert (cfg.key_prefix, cfg.max_sync_duration_ms) == (DEFAULT_PREFIX, 24 * 3600 * 1000)
+        assert settings_built == []
+        # A variable in any case is read, and checked, as pydantic-settings reads it.
+        monkeypatch.setenv("fivetran_events_key_prefix", "lower:")
+        assert config_from_connection(connection("redis://127.0.0.1/0")).key_prefix == "lower:"
+        assert settings_built == ["HistoryDefaults"]
+
     def test_webhook_only_setting_does_not_fail_the_hook(
         self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -90,14 +109,45 @@ class TestSettingsOncePerProcess:
                 config_from_connection(connection("redis://127.0.0.1/0"))
 
 
+class TestExtrasReadOnce:
+    def test_extras_are_not_masked_again(
+        self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Reading the extras sends no mask request: Airflow's lookup masked them already.
+
+        In a task process every ``mask_secret`` is a blocking request to the supervisor.
+        """
+        import airflow.sdk.log
+
+        from airflow_plugin.hooks import config_from_connection
+
+        masked: list[object] = []
+        monkeypatch.setattr(airflow.sdk.log, "mask_secret", lambda s, n=None: masked.append(s))
+        cfg = config_from_connection(
+            connection("redis://127.0.0.1/0?key_prefix=m%3A&max_sync_duration_hours=3")
+        )
+        assert (cfg.key_prefix, cfg.max_sync_duration_ms) == ("m:", 3 * 3600 * 1000)
+        assert masked == []
+
+    def test_extras_that_are_not_an_object(self, dagtest_airflow: Path) -> None:
+        """Unparsable extras read as none (as extra_dejson reads them); a JSON list is refused."""
+        from airflow_plugin.compat import Connection
+        from airflow_plugin.hooks import config_from_connection
+        from fivetran_events.keys import DEFAULT_PREFIX
+
+        def conn(extra: str) -> Connection:
+            return Connection(conn_id="x", conn_type="redis", host="127.0.0.1", extra=extra)
+
+        assert config_from_connection(conn("{not json")).key_prefix == DEFAULT_PREFIX
+        with pytest.raises(ValueError, match="connection x: extra must be a JSON object, not list"):
+            config_from_connection(conn("[1, 2]"))
+
+
 class TestOneConnectionOneRead:
     def test_fresh_client_reads_without_handshake(
         self, dagtest_airflow: Path, client: redis.Redis
     ) -> None:
-        """A task's fresh connection sends its read, not HELLO, CLIENT SETINFO or refused commands.
-
-        Left: redis-py's health-check PING on a connection's first command.
-        """
+        """A task's fresh connection sends its read alone: no HELLO, CLIENT SETINFO or PING."""
         from airflow_plugin.hooks import FivetranEventsRedisHook
         from fivetran_events import Outcome
 
@@ -106,8 +156,8 @@ class TestOneConnectionOneRead:
         decision = hook.reader().decide("c1", 1_790_000_000_000)
         assert decision.outcome is Outcome.WAIT
         commands = {name.removeprefix("cmdstat_") for name in client.info("commandstats")}
-        # The read's one pipeline, after the health check; Redis 7.2+ answers CLIENT SETINFO,
+        # The read's one pipeline, no health-check PING; Redis 7.2+ answers CLIENT SETINFO,
         # older ones refuse it and other CLIENT subcommands (an error, still a round trip).
-        assert commands - {"config|resetstat"} == {"ping", "zrangebyscore", "zrevrangebyscore"}
+        assert commands - {"config|resetstat"} == {"zrangebyscore", "zrevrangebyscore"}
         assert client.info("errorstats") == {}
         assert hook.get_conn() is hook.reader().client
