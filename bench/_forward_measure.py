@@ -77,6 +77,28 @@ def send(url: str, sync_id: str, connector: str, session: requests.Session) -> f
     return time.time()
 
 
+def all_events(airflow: AirflowServer, uri: str) -> list[dict[str, Any]]:
+    """Every event of the asset, page by page (Airflow caps a page at 100 by default)."""
+    asset = airflow.asset_id(uri)
+    events: list[dict[str, Any]] = []
+    while asset is not None:
+        resp = airflow.get(
+            "/api/v2/assets/events",
+            params={
+                "asset_id": asset,
+                "limit": 100,
+                "offset": len(events),
+                "order_by": "timestamp",
+            },
+        )
+        resp.raise_for_status()
+        page = resp.json()
+        events += page["asset_events"]
+        if not page["asset_events"] or len(events) >= page["total_entries"]:
+            break
+    return events
+
+
 def asset_events(
     airflow: AirflowServer,
     uri: str,
@@ -86,7 +108,7 @@ def asset_events(
     """Wait for each sync's asset event; return them by sync id."""
 
     def events() -> dict[str, dict[str, Any]]:
-        found = {str(sync_extra(e["extra"]).get("sync_id")): e for e in airflow.asset_events(uri)}
+        found = {str(sync_extra(e["extra"]).get("sync_id")): e for e in all_events(airflow, uri)}
         return found if all(s in found for s in acks) else {}
 
     return wait_until(f"every asset event of {uri}", events, 120, 0.5)
@@ -114,17 +136,10 @@ def event_and_run(
     created = {s: datetime.fromisoformat(by_sync[s]["timestamp"]).timestamp() for s in acks}
 
     def runs() -> dict[str, float]:
+        by_id = {e["id"]: e for e in all_events(airflow, uri)}
         starts: dict[str, float] = {}
         for s in acks:
-            refs = airflow.get(
-                "/api/v2/assets/events",
-                params={
-                    "asset_id": by_sync[s]["asset_id"],
-                    "limit": 100,
-                    "order_by": "-timestamp",
-                },
-            ).json()["asset_events"]
-            ev = next(e for e in refs if e["id"] == by_sync[s]["id"])
+            ev = by_id[by_sync[s]["id"]]
             dagrun = next(iter(ev.get("created_dagruns") or []), None)
             if dagrun is None:
                 return {}
