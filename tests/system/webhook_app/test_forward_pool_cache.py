@@ -33,9 +33,9 @@ CID = "e2e_conn"
 def known_asset(airflow3: AirflowServer) -> int:
     """Wait until Airflow lists the connector's asset; return its id.
 
-    Only the api-server matters here, so this does not use ``wait_for_asset``, whose
-    check that every component is alive fails on one that an earlier test's outage
-    left dead (seen once after ``test_forward_faults``' api-server outage).
+    Only the api-server matters here, so this does not use ``wait_for_asset``, which
+    also fails when any other component has exited (it did once in a session, right
+    after ``test_forward_faults``; which component and why was not found).
     """
     return poll_until(lambda: airflow3.asset_id(uri(CID)), f"asset {uri(CID)}", 120)
 
