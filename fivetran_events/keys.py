@@ -118,14 +118,25 @@ def changes_pattern(prefix: str) -> str:
 #     {p}fwd:st:{state}      ZSET  the deliveries in one state (pending, retrying, undelivered,
 #                                  failed; delivered ones are not indexed), score: receipt ms,
 #                                  so counting a state is one ZCARD (the scrape-time gauges)
+#     {p}fwd:asset:{u}       STRING  Airflow's id of the asset with URI hash {u}, found by one
+#                                  worker and shared with the others until it expires
+
+
+def uri_digest(uri: str) -> str:
+    """A short fixed-length name of a dataset URI (URIs are long and may hold colons)."""
+    import hashlib
+
+    return hashlib.blake2b(uri.encode(), digest_size=10).hexdigest()
 
 
 def delivery_id(connector_id: str, sync_id: str, uri: str) -> str:
     """Name the delivery of one sync to one URI (exactly once per pair)."""
-    import hashlib
+    return f"{connector_id}:{sync_id}:{uri_digest(uri)}"
 
-    digest = hashlib.blake2b(uri.encode(), digest_size=10).hexdigest()
-    return f"{connector_id}:{sync_id}:{digest}"
+
+def asset_id_key(prefix: str, uri: str) -> str:
+    """The string caching Airflow's asset id for ``uri``, shared by a pool's workers."""
+    return f"{prefix}fwd:asset:{uri_digest(uri)}"
 
 
 def delivery_key(prefix: str, delivery: str) -> str:

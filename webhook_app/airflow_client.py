@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import requests
@@ -43,6 +43,20 @@ ASSET_CACHE_SECONDS = 300.0
 LOOKUP_PAGE = 100
 #: Answers that say the request was not handled at all (nothing can have been created).
 NOT_HANDLED = frozenset({429, 503})
+
+
+class SharedAssetIds(Protocol):
+    """Asset ids shared by several clients (a worker pool's processes), each with a life.
+
+    One lookup then serves every process: a pool of N asks Airflow once per URI and
+    cache period, not N times, and a process's first delivery finds the id in Redis.
+    """
+
+    def get(self, uri: str) -> int | None: ...
+
+    def put(self, uri: str, asset_id: int, ttl_s: float) -> None: ...
+
+    def drop(self, uri: str) -> None: ...
 
 
 def read_credentials(settings: Settings) -> tuple[str, str]:
@@ -89,6 +103,7 @@ class AirflowClient:
         verify: bool | str = True,
         session: requests.Session | None = None,
         asset_cache_seconds: float = ASSET_CACHE_SECONDS,
+        shared_assets: SharedAssetIds | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.username = username
@@ -101,6 +116,8 @@ class AirflowClient:
         self._token: str | None = None
         self._token_expires = 0.0
         self._assets: dict[str, tuple[int, float]] = {}
+        #: Where other processes' lookups are found first (None: this process's alone).
+        self.shared_assets = shared_assets
         #: How many tokens this client fetched (tests and metrics read it).
         self.tokens_fetched = 0
 
@@ -196,6 +213,16 @@ class AirflowClient:
                 )
         return self._version
 
+    def warm_up(self) -> None:
+        """Learn the API version and fetch a token before the first delivery needs them.
+
+        Each process of a worker pool holds a client of its own: left cold, each one's
+        first attempt pays the version check and the token (seconds on a busy Airflow)
+        inside a delivery's ack -> event time.
+        """
+        if self.version() != "2":
+            self._auth_header()
+
     # --- assets --------------------------------------------------------------------------
 
     def asset_id(self, uri: str, refresh: bool = False) -> int:
@@ -203,14 +230,26 @@ class AirflowClient:
         cached = self._assets.get(uri)
         if cached and not refresh and time.monotonic() < cached[1]:
             return cached[0]
+        shared = self.shared_assets
+        if shared is not None and not refresh:
+            known = shared.get(uri)
+            if known is not None:
+                # Kept here a full period again: an id is at most two periods old, and a
+                # 404 on the POST looks it up again at once.
+                self._assets[uri] = (known, time.monotonic() + self.asset_cache_seconds)
+                return known
         found = self._lookup_asset(uri)
         if found is None:
             self._assets.pop(uri, None)
+            if shared is not None:
+                shared.drop(uri)
             raise AssetNotFound(
                 f"Airflow has no dataset with URI '{uri}': no DAG schedules "
                 "on it or produces it yet"
             )
         self._assets[uri] = (found, time.monotonic() + self.asset_cache_seconds)
+        if shared is not None:
+            shared.put(uri, found, self.asset_cache_seconds)
         return found
 
     def _lookup_asset(self, uri: str) -> int | None:

@@ -139,6 +139,7 @@ def worker(
 
         start_http_server(metrics_port, addr="127.0.0.1")
     stop = threading.Event()
+    forwarder.warm_up()  # token and version now, not in the first delivery's time
     forwarder.sweep()  # what came due while no worker ran
     sweeper = threading.Thread(
         target=sweep_forever, args=(forwarder, sweep_interval, stop), name="sweeper", daemon=True

@@ -189,12 +189,17 @@ def _attempt_locked(fw: WorkerParts, did: str) -> AttemptResult:
             if found is not None:
                 return _delivered(fw, d, found, recovered=True)
             resolved = True  # looked after it settled: it never landed
+        t0 = time.perf_counter()
         airflow.prepare(d.uri)  # token and asset id first: the mark is the POST's
+        t1 = time.perf_counter()
         # The mark is durable before the POST: whoever finds it looks before posting.
         _set_mark(fw, key, inflight=fw.clock())
         posting = True
+        t2 = time.perf_counter()
         event = airflow.post_event(d.uri, extra)
-        return _delivered(fw, d, event, recovered=False)
+        # Where a slow delivery's time went, in its log line: lookups, our mark, the POST.
+        took = f"prepare {_ms(t1 - t0)}, mark {_ms(t2 - t1)}, POST {_ms(time.perf_counter() - t2)}"
+        return _delivered(fw, d, event, recovered=False, took=took)
     except AssetNotFound as exc:  # no such asset: no event of it can exist either
         return _give_up(fw, d, DeliveryState.UNDELIVERED, str(exc), clear_mark=True)
     except AirflowRejected as exc:
@@ -270,7 +275,13 @@ def final_ttl_ms(fw: WorkerParts, state: DeliveryState, d: Delivery, now: int) -
     return max(d.window_ms + fw.record_ttl_ms - now, fw.keep_ms)
 
 
-def _delivered(fw: WorkerParts, d: Delivery, event: AirflowEvent, recovered: bool) -> AttemptResult:
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def _delivered(
+    fw: WorkerParts, d: Delivery, event: AirflowEvent, recovered: bool, took: str = ""
+) -> AttemptResult:
     _finish(
         fw,
         d,
@@ -288,7 +299,13 @@ def _delivered(fw: WorkerParts, d: Delivery, event: AirflowEvent, recovered: boo
         metrics.FORWARD_LATENCY.observe(max(0.0, event.timestamp.timestamp() - received / 1000))
     outcome = AttemptOutcome.RECOVERED if recovered else AttemptOutcome.DELIVERED
     metrics.FORWARD_OUTCOMES.labels(outcome=outcome.value).inc()
-    log.info("delivery %s: %s as Airflow event %s", d.id, outcome.value, event.id)
+    log.info(
+        "delivery %s: %s as Airflow event %s%s",
+        d.id,
+        outcome.value,
+        event.id,
+        f" ({took})" if took else "",
+    )
     return AttemptResult(d.id, outcome, event_id=event.id)
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
+from ..airflow_client import AirflowError
 from . import attempt as _attempt
 from . import replay as _replay
+from .asset_ids import RedisAssetIds
 from .attempt import AttemptResult
 from .parts import WorkerParts
 from .record import Delivery
@@ -15,9 +18,32 @@ from .sweep import SWEEP_BATCH, sweep
 
 __all__ = ["AttemptResult", "DeliveryState", "Forwarder"]
 
+log = logging.getLogger(__name__)
+
 
 class Forwarder(WorkerParts):
     """Make forwarding attempts, schedule retries, sweep due deliveries, replay."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.airflow is not None and self.airflow.shared_assets is None:
+            # The pool's processes find each other's asset ids (asset_ids.py).
+            self.airflow.shared_assets = RedisAssetIds(self.redis, self.settings.key_prefix)
+
+    def warm_up(self) -> bool:
+        """Fetch Airflow's version and a token now, so the first delivery does not wait.
+
+        Called as a worker starts; a failure is only logged (the first attempt tries
+        again and retries as usual). Return whether it succeeded.
+        """
+        if self.airflow is None:
+            return False
+        try:
+            self.airflow.warm_up()
+        except AirflowError as exc:
+            log.warning("could not reach Airflow yet (the first attempt will try again): %s", exc)
+            return False
+        return True
 
     def attempt(self, did: str) -> AttemptResult:
         """Make one attempt at delivery ``did`` (attempt.py)."""
