@@ -1,8 +1,8 @@
 """Delivery records: one Redis hash per (successful sync, dataset URI), and their indexes.
 
-This module knows how a delivery is stored, created inside the webhook's transaction,
-moved between states (its record and the per-state index in one MULTI) and read back; it
-never talks to Airflow.
+This module knows how a delivery is stored (created by the history's write script,
+``_lua.CREATE_CHUNK``), moved between states (its record and the per-state index in one
+MULTI) and read back; it never talks to Airflow.
 """
 
 from __future__ import annotations
