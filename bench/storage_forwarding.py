@@ -152,7 +152,7 @@ def run_sample(
     ``wait_rq``: also wait out RQ's result TTL (5 min) before INFO used_memory is read;
     otherwise the bytes of keys whose measured TTL ends within a week are subtracted.
     ``last``: one more sync (start and end) written after the wait; its creation trims
-    the listing's indexes, as the next delivery does in a running deployment.
+    the listing's indexes, as one creation in TRIM_EVERY does in a running deployment.
     """
     started = time.perf_counter()
     for name in ("rq", "werkzeug"):  # a line per job and per request otherwise
@@ -179,6 +179,7 @@ def run_sample(
         states[d.state.value] += 1
     # Past the delivered records' keep time and the indexes' age limit (record_ttl_ms).
     time.sleep(fw.record_ttl_ms / 1000 + 1)
+    st.enqueuer.trim_every = 1  # this one is the creation that trims
     for e in last:
         st.writer.record(e, on_success=st.on_success)
     ForwardingWorker(fw).work(burst=True, with_scheduler=False, logging_level="WARNING")

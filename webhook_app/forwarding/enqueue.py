@@ -75,7 +75,9 @@ class Enqueuer:
         uri_map: UriMap,
         *,
         clock: Callable[[], int] = now_ms,
+        trim_every: int = TRIM_EVERY,
     ) -> None:
+        """``trim_every``: one sync in this many trims the listing and the state indexes."""
         self.settings = settings
         self.redis = client
         self.queue = queue
@@ -83,6 +85,7 @@ class Enqueuer:
         self.store = DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
         self.clock = clock
         self.lease_ms = lease_ms(settings)
+        self.trim_every = trim_every
         # New deliveries' jobs, written as Queue.enqueue writes them at a fraction of the
         # cost (rq_job.py); the worker side's few re-queues go through enqueue_job.
         self.jobs = JobWriter(queue, FORWARD_JOB, "delivery", **self._job_options())
@@ -129,7 +132,7 @@ class Enqueuer:
             now,
             now + self.lease_ms,
             # The listing keeps as long as the records; trimmed as often as the history.
-            now - self.store.retention_s * 1000 if trims(event, TRIM_EVERY) else "",
+            now - self.store.retention_s * 1000 if trims(event, self.trim_every) else "",
             self.jobs.stamp(),
             event.connector_id,
             event.sync_id,
