@@ -140,3 +140,12 @@ def days(n: float) -> timedelta:
 def recorded_ends(client: Any, keys: ConnectorKeys) -> int:
     """Count the sync_ends recorded in a connector's history (its three completion sets)."""
     return sum(int(client.zcard(k)) for k in (keys.ok, keys.fail, keys.other))
+
+
+def lose_change_messages(monkeypatch: Any) -> None:
+    """Make this process's history writes publish nothing, as if each message were lost.
+
+    The write script publishes on the channel it is given and on none when that is
+    empty; the writer takes the channel from ``ConnectorKeys.channel``.
+    """
+    monkeypatch.setattr(ConnectorKeys, "channel", property(lambda self: ""))

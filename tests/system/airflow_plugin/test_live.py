@@ -23,7 +23,15 @@ from fivetran_events import Settings
 from fivetran_events.timeutil import iso
 from testkit.airflow_harness import AirflowServer
 from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
-from testkit.support import SECRET, TOKEN, at, deliver, pattern_listeners, payload
+from testkit.support import (
+    SECRET,
+    TOKEN,
+    at,
+    deliver,
+    lose_change_messages,
+    pattern_listeners,
+    payload,
+)
 
 from .dagtest import sync
 
@@ -299,7 +307,7 @@ class TestDeferredOnRealTriggerer:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """With the publish lost, the trigger's periodic re-check finds the sync."""
-        monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
+        lose_change_messages(monkeypatch)
         deferred_and_listening(live, client, "live_lost", "lost1")
         deliver(http, payload("sync_end", "live_lost", sync_id="s-lost"))
         posted = time.time()

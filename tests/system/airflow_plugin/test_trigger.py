@@ -18,7 +18,7 @@ import redis
 
 from fivetran_events import HistoryWriter, parse_event
 from fivetran_events.timeutil import to_ms
-from testkit.support import at, encode, payload
+from testkit.support import at, encode, lose_change_messages, payload
 
 pytestmark = [pytest.mark.airflow, pytest.mark.redis]
 
@@ -113,7 +113,7 @@ class TestWakeUps:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """With the publish lost, the re-check finds the sync within one interval."""
-        monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
+        lose_change_messages(monkeypatch)
 
         async def body() -> float:
             task = asyncio.create_task(first_event(trigger("c1", recheck_interval=1.5)))
@@ -136,7 +136,7 @@ class TestWakeUps:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """When Redis drops the subscription, the hub resubscribes and re-checks everyone."""
-        monkeypatch.setattr(redis.client.Pipeline, "publish", lambda self, *a, **k: self)
+        lose_change_messages(monkeypatch)
 
         async def body() -> None:
             task = asyncio.create_task(first_event(trigger("c1", recheck_interval=60)))
