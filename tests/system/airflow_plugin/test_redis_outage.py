@@ -20,6 +20,7 @@ import pytest
 from fivetran_events import Settings
 from fivetran_events.timeutil import to_ms
 from testkit.airflow_harness import AirflowServer
+from testkit.processes import poll_until
 from testkit.support import SECRET, TOKEN, at, deliver, payload
 
 from .dagtest import run
@@ -354,12 +355,23 @@ class TestOnRealTriggerer:
                 "select try_number from task_instance where dag_id='outage_deferred'"
             )
             assert tries == 2
-            first = "".join(
-                p.read_text(errors="replace")
-                for p in (airflow3.home / "logs" / "dag_id=outage_deferred").glob(
-                    "run_id=*/task_id=wait/attempt=1.log"
+
+            def first_try_log() -> str:
+                return "".join(
+                    p.read_text(errors="replace")
+                    for p in (airflow3.home / "logs" / "dag_id=outage_deferred").glob(
+                        "run_id=*/task_id=wait/attempt=1.log"
+                    )
                 )
+
+            def saying_why() -> str | None:
+                log = first_try_log()
+                return log if "FivetranHistoryUnavailable" in log and "unreachable" in log else None
+
+            # The first try's supervisor writes its last lines itself: once, in CI, they
+            # were not in the file yet when the retry had ended. Wait for them a while.
+            poll_until(
+                saying_why, "try 1's log to say why", 30, details=lambda: first_try_log()[-3000:]
             )
-            assert "FivetranHistoryUnavailable" in first and "unreachable" in first, first[-3000:]
         finally:
             airflow3.request("DELETE", f"/api/v2/connections/{CONN_ID}")
