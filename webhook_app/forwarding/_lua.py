@@ -53,8 +53,6 @@ while k < #KEYS do
 end
 if k > K + 9 then redis.call('EXPIRE', KEYS[K + 1], ttl) end
 """
-#: The shared keys and arguments of the chunk, before the first delivery's.
-CREATE_SHARED_KEYS, CREATE_SHARED_ARGS = 9, 12
 
 
 def lua_string(value: str) -> str:

@@ -22,7 +22,7 @@ from fivetran_events.keys import deliveries_key, due_key, sync_deliveries_key
 from fivetran_events.timeutil import now_ms
 from fivetran_events.urimap import UriMap
 
-from ._lua import CREATE_SHARED_ARGS, create_chunk, create_script
+from ._lua import create_chunk, create_script
 from .record import forward_job_id
 from .rq_job import JobWriter
 from .store import DeliveryStore
@@ -115,7 +115,7 @@ class Enqueuer:
         for it named with ``tag``, in one script of its own (a replay of the past)."""
         keys, args = self._parts(event, now, [(uri, tag)])
         self.redis.eval(self.create_script, len(keys), *keys, *args)
-        return str(args[CREATE_SHARED_ARGS])
+        return self.store.id_of(event, uri)
 
     def _parts(
         self, event: Event, now: int, uris: list[tuple[str, str | None]]
