@@ -7,6 +7,12 @@ replica (``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS=1``) before it acknowledges. Sign
 ``sync_end`` deliveries arrive at a steady rate; a 503 is delivered again, as Fivetran
 does. The primary is SIGKILLed; once the sentinels have promoted the replica it is
 started again, as a service manager would, and the sentinels make it the new replica.
+
+A kill that lands in the middle of a forwarding attempt leaves that delivery's lock and
+in-flight mark on the new primary: by design it is tried again only after the lease and
+the unknown-outcome margin (minutes by default). The worker here runs with a short lease
+and margin (the stand-in commits an event before it answers), so even that delivery is
+forwarded within the test's wait.
 """
 
 from __future__ import annotations
@@ -68,7 +74,15 @@ def test_primary_killed_under_load_loses_no_ack(tmp_path: Path) -> None:
             airflow_username=airflow.username,
             airflow_password=SecretStr(airflow.password),
         )
-        worker = WorkerProcess(settings, tmp_path, airflow_api_version="2")
+        worker = WorkerProcess(
+            settings,
+            tmp_path,
+            airflow_api_version="2",
+            # The lease is max(forward_lease_seconds, 12 x airflow_timeout_seconds): 12 s.
+            airflow_timeout_seconds=1,
+            forward_lease_seconds=5,
+            forward_unknown_outcome_seconds=1,
+        )
         with webhook_server(
             url,
             tmp_path,
