@@ -9,8 +9,9 @@
    puts in its event) and ack -> sensor task finished, and that no other sensor woke.
 5. ``--backfill-cost``: a backfill (Airflow's REST API) of a @daily DAG whose tasks
    run one after another, one run at a time (so a task's duration is its own, not that
-   of whichever tasks shared the two cores with it): the deferrable sensor passing at once (a success
-   after every run's data_interval_end) as it comes and with ``do_xcom_push=False``; a
+   of whichever tasks shared the two cores with it): the deferrable sensor passing at
+   once (a success after every run's data_interval_end) as it comes and with
+   ``do_xcom_push=False``; a
    no-op PythonOperator, a no-op returning a value of the sensor's size (the XCom push
    is Airflow's API call, not the sensor's work), and a no-op that only looks up the
    sensor's Airflow connection: what any task using a connection pays Airflow (in a

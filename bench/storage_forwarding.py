@@ -30,7 +30,15 @@ WEEK_MS = 7 * 86_400_000
 #: RQ's registries: sorted sets of job ids scored by when the entry may go (unix seconds);
 #: a worker's maintenance removes the entries past their score.
 RQ_REGISTRIES = ("rq:finished:", "rq:failed:", "rq:wip:", "rq:started:", "rq:deferred:")
-ID_FAMILIES = ("fwd:d:", "fwd:s:", "fwd:lock:", "rq:job:", "rq:results:", "rq:worker:")
+ID_FAMILIES = (
+    "fwd:d:",
+    "fwd:s:",
+    "fwd:lock:",
+    "fwd:asset:",
+    "rq:job:",
+    "rq:results:",
+    "rq:worker:",
+)
 
 
 def family(key: bytes, prefix: str) -> str:

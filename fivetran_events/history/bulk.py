@@ -12,10 +12,9 @@ from collections.abc import Iterable
 import redis
 
 from .._history_lua import RECORD_NUMKEYS
-from ..keys import ConnectorKeys
 from ..model import Event, EventKind
 from ..timeutil import now_ms
-from .writer import TRIM_EVERY, RecordScript, script_args
+from .writer import TRIM_EVERY, RecordScript, history_keys, script_args
 
 #: Events per pipelined round trip.
 BATCH = 2000
@@ -42,8 +41,7 @@ def load(
     for event in events:
         if event.kind in (EventKind.OTHER, EventKind.TEST) or event.created_ms < cutoff:
             continue
-        keys = ConnectorKeys(prefix, event.connector_id)
-        args = script_args(prefix, keys, event, cutoff, trim_every)
+        args = script_args(history_keys(prefix, event.connector_id)[0], event, cutoff, trim_every)
         pipe.evalsha(script.sha, RECORD_NUMKEYS, *args, "", "")  # no notification
         written += 1
         if written % BATCH == 0:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from typing import Any
 
@@ -43,15 +44,16 @@ def b36(n: int) -> str:
             return out
 
 
+#: A UUID as ``str(uuid.UUID(...))`` writes it: only these become tokens (upper case,
+#: braces or no dashes are kept as they came, so the token gives back the same text).
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+
+
 def sync_token(sync_id: str) -> str:
     """Return the short, reversible form of a sync id used in members."""
-    try:
-        parsed = uuid.UUID(sync_id)
-    except ValueError:
+    if not _CANONICAL_UUID.match(sync_id):
         return "." + sync_id
-    if str(parsed) != sync_id:  # upper case, braces, no dashes: keep it as it came
-        return "." + sync_id
-    return base64.urlsafe_b64encode(parsed.bytes).rstrip(b"=").decode()
+    return base64.urlsafe_b64encode(bytes.fromhex(sync_id.replace("-", ""))).rstrip(b"=").decode()
 
 
 def sync_id_of(token: str) -> str:

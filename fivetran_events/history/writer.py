@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from typing import Any, Protocol
 
 import redis
@@ -130,8 +131,8 @@ class HistoryWriter:
         cutoff = now - self.retention_ms
         if event.created_ms < cutoff:
             return WriteResult(WriteStatus.IGNORED, "event is older than the history retention")
-        keys = ConnectorKeys(self.prefix, event.connector_id)
-        args = script_args(self.prefix, keys, event, cutoff, self.trim_every)
+        keys, channel = history_keys(self.prefix, event.connector_id)
+        args = script_args(keys, event, cutoff, self.trim_every)
         extra_keys: Sequence[str] = ()
         extra_args: Sequence[EncodableT] = ()
         chunk = ""
@@ -146,7 +147,7 @@ class HistoryWriter:
             *args[:RECORD_NUMKEYS],
             *extra_keys,
             *args[RECORD_NUMKEYS:],
-            keys.channel,
+            channel,
             event.event,
             *extra_args,
         )
@@ -167,11 +168,18 @@ def trims(event: Event, every: int) -> bool:
     return int(event.dedup_id[:8], 16) % every == 0
 
 
-def script_args(
-    prefix: str, keys: ConnectorKeys, event: Event, cutoff: int, trim_every: int
-) -> list[Any]:
-    """Return the history's keys and arguments for ``event`` in the record script (without
-    the notification's channel and message; the bulk loader sends the same)."""
+@lru_cache(maxsize=4096)
+def history_keys(prefix: str, connector_id: str) -> tuple[tuple[str, ...], str]:
+    """Return a connector's keys in the record script (``WRITE_KEYS``, then the connectors
+    hash) and its change channel; the same strings for every delivery, so made once."""
+    keys = ConnectorKeys(prefix, connector_id)
+    return (*(getattr(keys, name) for name in WRITE_KEYS), connectors_key(prefix)), keys.channel
+
+
+def script_args(keys: Sequence[str], event: Event, cutoff: int, trim_every: int) -> list[Any]:
+    """Return the history's keys (``history_keys``) and arguments for ``event`` in the
+    record script (without the notification's channel and message; the bulk loader sends
+    the same)."""
     t = event.created_ms
     head, suffix, outcome, kind = "", "", "", "other"
     if event.kind is EventKind.SYNC_START:
@@ -204,8 +212,7 @@ def script_args(
     )
     trim = trims(event, trim_every)
     return [
-        *(getattr(keys, name) for name in WRITE_KEYS),
-        connectors_key(prefix),
+        *keys,
         kind,
         t,
         event.dedup_id,

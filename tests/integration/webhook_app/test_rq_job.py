@@ -61,7 +61,7 @@ class TestJobFormat:
         for stamp in STAMPS:
             utcparse(by_us.pop(stamp.encode()).decode())
             by_rq.pop(stamp.encode())
-        # The same call, compressed with a smaller zlib window (rq_job.compress).
+        # The same call, as a zlib stream of one stored block (rq_job.compress).
         data = zlib.decompress(by_us.pop(b"data"))
         assert data == zlib.decompress(by_rq.pop(b"data"))
         assert pickle.loads(data) == (FORWARD_JOB, None, (), {"delivery": did})

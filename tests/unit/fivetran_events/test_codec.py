@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 import uuid
 
 import pytest
@@ -37,6 +39,35 @@ class TestSyncToken:
     def test_uuid_takes_22_characters(self) -> None:
         """A canonical UUID is stored as its 16 bytes in base64url, not 36 characters."""
         assert len(sync_token(str(uuid.uuid4()))) == 22
+
+    def test_tokens_are_those_of_layout_v2(self) -> None:
+        """The same token as layout v2 defined it (through ``uuid.UUID``), for random ids
+        and near-misses of the canonical form: a stored member must find its sync."""
+
+        def by_uuid(sync_id: str) -> str:
+            try:
+                parsed = uuid.UUID(sync_id)
+            except ValueError:
+                return "." + sync_id
+            if str(parsed) != sync_id:
+                return "." + sync_id
+            return base64.urlsafe_b64encode(parsed.bytes).rstrip(b"=").decode()
+
+        rng = random.Random(7)
+        ids = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(500)]
+        near = [
+            "{" + ids[0] + "}",
+            "urn:uuid:" + ids[1],
+            ids[2].upper(),
+            ids[3].replace("-", ""),
+            ids[4] + "\n",
+            ids[5][:-1] + "g",
+            ids[6][:-1],
+            ids[7] + "0",
+            "00000000-0000-0000-0000-000000000000",
+        ]
+        for sync_id in ids + near:
+            assert sync_token(sync_id) == by_uuid(sync_id), sync_id
 
 
 class TestMember:
