@@ -193,7 +193,7 @@ def _attempt_locked(fw: WorkerParts, did: str) -> AttemptResult:
         airflow.prepare(d.uri)  # token and asset id first: the mark is the POST's
         t1 = time.perf_counter()
         # The mark is durable before the POST: whoever finds it looks before posting.
-        _set_mark(fw, key, inflight=fw.clock())
+        _mark_inflight(fw, key)
         posting = True
         t2 = time.perf_counter()
         event = airflow.post_event(d.uri, extra)
@@ -204,8 +204,41 @@ def _attempt_locked(fw: WorkerParts, did: str) -> AttemptResult:
         return _give_up(fw, d, DeliveryState.UNDELIVERED, str(exc), clear_mark=True)
     except AirflowRejected as exc:
         return _give_up(fw, d, DeliveryState.FAILED, str(exc), clear_mark=resolved)
-    except AirflowUnavailable as exc:
+    except (AirflowUnavailable, ReplicasShort) as exc:
         return _retry(fw, d, exc, _after_failure(fw, d, posting, exc.maybe_sent, resolved))
+
+
+class ReplicasShort(Exception):
+    """Too few replicas confirmed the in-flight mark in time: nothing was posted."""
+
+    retry_after: float | None = None
+    maybe_sent = False
+
+
+def _mark_inflight(fw: WorkerParts, key: str) -> None:
+    """Write the in-flight mark a POST leaves open (``settles_at``), before the POST.
+
+    With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n, also wait until n replicas hold it
+    (``WAIT`` after the writes, on their connection, as the webhook waits for a delivery):
+    a failover then cannot promote a replica that never heard of an attempt whose POST
+    may have landed, and post the same event again after the lease. Fewer in time raise
+    ``ReplicasShort``: the POST is not sent and the attempt is retried.
+    """
+    wanted = fw.settings.redis_wait_replicas
+    if wanted == 0:
+        _set_mark(fw, key, inflight=fw.clock())
+        return
+    timeout_ms = fw.settings.redis_wait_timeout_ms
+    with fw.redis.pipeline(transaction=False) as pipe:  # one connection; WAIT not in MULTI
+        pipe.hset(key, "inflight_ms", str(fw.clock()))
+        pipe.hdel(key, "unknown_ms")
+        pipe.wait(wanted, timeout_ms)
+        confirmed = int(pipe.execute()[-1])
+    if confirmed < wanted:
+        raise ReplicasShort(
+            f"only {confirmed} of {wanted} Redis replicas confirmed the attempt's mark within "
+            f"{timeout_ms} ms (FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS); nothing was posted"
+        )
 
 
 def _set_mark(
@@ -337,7 +370,7 @@ def backoff_seconds(fw: WorkerParts, attempts: int, retry_after: float | None) -
 
 
 def _retry(
-    fw: WorkerParts, d: Delivery, exc: AirflowUnavailable, settles: int | None
+    fw: WorkerParts, d: Delivery, exc: AirflowUnavailable | ReplicasShort, settles: int | None
 ) -> AttemptResult:
     now = fw.clock()
     attempts = int(fw.redis.hget(fw.store.key(d.id), "attempts") or 1)

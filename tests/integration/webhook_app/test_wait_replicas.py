@@ -1,4 +1,5 @@
-"""FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS: no 2xx before that many replicas hold the delivery."""
+"""FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS: no 2xx before that many replicas hold the delivery,
+and no POST to Airflow before they hold the attempt's in-flight mark."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pytest
 import redis
 
 from fivetran_events import Settings, WriteStatus, parse_event
-from fivetran_events.keys import ConnectorKeys
+from fivetran_events.keys import ConnectorKeys, delivery_id
+from testkit.airflow2_standin import Airflow2StandIn
+from testkit.forward_support import CID, URI, forwarder, post_event
 from testkit.own_redis import own_redis
 from testkit.processes import poll_until
 from testkit.support import ev, payload, post_signed, signed
@@ -76,3 +79,53 @@ class TestWaitForReplicas:
             with app.app_context(), pytest.raises(ApiError) as info:
                 confirm_replicas(state(), ev(sync_id="never-written"), WriteStatus.RECORDED)
             assert info.value.status_code == 503 and "does not hold it" in info.value.message
+
+
+class TestTheWorkersMarkWaitsToo:
+    """The worker's in-flight mark, written before a POST, waits for the same replicas: a
+    failover must not forget an attempt whose event may be in Airflow."""
+
+    def test_too_few_replicas_posts_nothing_and_retries(
+        self, settings: Settings, redis_url: str, airflow2_standin: Airflow2StandIn
+    ) -> None:
+        airflow2_standin.add_dataset(URI)
+        http = create_app(settings).test_client()  # the webhook itself waits for none here
+        post_event(http, connector_id=CID, sync_id="s-mark")
+        fw = forwarder(
+            waiting(settings, redis_url),
+            airflow2_standin.url,
+            airflow2_standin.username,
+            airflow2_standin.password,
+        )
+        did = delivery_id(CID, "s-mark", URI)
+        result = fw.attempt(did)
+        assert result.outcome == "retrying"
+        assert "0 of 1 Redis replicas confirmed the attempt's mark" in (result.reason or "")
+        assert airflow2_standin.posts == []
+        record = fw.store.get(did)
+        assert record is not None and record.get("inflight_ms") is None  # nothing is open
+
+    def test_a_replica_in_sync_lets_it_post_once(
+        self, settings: Settings, tmp_path: Path, airflow2_standin: Airflow2StandIn
+    ) -> None:
+        airflow2_standin.add_dataset(URI)
+        with (
+            own_redis(tmp_path / "primary") as primary,
+            own_redis(
+                tmp_path / "replica", "--replicaof", "127.0.0.1", str(primary.port)
+            ) as replica,
+        ):
+            poll_until(
+                lambda: replica.client().info("replication")["master_link_status"] == "up",
+                "the replica to sync",
+            )
+            on_primary = waiting(settings, primary.url)
+            post_event(create_app(on_primary).test_client(), connector_id=CID, sync_id="s-ok")
+            fw = forwarder(
+                on_primary,
+                airflow2_standin.url,
+                airflow2_standin.username,
+                airflow2_standin.password,
+            )
+            assert fw.attempt(delivery_id(CID, "s-ok", URI)).outcome == "delivered"
+            assert len(airflow2_standin.posts) == 1
