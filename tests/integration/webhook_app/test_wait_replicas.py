@@ -3,6 +3,8 @@ and no POST to Airflow before they hold the attempt's in-flight mark."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from fivetran_events import Settings, WriteStatus, parse_event
 from fivetran_events.keys import ConnectorKeys, delivery_id
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import CID, URI, forwarder, post_event
-from testkit.own_redis import own_redis
+from testkit.own_redis import OwnRedis, own_redis
 from testkit.processes import poll_until
 from testkit.support import ev, payload, post_signed, signed
 from webhook_app import create_app
@@ -27,6 +29,20 @@ def waiting(settings: Settings, url: str, replicas: int = 1) -> Settings:
     return settings.model_copy(
         update={"redis_url": url, "redis_wait_replicas": replicas, "redis_wait_timeout_ms": 50}
     )
+
+
+@contextmanager
+def replicated(tmp_path: Path) -> Iterator[OwnRedis]:
+    """A primary of the test's own with one replica in sync; both stopped after."""
+    with (
+        own_redis(tmp_path / "primary") as primary,
+        own_redis(tmp_path / "replica", "--replicaof", "127.0.0.1", str(primary.port)) as replica,
+    ):
+        poll_until(
+            lambda: replica.client().info("replication")["master_link_status"] == "up",
+            "the replica to sync",
+        )
+        yield primary
 
 
 class TestWaitForReplicas:
@@ -57,16 +73,7 @@ class TestWaitForReplicas:
         assert post_signed(http, test_event).status_code == 200
 
     def test_a_replica_in_sync_confirms_it(self, settings: Settings, tmp_path: Path) -> None:
-        with (
-            own_redis(tmp_path / "primary") as primary,
-            own_redis(
-                tmp_path / "replica", "--replicaof", "127.0.0.1", str(primary.port)
-            ) as replica,
-        ):
-            poll_until(
-                lambda: replica.client().info("replication")["master_link_status"] == "up",
-                "the replica to sync",
-            )
+        with replicated(tmp_path) as primary:
             http = create_app(waiting(settings, primary.url)).test_client()
             resp = post_signed(http, payload(sync_id="s-replicated"))
             assert resp.status_code == 200 and resp.get_json()["status"] == "recorded"
@@ -109,16 +116,7 @@ class TestTheWorkersMarkWaitsToo:
         self, settings: Settings, tmp_path: Path, airflow2_standin: Airflow2StandIn
     ) -> None:
         airflow2_standin.add_dataset(URI)
-        with (
-            own_redis(tmp_path / "primary") as primary,
-            own_redis(
-                tmp_path / "replica", "--replicaof", "127.0.0.1", str(primary.port)
-            ) as replica,
-        ):
-            poll_until(
-                lambda: replica.client().info("replication")["master_link_status"] == "up",
-                "the replica to sync",
-            )
+        with replicated(tmp_path) as primary:
             on_primary = waiting(settings, primary.url)
             post_event(create_app(on_primary).test_client(), connector_id=CID, sync_id="s-ok")
             fw = forwarder(
