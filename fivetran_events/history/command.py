@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -53,8 +52,9 @@ class _Held:
         self.pid = os.getpid()
 
 
-#: Each pool's lent connection; gone with the pool.
-_HELD: weakref.WeakKeyDictionary[Any, _Held] = weakref.WeakKeyDictionary()
+#: The pool's attribute holding its lent connection: kept on the pool, so the two go
+#: together (a table of pools would keep every pool alive: a connection refers to its pool).
+_LENT = "_fivetran_events_lent"
 _LENDING = threading.Lock()
 
 
@@ -65,7 +65,7 @@ def call(client: redis.Redis, *args: EncodableT) -> Any:
     ...); a lost connection is retried as the client's commands are.
     """
     pool = client.connection_pool
-    held = _HELD.get(pool)
+    held: _Held | None = getattr(pool, _LENT, None)
     if held is None or held.pid != os.getpid():
         held = _lend(pool)
     if held.lock.acquire(blocking=False):
@@ -84,9 +84,10 @@ def call(client: redis.Redis, *args: EncodableT) -> Any:
 def _lend(pool: Any) -> _Held:
     """Take a connection from ``pool`` for ``call`` (once per pool and process)."""
     with _LENDING:
-        held = _HELD.get(pool)
+        held: _Held | None = getattr(pool, _LENT, None)
         if held is None or held.pid != os.getpid():
-            held = _HELD[pool] = _Held(pool.get_connection())
+            held = _Held(pool.get_connection())
+            setattr(pool, _LENT, held)
         return held
 
 

@@ -8,9 +8,11 @@ never left with a reply unread, not shared between threads or with a forked chil
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import threading
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -122,3 +124,16 @@ def test_a_killed_connection_is_retried(own_client: redis.Redis, client: redis.R
     assert client.client_kill_filter(skipme=True) >= 1  # every client but this one
     assert call(own_client, "SET", "cmd:after", "1") == b"OK"
     assert client.get("cmd:after") == b"1"
+
+
+def test_a_dropped_client_takes_its_lent_connection_with_it(settings: Settings) -> None:
+    """Nothing but the pool keeps the lent connection: a client made per task or per test
+    and dropped leaves no pool, connection or socket behind."""
+    pools = []
+    for _ in range(3):
+        own = settings.redis_client()
+        call(own, "PING")
+        pools.append(weakref.ref(own.connection_pool))
+        del own
+    gc.collect()
+    assert [ref() for ref in pools] == [None, None, None]
