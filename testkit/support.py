@@ -146,6 +146,11 @@ def lose_change_messages(monkeypatch: Any) -> None:
     """Make this process's history writes publish nothing, as if each message were lost.
 
     The write script publishes on the channel it is given and on none when that is
-    empty; the writer takes the channel from ``ConnectorKeys.channel``.
+    empty; the writer takes the channel from ``writer.history_keys`` (cached per
+    connector, so patching ``ConnectorKeys.channel`` would miss a connector written
+    before in this process).
     """
-    monkeypatch.setattr(ConnectorKeys, "channel", property(lambda self: ""))
+    from fivetran_events.history import writer
+
+    real = writer.history_keys
+    monkeypatch.setattr(writer, "history_keys", lambda prefix, cid: (real(prefix, cid)[0], ""))
