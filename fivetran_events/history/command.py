@@ -4,8 +4,9 @@ The webhook sends one command per delivery (the record script). ``Redis.execute_
 wraps each in layers (options, observability recorders, response callbacks, a generic
 packer that inspects every argument), and taking a connection from the pool and giving
 it back adds a lock and four observability records per call. Measured through the
-webhook (Flask's test client) that round was 10-15 us of CPU per delivery; in
-``bench/ingest.py``'s paired runs the webhook/trivial ratio rose by about 0.04.
+webhook (Flask's test client) that round was 10-15 us of CPU per delivery, and in one
+gunicorn whose requests switched between the two ways per round the webhook's rate rose
+in each of five rounds (x1.01-x1.25).
 
 So each pool lends one connection to ``call`` for good: the first thread to call takes
 it (a thread that finds it busy takes a pooled one, as before). It stays in the pool's
