@@ -12,7 +12,6 @@ exactly what ``Queue.enqueue`` would have written
 
 from __future__ import annotations
 
-import struct
 import zlib
 from datetime import datetime, timezone
 from typing import Any
@@ -26,25 +25,13 @@ from rq.utils import now
 def compress(data: bytes) -> bytes:
     """Return ``data`` as a zlib stream, as RQ stores a job's call, at a fraction of the cost.
 
-    One stored (uncompressed) deflate block: a zlib header, the block's length, the
-    bytes, their Adler-32. A pickled call is ~150 bytes, which deflate shrinks by a few
-    dozen; setting up a compressor took as long as the rest of the job (and
-    ``zlib.compress``'s defaults allocate and clear ~256 KB per call). RQ reads ``data``
-    with ``zlib.decompress``, which reads any valid stream.
+    Level 0: stored (uncompressed) blocks with their Adler-32. A pickled call is ~150
+    bytes, which deflate shrinks by a few dozen, and setting up a compressing deflate
+    took as long as the rest of the job (``zlib.compress``'s default level and memory
+    allocate and clear ~256 KB per call). RQ reads ``data`` with ``zlib.decompress``,
+    which reads any valid stream.
     """
-    if len(data) > 0xFFFF:  # one stored block holds 64 KB; a pickled call never nears it
-        return zlib.compress(data)
-    n = len(data)
-    return (
-        _STORED_HEAD
-        + struct.pack("<HH", n, n ^ 0xFFFF)
-        + data
-        + struct.pack(">I", zlib.adler32(data))
-    )
-
-
-#: zlib's header (deflate, 32 KB window, no dictionary) and a final stored block's header.
-_STORED_HEAD = b"\x78\x01\x01"
+    return zlib.compress(data, 0)
 
 
 class JobWriter:
