@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import warnings
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -20,7 +21,6 @@ import pytest
 from fivetran_events import Settings
 from fivetran_events.timeutil import to_ms
 from testkit.airflow_harness import AirflowServer
-from testkit.processes import poll_until
 from testkit.support import SECRET, TOKEN, at, deliver, payload
 
 from .dagtest import run
@@ -301,6 +301,66 @@ with DAG("outage_deferred", schedule=None, start_date=datetime(2026, 1, 1, tzinf
 """
 
 
+def _first_try_log(airflow3: AirflowServer, run_id: str) -> str:
+    return "".join(
+        p.read_text(errors="replace")
+        for p in (airflow3.home / "logs" / "dag_id=outage_deferred").glob(
+            f"run_id={run_id}/task_id=wait/attempt=1.log"
+        )
+    )
+
+
+def _resume_never_ran(log: str) -> bool:
+    """True when try 1's last segment is the task runner's first line alone.
+
+    ``::group::Pre Execute`` is the task process's first line, written before it waits
+    for its startup message; a segment with nothing after it is a process Airflow's
+    supervisor killed before starting it, so our code did not run in it.
+    """
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    return bool(lines) and "::group::Pre Execute" in lines[-1]
+
+
+def _outage_run(airflow3: AirflowServer, own_redis: OwnRedis, outage_http: Any, run_id: str) -> str:
+    """One run of ``outage_deferred``: deferred, Redis stopped, the try fails, Redis
+    back, a sync, the retry passes. Returns try 1's log, final once the retry ended."""
+    airflow3.trigger("outage_deferred", run_id)
+
+    def state() -> str | None:
+        return airflow3.ti_state("outage_deferred", run_id, "wait")
+
+    airflow3.wait_for("the sensor to defer", lambda: state() == "deferred", timeout=120)
+    airflow3.wait_for(
+        "the triggerer to subscribe",
+        lambda: any(int(c.get("psub", 0)) for c in own_redis.client().client_list()),
+        timeout=60,
+    )
+
+    own_redis.stop()
+    stopped = time.monotonic()
+    airflow3.wait_for(
+        "the try to fail",
+        lambda: state() in ("up_for_retry", "failed", "skipped", "success"),
+        timeout=90,
+        interval=0.1,
+    )
+    assert state() == "up_for_retry", state()
+    assert time.monotonic() - stopped >= 3.0
+
+    own_redis.start()
+    deliver(outage_http, payload("sync_end", "c_live", at(11), sync_id="s-live"))
+    airflow3.wait_for("the retry to end", lambda: state() in ("success", "failed"), timeout=120)
+    assert state() == "success"
+    ((tries,),) = airflow3.query(
+        "select try_number from task_instance where dag_id='outage_deferred' and run_id=?",
+        run_id,
+    )
+    assert tries == 2
+    # Try 1's supervisor wrote its last lines before reporting the try's end, so the
+    # file is final by now.
+    return _first_try_log(airflow3, run_id)
+
+
 @pytest.mark.slow
 class TestOnRealTriggerer:
     def test_outage_while_deferred_fails_the_try_and_the_retry_counts_the_sync(
@@ -322,56 +382,21 @@ class TestOnRealTriggerer:
         try:
             airflow3.add_dag("outage_deferred.py", OUTAGE_DAG)
             airflow3.wait_for_parsed("outage_deferred")
-            airflow3.trigger("outage_deferred", "outage1")
-
-            def state() -> str | None:
-                return airflow3.ti_state("outage_deferred", "outage1", "wait")
-
-            airflow3.wait_for("the sensor to defer", lambda: state() == "deferred", timeout=120)
-            airflow3.wait_for(
-                "the triggerer to subscribe",
-                lambda: any(int(c.get("psub", 0)) for c in own_redis.client().client_list()),
-                timeout=60,
-            )
-
-            own_redis.stop()
-            stopped = time.monotonic()
-            airflow3.wait_for(
-                "the try to fail",
-                lambda: state() in ("up_for_retry", "failed", "skipped", "success"),
-                timeout=90,
-                interval=0.1,
-            )
-            assert state() == "up_for_retry", state()
-            assert time.monotonic() - stopped >= 3.0
-
-            own_redis.start()
-            deliver(outage_http, payload("sync_end", "c_live", at(11), sync_id="s-live"))
-            airflow3.wait_for(
-                "the retry to end", lambda: state() in ("success", "failed"), timeout=120
-            )
-            assert state() == "success"
-            ((tries,),) = airflow3.query(
-                "select try_number from task_instance where dag_id='outage_deferred'"
-            )
-            assert tries == 2
-
-            def first_try_log() -> str:
-                return "".join(
-                    p.read_text(errors="replace")
-                    for p in (airflow3.home / "logs" / "dag_id=outage_deferred").glob(
-                        "run_id=*/task_id=wait/attempt=1.log"
-                    )
+            log = _outage_run(airflow3, own_redis, outage_http, "outage1")
+            if _resume_never_ran(log):
+                # Airflow killed the resumed process before it started (its supervisor
+                # does so when the execution API's ``start`` fails), so none of our code
+                # ran in that segment: seen in CI, about one run in ten. Once more on a
+                # fresh history, saying so in the warnings summary; a second loss fails.
+                warnings.warn(
+                    "outage1: Airflow did not start try 1's resumed process; again as "
+                    "outage2. Scheduler log:\n" + airflow3.logs("scheduler", tail=30),
+                    stacklevel=1,
                 )
-
-            def saying_why() -> str | None:
-                log = first_try_log()
-                return log if "FivetranHistoryUnavailable" in log and "unreachable" in log else None
-
-            # The first try's supervisor writes its last lines itself: once, in CI, they
-            # were not in the file yet when the retry had ended. Wait for them a while.
-            poll_until(
-                saying_why, "try 1's log to say why", 30, details=lambda: first_try_log()[-3000:]
+                own_redis.client().flushdb()
+                log = _outage_run(airflow3, own_redis, outage_http, "outage2")
+            assert "FivetranHistoryUnavailable" in log and "unreachable" in log, (
+                log[-3000:] + "\n" + airflow3.logs("scheduler", tail=60)
             )
         finally:
             airflow3.request("DELETE", f"/api/v2/connections/{CONN_ID}")
