@@ -2,14 +2,17 @@
 
 Airflow reads its configuration when ``airflow`` is first imported, so tests/conftest.py
 imports this module before anything else: every in-process use of Airflow (dag.test(),
-DagBag, the DAG factory) sees this home; it starts nothing. Its ``airflow_db`` fixture
+DagBag, the DAG factory) sees this home; it starts nothing, and the home is removed
+when the test process exits. Its ``airflow_db`` fixture
 (``airflow db migrate``) is registered in tests/system/conftest.py only. Real components
 started by the harnesses get environments of their own.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +22,16 @@ import pytest
 
 _HOME = Path(tempfile.mkdtemp(prefix="fte-airflow-"))
 (_HOME / "dags").mkdir()
+_OWNER = os.getpid()
+
+
+def _remove_home() -> None:
+    # Only in the process that made it: a forked child exiting must not take it along.
+    if os.getpid() == _OWNER:
+        shutil.rmtree(_HOME, ignore_errors=True)
+
+
+atexit.register(_remove_home)
 AIRFLOW_ENV = {
     "AIRFLOW_HOME": str(_HOME),
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_HOME}/airflow.db",
