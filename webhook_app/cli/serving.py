@@ -48,11 +48,12 @@ def serve(
         os.environ[logs.FORMAT_ENV] = "json"  # gunicorn and its workers inherit it
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
-    else:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fte-metrics-")
     from webhook_app import create_app
 
     create_app()  # fail here, with one line, on bad configuration
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Made only once the configuration is accepted: a refused start leaves nothing.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fte-metrics-")
     argv = [sys.executable, "-m", "gunicorn"]
     if gunicorn_config:
         argv += ["--config", gunicorn_config]

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
@@ -110,3 +111,26 @@ class TestErrors:
         assert out.returncode != 0
         assert "Traceback" not in out.stderr
         assert needle in out.stderr, out.stderr
+
+    def test_a_refused_serve_leaves_no_metrics_files(self, redis_url: str, tmp_path: Path) -> None:
+        """Without PROMETHEUS_MULTIPROC_DIR, serve makes one for gunicorn's workers only
+        once the configuration is accepted: a refused start leaves nothing behind."""
+        environ = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+        environ.update(
+            FIVETRAN_EVENTS_REDIS_URL=redis_url,
+            FIVETRAN_EVENTS_WEBHOOK_SECRETS="",
+            TMPDIR=str(tmp_path / "tmp"),
+        )
+        (tmp_path / "tmp").mkdir()
+        (tmp_path / "cwd").mkdir()
+        out = subprocess.run(
+            [sys.executable, "-m", "webhook_app", "serve"],
+            env=environ,
+            cwd=tmp_path / "cwd",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert out.returncode != 0 and "FIVETRAN_EVENTS_WEBHOOK_SECRETS" in out.stderr
+        assert sorted(p.name for p in tmp_path.rglob("*")) == ["cwd", "tmp"]
