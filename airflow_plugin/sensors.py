@@ -38,6 +38,7 @@ from .hooks import (
     read_retrying,
 )
 from .operator_links import FivetranConnectorLink
+from .plain_text import renders_to_itself
 from .targets import resolve_target
 from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncTrigger
 
@@ -125,6 +126,24 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 UserWarning,
                 stacklevel=2,
             )
+
+    def render_template(
+        self,
+        content: Any,
+        context: Any,
+        jinja_env: Any = None,
+        seen_oids: set[int] | None = None,
+    ) -> Any:
+        """Render as Airflow does; a string with no template in it is returned as it is
+        (``plain_text.py``: Jinja would give it back unchanged, after a compile)."""
+        if (
+            type(content) is str
+            and jinja_env is not None
+            and not content.endswith(tuple(self.template_ext))
+            and renders_to_itself(content, jinja_env)
+        ):
+            return content
+        return super().render_template(content, context, jinja_env, seen_oids)
 
     @cached_property
     def hook(self) -> FivetranEventsRedisHook:
