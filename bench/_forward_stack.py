@@ -117,6 +117,8 @@ def forward_stack(work: Path, concurrency: int | None) -> Iterator[Stack]:
                 "FIVETRAN_EVENTS_DATASET_MAPPING_FILE": str(mapping),
                 "FIVETRAN_EVENTS_AIRFLOW_USERNAME": airflow.username,
                 "FIVETRAN_EVENTS_AIRFLOW_PASSWORD": airflow.password,
+                # In the bench's folder (serve would make one in /tmp and leave it).
+                "PROMETHEUS_MULTIPROC_DIR": str(work / "metrics"),
             }
         )
         cli = str(bin_dir / "fivetran-events")
