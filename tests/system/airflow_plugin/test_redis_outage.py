@@ -386,8 +386,8 @@ class TestOnRealTriggerer:
             if _resume_never_ran(log):
                 # Airflow killed the resumed process before it started (its supervisor
                 # does so when the execution API's ``start`` fails), so none of our code
-                # ran in that segment: seen in CI, about one run in ten. Once more on a
-                # fresh history, saying so in the warnings summary; a second loss fails.
+                # ran in that segment (seen in CI at 37b1e25). Once more on a fresh
+                # history, saying so in the warnings summary; a second loss fails.
                 warnings.warn(
                     "outage1: Airflow did not start try 1's resumed process; again as "
                     "outage2. Scheduler log:\n" + airflow3.logs("scheduler", tail=30),
