@@ -34,6 +34,9 @@ def _compact(script: str) -> str:
 
 
 WRITE = f"""
+-- Connector fields that go by their own time (the first of each group), not the event's.
+local TIMED_GROUPS = {{{{'state_at', 'state', 'state_event'}},
+  {{'setup_at', 'setup', 'setup_reason'}}, {{'change_at', 'change'}}, {{'started_at'}}}}
 local t = tonumber(ARGV[2])
 local sid, p, suffix = ARGV[4], ARGV[5], ARGV[6]
 local plen = #p
@@ -118,6 +121,9 @@ end
 
 -- Connector metadata only moves forward: an older event fills what is missing and
 -- nothing else; a newer one replaces what it carries (an absent name blanks nothing).
+-- Each timed group (the lifecycle's state, setup and change, the latest sync_start)
+-- goes by its own time instead, as a whole: a late resume_connector older than the
+-- newest sync but newer than the pause wins.
 local meta = cjson.decode(ARGV[9])
 local raw = redis.call('HGET', KEYS[9], ARGV[8])
 if raw then
@@ -127,8 +133,21 @@ if raw then
   if type(old.last_event_at) == 'string' and old.last_event_at > meta.last_event_at then
     newer, fill = old, meta
   end
+  local kept = {{}}
+  for i, g in ipairs(TIMED_GROUPS) do
+    local a = g[1]
+    local win = newer
+    if type(fill[a]) == 'string' and (type(newer[a]) ~= 'string' or fill[a] > newer[a]) then
+      win = fill
+    end
+    kept[i] = {{}}
+    for _, f in ipairs(g) do kept[i][f] = win[f] end
+  end
   for k, v in pairs(fill) do
     if v ~= cjson.null and (newer[k] == nil or newer[k] == cjson.null) then newer[k] = v end
+  end
+  for i, g in ipairs(TIMED_GROUPS) do
+    for _, f in ipairs(g) do newer[f] = kept[i][f] end
   end
   meta = newer
 end

@@ -6,7 +6,12 @@ The contract (docs/architecture.md, "The decision"):
 2. A successful sync counts for the target: SUCCESS. ``ended_after``: it ended at or
    after the target. ``started_after``: it also started at or after the target.
 3. Else a failed sync ended at or after the target: FAIL.
-4. Else, when nothing ended at or after the target: with ``propagate_failures_forward``
+4. Else, when the connector is paused or deleted as of now (and no sync is running):
+   FAIL, naming the pause or deletion and its time, since no sync will come; with
+   ``wait_when_paused``, go on.
+5. Else, when the connector's latest end is RESCHEDULED: WAIT, naming Fivetran's
+   ``rescheduledAt``, and look again then (``Decision.recheck_at_ms``).
+6. Else, when nothing ended at or after the target: with ``propagate_failures_forward``
    and the latest completion before the target a failure, FAIL; otherwise WAIT. (Under
    ``started_after`` a success may have ended after the target without counting: then
    something did end after the target, and the answer is WAIT.)
@@ -18,11 +23,12 @@ the Airflow sensor, its async trigger, the REST API and the CLI share it unchang
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from .model import FAILURE_STATUSES, RESCHEDULED, is_derived_sync_id
 from .timeutil import iso, parse_iso, to_ms, to_utc
 
 
@@ -50,7 +56,8 @@ def parse_criterion(value: str | Criterion) -> Criterion:
 
 @dataclass(frozen=True)
 class Completion:
-    """One ``sync_end`` of a connector (a success, a failure, or RESCHEDULED)."""
+    """One ``sync_end`` of a connector: a success, a failure, or an end that completes
+    nothing (RESCHEDULED, CANCELED, a status Fivetran added)."""
 
     sync_id: str
     status: str
@@ -59,10 +66,17 @@ class Completion:
     reason: str | None = None
     task_type: str | None = None
     started_ms: int | None = None
+    #: Fivetran's ``rescheduledAt`` of a RESCHEDULED end (epoch ms).
+    rescheduled_at_ms: int | None = None
 
     @property
     def failed(self) -> bool:
-        return not self.succeeded and self.status != "RESCHEDULED"
+        return not self.succeeded and self.status in FAILURE_STATUSES
+
+    @property
+    def derived(self) -> bool:
+        """Whether the sync id was derived (the delivery carried none)."""
+        return is_derived_sync_id(self.sync_id)
 
     def order_key(self) -> tuple[int, int]:
         """Order completions by end time; on a tie the success counts as the later one."""
@@ -71,10 +85,13 @@ class Completion:
     def to_dict(self) -> dict[str, Any]:
         return {
             "sync_id": self.sync_id,
+            "sync_id_derived": self.derived,
             "status": self.status,
             "started_at": iso(self.started_ms),
             "ended_at": iso(self.ended_ms),
             "reason": self.reason,
+            "task_type": self.task_type,
+            "rescheduled_at": iso(self.rescheduled_at_ms),
         }
 
 
@@ -88,10 +105,69 @@ class RunningSync:
     def to_dict(self) -> dict[str, Any]:
         return {
             "sync_id": self.sync_id,
+            "sync_id_derived": is_derived_sync_id(self.sync_id),
             "status": "RUNNING",
             "started_at": iso(self.started_ms),
             "ended_at": None,
             "reason": None,
+            "task_type": None,
+            "rescheduled_at": None,
+        }
+
+
+#: The lifecycle states in which a connector syncs no more.
+STOPPED_STATES = frozenset({"paused", "deleted"})
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """What the lifecycle events say of a connector now (the connectors hash's fields).
+
+    ``state`` is ``active``, ``paused`` or ``deleted`` (None: no such event recorded);
+    ``setup`` is ``connected`` or ``broken`` (Fivetran's ``connection_successful`` /
+    ``connection_failure``). Each carries the time of the event that set it.
+    """
+
+    state: str | None = None
+    state_at_ms: int | None = None
+    state_event: str | None = None
+    setup: str | None = None
+    setup_at_ms: int | None = None
+    setup_reason: str | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.state in STOPPED_STATES
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> Lifecycle:
+        """Read the lifecycle fields of a connector's stored metadata.
+
+        A paused or deleted connector starts no sync, so a ``sync_start`` after the
+        pause or deletion means it is active again (its ``resume_connector`` may be late
+        or lost): the state is then ``active`` as of that start.
+        """
+        state, state_at, event = meta.get("state"), meta.get("state_at"), meta.get("state_event")
+        started = meta.get("started_at")
+        if state in STOPPED_STATES and started is not None and (state_at or "") < started:
+            state, state_at, event = "active", started, "sync_start"
+        return cls(
+            state=state,
+            state_at_ms=_ms_or_none(state_at),
+            state_event=event,
+            setup=meta.get("setup"),
+            setup_at_ms=_ms_or_none(meta.get("setup_at")),
+            setup_reason=meta.get("setup_reason"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state or "active",
+            "state_at": iso(self.state_at_ms),
+            "state_event": self.state_event,
+            "setup": self.setup,
+            "setup_at": iso(self.setup_at_ms),
+            "setup_reason": self.setup_reason,
         }
 
 
@@ -110,6 +186,9 @@ class Facts:
     first_failure_from_target: Completion | None = None
     latest_before_target: Completion | None = None
     running: RunningSync | None = None
+    #: The connector's newest end that completes nothing (RESCHEDULED, CANCELED, ...).
+    latest_other: Completion | None = None
+    lifecycle: Lifecycle | None = None
 
     @classmethod
     def from_history(
@@ -118,38 +197,46 @@ class Facts:
         starts: dict[str, int],
         running: RunningSync | None,
         target: datetime | int,
+        lifecycle: Lifecycle | None = None,
     ) -> Facts:
         """Build facts from a whole in-memory history (tests, small tools)."""
         target_ms = target if isinstance(target, int) else to_ms(target)
         ordered = sorted(completions, key=Completion.order_key)
         with_starts = [_with_start(c, starts) for c in ordered]
-        after = [c for c in with_starts if c.ended_ms >= target_ms]
-        before = [c for c in with_starts if c.ended_ms < target_ms and c.status != "RESCHEDULED"]
+        real = [c for c in with_starts if c.succeeded or c.failed]
+        others = [c for c in with_starts if not (c.succeeded or c.failed)]
+        after = [c for c in real if c.ended_ms >= target_ms]
+        before = [c for c in real if c.ended_ms < target_ms]
         return cls(
             target_ms=target_ms,
             successes_from_target=tuple(c for c in after if c.succeeded),
             first_failure_from_target=next((c for c in after if c.failed), None),
             latest_before_target=before[-1] if before else None,
             running=running,
+            latest_other=others[-1] if others else None,
+            lifecycle=lifecycle,
         )
 
 
 def _with_start(c: Completion, starts: dict[str, int]) -> Completion:
     if c.started_ms is not None or c.sync_id not in starts:
         return c
-    return Completion(
-        c.sync_id, c.status, c.ended_ms, c.succeeded, c.reason, c.task_type, starts[c.sync_id]
-    )
+    return replace(c, started_ms=starts[c.sync_id])
 
 
 @dataclass(frozen=True)
 class Decision:
-    """The outcome, the sync that decided it (if any) and a one-line reason."""
+    """The outcome, the sync that decided it (if any) and a one-line reason.
+
+    ``recheck_at_ms`` is when a WAIT is worth looking at again (Fivetran's
+    ``rescheduledAt``), for sensors that would otherwise look after their interval.
+    """
 
     outcome: Outcome
     reason: str
     target_ms: int
     sync: Completion | RunningSync | None = field(default=None)
+    recheck_at_ms: int | None = None
 
     @classmethod
     def from_dict(cls, body: Mapping[str, Any]) -> Decision:
@@ -168,10 +255,13 @@ class Decision:
                     ended_ms=to_ms(parse_iso(raw["ended_at"])),
                     succeeded=raw["status"] == "SUCCESSFUL",
                     reason=raw.get("reason"),
+                    task_type=raw.get("task_type"),
                     started_ms=started,
+                    rescheduled_at_ms=_ms_or_none(raw.get("rescheduled_at")),
                 )
         target = to_ms(parse_iso(body["target"]))
-        return cls(Outcome(body["decision"]), body["reason"], target, sync)
+        recheck = _ms_or_none(body.get("recheck_at"))
+        return cls(Outcome(body["decision"]), body["reason"], target, sync, recheck)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,6 +269,7 @@ class Decision:
             "reason": self.reason,
             "sync": self.sync.to_dict() if self.sync is not None else None,
             "target": iso(self.target_ms),
+            "recheck_at": iso(self.recheck_at_ms),
         }
 
 
@@ -199,6 +290,7 @@ def decide(
     propagate_failures_forward: bool = True,
     always_wait_when_syncing: bool = False,
     criterion: Criterion | str = Criterion.ENDED_AFTER,
+    wait_when_paused: bool = False,
 ) -> Decision:
     """Decide SUCCESS, FAIL or WAIT for ``facts`` fetched at ``target``."""
     target_ms = facts.target_ms
@@ -237,6 +329,31 @@ def decide(
             target_ms,
             failure,
         )
+    life = facts.lifecycle
+    if life is not None and life.stopped and facts.running is None and not wait_when_paused:
+        since = f" at {iso(life.state_at_ms)}" if life.state_at_ms is not None else ""
+        return Decision(
+            Outcome.FAIL,
+            f"the connector was {life.state}{since} and no sync counts for {when}, so none "
+            "will come (set wait_when_paused to keep waiting)",
+            target_ms,
+            None,
+        )
+    rescheduled = _rescheduled_last(facts)
+    if rescheduled is not None:
+        again = rescheduled.rescheduled_at_ms
+        return Decision(
+            Outcome.WAIT,
+            f"sync {rescheduled.sync_id} was RESCHEDULED at {iso(rescheduled.ended_ms)}; "
+            + (
+                f"Fivetran runs it again at {iso(again)} (rescheduledAt)"
+                if again is not None
+                else "Fivetran gave no rescheduledAt"
+            ),
+            target_ms,
+            rescheduled,
+            recheck_at_ms=again,
+        )
     if facts.successes_from_target:
         # started_after only: a success ended after the target but started before it. A
         # sync did complete after the target, so a failure before it is not propagated.
@@ -254,6 +371,17 @@ def decide(
             latest,
         )
     return Decision(Outcome.WAIT, f"no sync has completed at or after {when} yet", target_ms, None)
+
+
+def _rescheduled_last(facts: Facts) -> Completion | None:
+    """The connector's latest end, when it is RESCHEDULED (no completion came after it)."""
+    other = facts.latest_other
+    if other is None or other.status != RESCHEDULED:
+        return None
+    known = [c for c in (facts.latest_before_target, *facts.successes_from_target) if c]
+    if any(c.ended_ms >= other.ended_ms for c in known):
+        return None
+    return other
 
 
 def _ms_or_none(text: str | None) -> int | None:

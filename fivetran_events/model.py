@@ -19,41 +19,79 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .exceptions import InvalidPayload
-from .timeutil import iso, parse_iso, to_ms
+from .timeutil import is_time_text, iso, parse_iso, to_ms
 
 #: Fivetran's ids are short words (``assimilate_seem``); we also keep ``:`` out of them,
 #: which keeps every connector's Redis keys distinct (see keys.py).
 ID_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
-_ID_RE = re.compile(ID_PATTERN)
+_ID_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 
 SUCCESS_STATUSES = frozenset({"SUCCESSFUL"})
 FAILURE_STATUSES = frozenset({"FAILURE", "FAILURE_WITH_TASK", "FAILED"})
-#: RESCHEDULED ends a sync that will run again: not a completion.
-NON_COMPLETION_STATUSES = frozenset({"RESCHEDULED"})
-SYNC_END_STATUSES = SUCCESS_STATUSES | FAILURE_STATUSES | NON_COMPLETION_STATUSES
+RESCHEDULED = "RESCHEDULED"
+#: The statuses that end a sync without completing it: RESCHEDULED (it will run again,
+#: at ``data.rescheduledAt``) and CANCELED (Fivetran's platform log records it). Any
+#: status not named here is taken the same way: recorded verbatim, neither success nor
+#: failure, never refused (Fivetran adds values over time).
+NON_COMPLETION_STATUSES = frozenset({RESCHEDULED, "CANCELED"})
+KNOWN_STATUSES = SUCCESS_STATUSES | FAILURE_STATUSES | NON_COMPLETION_STATUSES
 
 RESYNC_EVENTS = frozenset({"resync_connector", "resync_table"})
+
+#: Lifecycle events: what each says about the connector, as (group, value). The
+#: ``state`` group is whether it syncs at all; ``setup`` is whether Fivetran could
+#: connect to its source; ``change`` only records that something was done to it.
+LIFECYCLE_EVENTS: dict[str, tuple[str, str]] = {
+    "create_connector": ("state", "active"),
+    "resume_connector": ("state", "active"),
+    "pause_connector": ("state", "paused"),
+    "delete_connector": ("state", "deleted"),
+    "connection_successful": ("setup", "connected"),
+    "connection_failure": ("setup", "broken"),
+    "edit_connector": ("change", "edit_connector"),
+    "force_update_connector": ("change", "force_update_connector"),
+}
+#: A derived sync id (a sync event without ``sync_id``) starts with this character,
+#: which no real id can hold (``ID_PATTERN``): the mark that it was derived.
+DERIVED_SYNC_MARK = "~"
 
 
 class EventKind(str, Enum):
     SYNC_START = "sync_start"
     SYNC_END = "sync_end"
     TEST = "test_event"
+    #: A sample delivery of Fivetran's webhook test (connector ``_connector_1``, a
+    #: ``created`` that is not a time): answered 2xx, recorded nowhere.
+    SAMPLE = "sample"
     RESYNC = "resync"
+    LIFECYCLE = "lifecycle"
     OTHER = "other"
 
 
 def is_valid_id(value: str) -> bool:
-    """Return whether ``value`` is an acceptable connector or sync id."""
-    return isinstance(value, str) and _ID_RE.match(value) is not None
+    """Return whether ``value`` is an acceptable connector or sync id (the whole of it)."""
+    return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
+
+
+def is_derived_sync_id(sync_id: str | None) -> bool:
+    """Return whether ``sync_id`` was derived for a sync event that carried none."""
+    return sync_id is not None and sync_id.startswith(DERIVED_SYNC_MARK)
+
+
+def lifecycle_name(name: str) -> str:
+    """Spell a lifecycle event as ``*_connector``: Fivetran also names them ``*_connection``."""
+    if name.endswith("_connection") and name not in ("connection_successful", "connection_failure"):
+        return name.removesuffix("_connection") + "_connector"
+    return name
 
 
 class _Data(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    status: str | None = Field(default=None, max_length=64)
+    status: str | None = Field(default=None, min_length=1, max_length=64)
     reason: str | None = Field(default=None, max_length=8192)
     taskType: str | None = Field(default=None, max_length=256)
+    rescheduledAt: str | None = Field(default=None, max_length=64)
     tables: list[str] | None = Field(default=None, max_length=10_000)
 
     @field_validator("reason", "taskType", mode="before")
@@ -64,6 +102,21 @@ class _Data(BaseModel):
         if value is None or isinstance(value, str):
             return value
         return json.dumps(value, sort_keys=True)[:8192]
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status_text(cls, value: Any) -> Any:
+        # A status is kept verbatim whatever Fivetran adds; a number is still a value.
+        return (
+            str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+        )
+
+    @field_validator("rescheduledAt", mode="before")
+    @classmethod
+    def _time_text(cls, value: Any) -> Any:
+        # Only ever a hint of when to look again: a shape we cannot read is dropped,
+        # never a reason to refuse the delivery.
+        return value if isinstance(value, str) else None
 
 
 class _Envelope(BaseModel):
@@ -97,6 +150,8 @@ class Event:
     reason: str | None = None
     task_type: str | None = None
     tables: tuple[str, ...] = field(default_factory=tuple)
+    #: ``data.rescheduledAt`` of a RESCHEDULED end, in epoch ms, when it is a time.
+    rescheduled_at_ms: int | None = None
 
     @cached_property
     def created_ms(self) -> int:
@@ -109,6 +164,18 @@ class Event:
     @property
     def is_failure(self) -> bool:
         return self.kind is EventKind.SYNC_END and self.status in FAILURE_STATUSES
+
+    @property
+    def sync_id_derived(self) -> bool:
+        """Whether the sync id was derived because the delivery carried none."""
+        return is_derived_sync_id(self.sync_id)
+
+    @property
+    def lifecycle(self) -> tuple[str, str] | None:
+        """The (group, value) a lifecycle event sets (``LIFECYCLE_EVENTS``), else None."""
+        if self.kind is not EventKind.LIFECYCLE:
+            return None
+        return LIFECYCLE_EVENTS[lifecycle_name(self.event)]
 
     @cached_property
     def dedup_id(self) -> str:
@@ -163,14 +230,54 @@ def event_kind(name: str) -> EventKind:
         return EventKind.TEST
     if name in RESYNC_EVENTS:
         return EventKind.RESYNC
+    if lifecycle_name(name) in LIFECYCLE_EVENTS:
+        return EventKind.LIFECYCLE
     return EventKind.OTHER
+
+
+def _connector_field(payload: dict[str, Any]) -> str:
+    value = payload.get("connector_id", payload.get("connection_id"))
+    return value[:128] if isinstance(value, str) else ""
+
+
+def is_sample(payload: dict[str, Any]) -> bool:
+    """Return whether ``payload`` is one of Fivetran's sample deliveries (a webhook test).
+
+    Fivetran's test call and dashboard button send made-up values: connector ids that
+    begin with ``_`` (``_connector_1``; real ids never do) and a ``created`` that is not
+    a time (``"timestamp"``). Either is enough.
+    """
+    if _connector_field(payload).startswith("_"):
+        return True
+    created = payload.get("created")
+    return isinstance(created, str) and bool(created.strip()) and not is_time_text(created)
+
+
+def derived_sync_id(connector_id: str, created_ms: int) -> str:
+    """Return the sync id given to a sync event that carried none.
+
+    The same delivery always derives the same id (so a redelivery is a duplicate); the
+    mark in front tells it from every real id.
+    """
+    digest = hashlib.blake2b(f"{connector_id}\x1f{created_ms}".encode(), digest_size=8)
+    return DERIVED_SYNC_MARK + digest.hexdigest()
+
+
+def _rescheduled_ms(text: str | None) -> int | None:
+    if not text:
+        return None
+    try:
+        return to_ms(parse_iso(text))
+    except (ValueError, OverflowError):
+        return None
 
 
 def parse_event(body: bytes | str) -> Event:
     """Parse a raw webhook body; raise InvalidPayload naming the field at fault.
 
-    Unknown event kinds come back with ``kind=OTHER`` after only the ``event`` field is
-    checked: Fivetran adds events over time and they must not be refused.
+    Nothing Fivetran sends is refused for a value it added: unknown event kinds come back
+    with ``kind=OTHER`` after only the ``event`` field is checked, sample deliveries of a
+    webhook test with ``kind=SAMPLE``, and unknown ``sync_end`` statuses as they are.
     """
     try:
         payload = json.loads(body)
@@ -182,16 +289,16 @@ def parse_event(body: bytes | str) -> Event:
     if not isinstance(name, str) or not name or len(name) > 128:
         raise InvalidPayload("field 'event' is required and must be a short string", field="event")
     kind = event_kind(name)
-    if kind in (EventKind.OTHER, EventKind.TEST):
+    if kind is not EventKind.OTHER and kind is not EventKind.TEST and is_sample(payload):
+        kind = EventKind.SAMPLE
+    if kind in (EventKind.OTHER, EventKind.TEST, EventKind.SAMPLE):
         # test_event must always get a 2xx (Fivetran refuses to create the webhook
-        # otherwise), and unknown events are accepted as ignored: check nothing more.
+        # otherwise), samples and unknown events are accepted as ignored: check nothing more.
         return Event(
             kind=kind,
             event=name,
             created=parse_iso("1970-01-01T00:00:00Z"),
-            connector_id=str(payload.get("connector_id") or payload.get("connection_id") or "")[
-                :128
-            ],
+            connector_id=_connector_field(payload),
         )
     try:
         env = _Envelope.model_validate(_rename(payload))
@@ -199,21 +306,18 @@ def parse_event(body: bytes | str) -> Event:
         raise _first_error(exc) from None
     try:
         created = parse_iso(env.created)
-    except ValueError:
+    except (
+        ValueError
+    ):  # a time out of range (year 9999 at -14:00): text that is not a time is a sample
         raise InvalidPayload(
             "field 'created' must be an ISO 8601 timestamp", field="created"
         ) from None
     status = env.data.status
-    if kind in (EventKind.SYNC_START, EventKind.SYNC_END) and env.sync_id is None:
-        raise InvalidPayload("field 'sync_id' is required", field="sync_id")
-    if kind is EventKind.SYNC_END:
-        if status is None:
-            raise InvalidPayload("field 'data.status' is required on sync_end", field="data.status")
-        if status not in SYNC_END_STATUSES:
-            allowed = ", ".join(sorted(SYNC_END_STATUSES))
-            raise InvalidPayload(
-                f"field 'data.status' must be one of {allowed}", field="data.status"
-            )
+    sync_id = env.sync_id
+    if kind in (EventKind.SYNC_START, EventKind.SYNC_END) and sync_id is None:
+        sync_id = derived_sync_id(env.connector_id, to_ms(created))
+    if kind is EventKind.SYNC_END and status is None:
+        raise InvalidPayload("field 'data.status' is required on sync_end", field="data.status")
     tables = tuple(env.data.tables or ())
     if any(not isinstance(t, str) or len(t) > 512 for t in tables):
         raise InvalidPayload(
@@ -228,11 +332,14 @@ def parse_event(body: bytes | str) -> Event:
             connector_name=env.connector_name,
             connector_type=env.connector_type,
             group_id=env.group_id,
-            sync_id=env.sync_id,
+            sync_id=sync_id,
             status=status,
             reason=env.data.reason,
             task_type=env.data.taskType,
             tables=tables,
+            rescheduled_at_ms=(
+                _rescheduled_ms(env.data.rescheduledAt) if status == RESCHEDULED else None
+            ),
         )
     )
 

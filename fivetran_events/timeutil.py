@@ -19,13 +19,25 @@ def to_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+def _normalized(text: str) -> str:
+    raw = text.strip()
+    return raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw
+
+
+def is_time_text(text: str) -> bool:
+    """Return whether ``text`` is written as an ISO 8601 time, in range or not."""
+    try:
+        datetime.fromisoformat(_normalized(text))
+    except ValueError:
+        return False
+    return True
+
+
 def parse_iso(text: str) -> datetime:
     """Parse ISO 8601 text into an aware UTC datetime; raise ValueError when it is not one."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("expected an ISO 8601 timestamp")
-    raw = text.strip()
-    if raw.endswith(("Z", "z")):
-        raw = raw[:-1] + "+00:00"
+    raw = _normalized(text)
     try:
         return to_utc(datetime.fromisoformat(raw))
     except ValueError:

@@ -8,12 +8,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+FAILURES = ("FAILURE", "FAILURE_WITH_TASK", "FAILED")
+
 
 @dataclass(frozen=True)
 class Sync:
     sync_id: str
     ended_ms: int
-    status: str  # SUCCESSFUL, FAILED, ... or RESCHEDULED
+    status: str  # SUCCESSFUL, FAILED, ..., RESCHEDULED, CANCELED or one nobody knows
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A lifecycle event that sets the connector's state (or a sync_start: ``started``)."""
+
+    at_ms: int
+    state: str  # active, paused, deleted, or started
+
+
+def stopped(changes: list[StateChange]) -> bool:
+    """Whether the newest state is paused or deleted with no sync started after it."""
+    states = [c for c in changes if c.state != "started"]
+    if not states:
+        return False
+    latest = max(states, key=lambda c: c.at_ms)
+    started_after = any(c.state == "started" and c.at_ms > latest.at_ms for c in changes)
+    return latest.state in ("paused", "deleted") and not started_after
 
 
 def reference_decide(
@@ -24,10 +44,12 @@ def reference_decide(
     propagate_failures_forward: bool,
     always_wait_when_syncing: bool,
     criterion: str,
+    changes: list[StateChange] | None = None,
+    wait_when_paused: bool = False,
 ) -> str:
     if always_wait_when_syncing and running:
         return "wait"
-    real = [c for c in completions if c.status != "RESCHEDULED"]
+    real = [c for c in completions if c.status == "SUCCESSFUL" or c.status in FAILURES]
     for c in real:
         if c.status == "SUCCESSFUL" and c.ended_ms >= target_ms:
             if criterion == "ended_after":
@@ -37,8 +59,13 @@ def reference_decide(
                 return "success"
     if any(c.status != "SUCCESSFUL" and c.ended_ms >= target_ms for c in real):
         return "fail"
+    if stopped(changes or []) and not running and not wait_when_paused:
+        return "fail"
+    ends = sorted(completions, key=lambda c: (c.ended_ms, c in real))
+    if ends and ends[-1].status == "RESCHEDULED":
+        return "wait"  # the latest end is a reschedule: Fivetran runs the sync again
     if any(c.ended_ms >= target_ms for c in real):
-        return "wait"  # rule 4 applies only when nothing ended at or after T
+        return "wait"  # rule 6 applies only when nothing ended at or after T
     before = [c for c in real if c.ended_ms < target_ms]
     if not before:
         return "wait"

@@ -60,7 +60,7 @@ def _connector(connector_id: str) -> str:
 @bp.get("/connectors")
 @spec.validate(resp=responses(Connectors, connector=False), tags=["history"])
 def connectors() -> Response:
-    """List the recorded connectors: last success, last failure, running sync."""
+    """List the recorded connectors: last success, last failure, running sync, lifecycle."""
     return jsonify({"connectors": state().reader.connectors()})
 
 
@@ -87,6 +87,7 @@ def decision(connector_id: str, query: DecisionQuery) -> Response:
         criterion=query.criterion,
         propagate_failures_forward=query.propagate_failures_forward,
         always_wait_when_syncing=query.always_wait_when_syncing,
+        wait_when_paused=query.wait_when_paused,
     )
     body = result.to_dict()
     body["connector_id"] = cid

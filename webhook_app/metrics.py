@@ -34,6 +34,14 @@ LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 
+SYNC_END_STATUSES = Counter(
+    "fivetran_events_sync_end_statuses",
+    "Recorded sync_end deliveries by Fivetran's status, verbatim; statuses the service "
+    "does not know are non-completions (neither success nor failure), and past "
+    "20 distinct unknown ones a process counts the rest as OTHER_UNKNOWN.",
+    ["status"],
+)
+
 
 #: Every outcome the webhook counts. Each series exists at 0 from the start: Prometheus's
 #: increase() needs a sample before the first increment, or an alert on the first 503
@@ -49,6 +57,8 @@ WEBHOOK_OUTCOMES = (
 )
 for _outcome in WEBHOOK_OUTCOMES:
     DELIVERIES.labels(outcome=_outcome)
+for _status in ("SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED", "RESCHEDULED", "CANCELED"):
+    SYNC_END_STATUSES.labels(status=_status)
 
 
 def render(*scrape_time: Collector) -> tuple[bytes, str]:

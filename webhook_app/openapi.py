@@ -84,20 +84,54 @@ class DecisionQuery(BaseModel):
     target: Timestamp
     propagate_failures_forward: Flag = Field(True, json_schema_extra={"default": "true"})
     always_wait_when_syncing: Flag = Field(False, json_schema_extra={"default": "false"})
+    wait_when_paused: Flag = Field(False, json_schema_extra={"default": "false"})
     criterion: Criterion = Criterion.ENDED_AFTER
 
 
-class Completion(BaseModel):
+class SyncFields(BaseModel):
+    """What every listed sync says: Fivetran's words on it, and whether its id was derived."""
+
     sync_id: str
-    status: str
-    ended_at: str
+    sync_id_derived: bool = Field(
+        False, description="the delivery had no sync_id: derived from connector and created"
+    )
+    status: str = Field(
+        description="Fivetran's status verbatim, RUNNING or STALE (started, no end yet)"
+    )
     started_at: str | None = None
-    reason: str | None = None
+    reason: str | None = Field(None, description="Fivetran's data.reason (failures and others)")
+    task_type: str | None = Field(None, description="Fivetran's data.taskType")
+    rescheduled_at: str | None = Field(
+        None, description="Fivetran's data.rescheduledAt of a RESCHEDULED end"
+    )
 
 
-class Running(BaseModel):
-    sync_id: str
-    started_at: str
+class Completion(SyncFields):
+    ended_at: str
+
+
+class Running(SyncFields):
+    ended_at: None = None
+
+
+class DecidingSync(SyncFields):
+    """The sync that decided: a completion, or the running sync (no end yet)."""
+
+    ended_at: str | None
+
+
+class Lifecycle(BaseModel):
+    """What Fivetran's lifecycle events say of the connector now."""
+
+    state: str = Field(
+        json_schema_extra={"enum": ["active", "paused", "deleted"]},
+        description="active unless a pause_connector or delete_connector is the latest word",
+    )
+    state_at: str | None
+    state_event: str | None
+    setup: str | None = Field(json_schema_extra={"enum": ["connected", "broken", None]})
+    setup_at: str | None
+    setup_reason: str | None
 
 
 class Connector(BaseModel):
@@ -109,6 +143,7 @@ class Connector(BaseModel):
     last_success: Completion | None
     last_failure: Completion | None
     running: Running | None
+    lifecycle: Lifecycle
 
 
 class Connectors(BaseModel):
@@ -123,12 +158,8 @@ class Forwarding(BaseModel):
     reason: str | None
 
 
-class Sync(BaseModel):
-    sync_id: str
-    status: str
-    started_at: str | None
+class Sync(SyncFields):
     ended_at: str | None
-    reason: str | None
     forwarding: list[Forwarding] | None = None
 
 
@@ -141,7 +172,10 @@ class DecisionOut(BaseModel):
     decision: str = Field(json_schema_extra={"enum": ["success", "fail", "wait"]})
     reason: str
     target: str
-    sync: Completion | None
+    sync: DecidingSync | None
+    recheck_at: str | None = Field(
+        None, description="when a wait is worth looking at again (a RESCHEDULED sync's time)"
+    )
     connector_id: str
 
 

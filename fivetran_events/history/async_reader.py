@@ -36,6 +36,7 @@ class AsyncHistoryReader:
         criterion: Criterion | str = Criterion.ENDED_AFTER,
         propagate_failures_forward: bool = True,
         always_wait_when_syncing: bool = False,
+        wait_when_paused: bool = False,
         now: int | None = None,
     ) -> Decision:
         """Decide for ``connector_id`` at ``target``, as ``HistoryReader.decide`` does."""
@@ -48,6 +49,7 @@ class AsyncHistoryReader:
             propagate_failures_forward=propagate_failures_forward,
             always_wait_when_syncing=always_wait_when_syncing,
             criterion=crit,
+            wait_when_paused=wait_when_paused,
         )
 
     async def facts(

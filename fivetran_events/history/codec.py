@@ -10,8 +10,9 @@ has the measurements)::
     delta   = end - start of the attempt, in ms, base 36; empty when no start is known
     end     = the end in ms, base 36: only when another end of the same sync would
               otherwise have the same member (two successes of one sync id, no start)
-    json    = {"st": status, "r": reason, "tt": task_type}: only for anything but
-              SUCCESSFUL (failures are rare: their reason may be long)
+    json    = {"st": status, "r": reason, "tt": task_type, "ra": rescheduled_at_ms}:
+              only for anything but SUCCESSFUL (failures and reschedules are rare:
+              what Fivetran says of them may be long)
 
 The end is the member's score in ``ok``/``fail``/``other`` and start + delta in
 ``okstart`` (scored by start). Sync ids never contain "," or " " (model.ID_PATTERN).
@@ -64,7 +65,11 @@ def sync_id_of(token: str) -> str:
 
 
 def completion_parts(
-    sync_id: str, status: str, reason: str | None, task_type: str | None
+    sync_id: str,
+    status: str,
+    reason: str | None,
+    task_type: str | None,
+    rescheduled_at_ms: int | None = None,
 ) -> tuple[str, str]:
     """Return a completion member's prefix (``token ","``) and suffix (after the delta)."""
     suffix = ""
@@ -74,6 +79,8 @@ def completion_parts(
             body["r"] = reason
         if task_type:
             body["tt"] = task_type
+        if rescheduled_at_ms is not None:
+            body["ra"] = rescheduled_at_ms
         suffix = " " + json.dumps(body, separators=(",", ":"), sort_keys=True)
     return sync_token(sync_id) + ",", suffix
 
@@ -81,7 +88,11 @@ def completion_parts(
 def encode_completion(event: Event, started_ms: int | None = None) -> str:
     """Encode a sync_end as a member, with its attempt's start when known."""
     prefix, suffix = completion_parts(
-        event.sync_id or "", event.status or "", event.reason, event.task_type
+        event.sync_id or "",
+        event.status or "",
+        event.reason,
+        event.task_type,
+        event.rescheduled_at_ms,
     )
     delta = "" if started_ms is None else b36(event.created_ms - started_ms)
     return prefix + delta + suffix
@@ -123,6 +134,7 @@ def decode_completion(
         reason=body.get("r"),
         task_type=body.get("tt"),
         started_ms=started,
+        rescheduled_at_ms=int(body["ra"]) if "ra" in body else None,
     )
 
 

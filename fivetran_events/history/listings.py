@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from ..decision import RunningSync
+from ..decision import Lifecycle, RunningSync
 from ..keys import ConnectorKeys, connectors_key
 from .codec import decode_completion
 from .queries import as_text
@@ -53,7 +53,8 @@ def syncs(
 
 
 def connectors(client: redis.Redis, prefix: str, running_from: int) -> list[dict[str, Any]]:
-    """List known connectors with their last success, last failure and running sync.
+    """List known connectors with their last success, last failure, running sync and
+    lifecycle (paused, deleted, broken: ``decision.Lifecycle``).
 
     Only a sync that started at or after ``running_from`` counts as running.
     """
@@ -84,6 +85,7 @@ def connectors(client: redis.Redis, prefix: str, running_from: int) -> list[dict
                     if running
                     else None
                 ),
+                "lifecycle": Lifecycle.from_meta(meta).to_dict(),
             }
         )
     return out

@@ -6,12 +6,13 @@ the replies into ``Facts``: one pipelined round trip of O(log n) reads.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..decision import Completion, Criterion, Facts, RunningSync, parse_criterion
-from ..keys import ConnectorKeys
+from ..decision import Completion, Criterion, Facts, Lifecycle, RunningSync, parse_criterion
+from ..keys import ConnectorKeys, connectors_key
 from ..timeutil import now_ms, to_ms, to_utc
 from .codec import decode_completion
 
@@ -27,7 +28,7 @@ def facts_commands(
     running_from_ms: int,
     started_after: bool = False,
 ) -> None:
-    """Queue the reads that make up Facts on a sync or async pipeline (5 or 6 commands).
+    """Queue the reads that make up Facts on a sync or async pipeline (7 or 8 commands).
 
     A running sync counts from ``running_from_ms`` on, inclusive: one that started
     exactly the maximum sync duration ago is still running.
@@ -37,6 +38,10 @@ def facts_commands(
     pipe.zrevrangebyscore(keys.ok, f"({target_ms}", "-inf", start=0, num=1, withscores=True)
     pipe.zrevrangebyscore(keys.fail, f"({target_ms}", "-inf", start=0, num=1, withscores=True)
     pipe.zrevrangebyscore(keys.running, "+inf", running_from_ms, start=0, num=1, withscores=True)
+    # The newest end that completes nothing (a RESCHEDULED one makes the answer WAIT
+    # until Fivetran runs it again) and the connector's lifecycle (paused, deleted).
+    pipe.zrevrange(keys.other, 0, 0, withscores=True)
+    pipe.hget(connectors_key(keys.prefix), keys.connector_id)
     if started_after:
         # The first success that started at or after the target, from the start-scored
         # index: one O(log n) read however many successes started before the target.
@@ -59,8 +64,8 @@ def running_sync(rows: Sequence[tuple[Any, float]]) -> RunningSync | None:
 
 def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
     """Build Facts from the replies of facts_commands."""
-    ok_rows, fail_rows, ok_before, fail_before, running_rows = results[:5]
-    by_start = results[5] if len(results) > 5 else []
+    ok_rows, fail_rows, ok_before, fail_before, running_rows, other, meta = results[:7]
+    by_start = results[7] if len(results) > 7 else []
     successes: dict[tuple[str, int], Completion] = {}
     rows = [(m, s, False) for m, s in ok_rows] + [(m, s, True) for m, s in by_start]
     for member, score, scored_by_start in rows:
@@ -78,7 +83,16 @@ def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
         first_failure_from_target=_one(fail_rows),
         latest_before_target=latest,
         running=running,
+        latest_other=_one(other),
+        lifecycle=lifecycle_of(meta),
     )
+
+
+def lifecycle_of(meta: str | bytes | None) -> Lifecycle | None:
+    """Read the lifecycle of a connector's entry in the connectors hash (None: unknown)."""
+    if meta is None:
+        return None
+    return Lifecycle.from_meta(json.loads(meta))
 
 
 def running_from(now: int | None, max_sync_duration_ms: int) -> int:

@@ -40,6 +40,7 @@ class HistoryReader:
         criterion: Criterion | str = Criterion.ENDED_AFTER,
         propagate_failures_forward: bool = True,
         always_wait_when_syncing: bool = False,
+        wait_when_paused: bool = False,
         now: int | None = None,
     ) -> Decision:
         """Decide SUCCESS, FAIL or WAIT for ``connector_id`` at ``target`` (one round trip).
@@ -55,6 +56,7 @@ class HistoryReader:
             propagate_failures_forward=propagate_failures_forward,
             always_wait_when_syncing=always_wait_when_syncing,
             criterion=crit,
+            wait_when_paused=wait_when_paused,
         )
 
     def facts(

@@ -22,7 +22,7 @@ from redis.typing import EncodableT
 
 from .._history_lua import RECORD_NUMKEYS, record_script
 from ..keys import ConnectorKeys, connectors_key, last_test_event_key
-from ..model import Event, EventKind, check_not_future
+from ..model import Event, EventKind, check_not_future, lifecycle_name
 from ..timeutil import iso, now_ms
 from .codec import completion_parts
 from .command import call
@@ -117,6 +117,12 @@ class HistoryWriter:
         """
         if event.kind is EventKind.OTHER:
             return WriteResult(WriteStatus.IGNORED, f"event '{event.event}' is not used")
+        if event.kind is EventKind.SAMPLE:
+            return WriteResult(
+                WriteStatus.IGNORED,
+                f"a sample '{event.event}' of Fivetran's webhook test: the webhook works "
+                "(nothing recorded)",
+            )
         if event.kind is EventKind.TEST:
             self.client.set(
                 last_test_event_key(self.prefix),
@@ -159,6 +165,35 @@ class HistoryWriter:
 WRITE_KEYS = ("seen", "starts", "running", "ok", "fail", "other", "okstart", "resyncs")
 
 
+#: The longest ``setup_reason`` kept: it is shown to people, and lives in the connectors
+#: hash for as long as the connector.
+SETUP_REASON_MAX = 1024
+
+
+def lifecycle_meta(event: Event) -> dict[str, str]:
+    """Return the connector metadata a lifecycle event or a sync_start sets, with its time.
+
+    A sync_start's time is kept because a paused or deleted connector starts no sync:
+    one that starts after the pause means the connector is back, also when its
+    ``resume_connector`` is late or lost (``decision.Lifecycle``).
+    """
+    at = iso(event.created_ms) or ""
+    if event.kind is EventKind.SYNC_START:
+        return {"started_at": at}
+    change = event.lifecycle
+    if change is None:
+        return {}
+    group, value = change
+    if group == "state":
+        return {"state": value, "state_at": at, "state_event": lifecycle_name(event.event)}
+    if group == "setup":
+        out = {"setup": value, "setup_at": at}
+        if value == "broken" and event.reason:
+            out["setup_reason"] = event.reason[:SETUP_REASON_MAX]
+        return out
+    return {"change": value, "change_at": at}
+
+
 def trims(event: Event, every: int) -> bool:
     """Whether ``event``'s write is one of the one in ``every`` that also trims.
 
@@ -188,9 +223,15 @@ def script_args(keys: Sequence[str], event: Event, cutoff: int, trim_every: int)
     elif event.kind is EventKind.SYNC_END:
         kind = "end"
         head, suffix = completion_parts(
-            event.sync_id or "", event.status or "", event.reason, event.task_type
+            event.sync_id or "",
+            event.status or "",
+            event.reason,
+            event.task_type,
+            event.rescheduled_at_ms,
         )
         outcome = "ok" if event.is_success else "fail" if event.is_failure else ""
+    elif event.kind is EventKind.LIFECYCLE:
+        kind = "lifecycle"  # the script writes only the connector's metadata
     elif event.kind is EventKind.RESYNC:
         kind = "resync"
         body: dict[str, Any] = {"e": event.event, "t": t}
@@ -209,6 +250,7 @@ def script_args(keys: Sequence[str], event: Event, cutoff: int, trim_every: int)
             )
             if v is not None
         }
+        | lifecycle_meta(event)
     )
     trim = trims(event, trim_every)
     return [

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from random import Random
 
 import pytest
 import redis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from fivetran_events import (
@@ -21,7 +22,7 @@ from fivetran_events import (
 )
 from fivetran_events.timeutil import iso, to_ms
 from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
-from testkit.reference import Sync, reference_decide
+from testkit.reference import StateChange, Sync, reference_decide
 from testkit.support import at, encode, payload
 
 
@@ -106,7 +107,29 @@ def hours(lo: int, hi: int) -> st.SearchStrategy[int]:
     return st.integers(lo, hi).map(lambda h: h * HOUR)
 
 
-statuses = st.sampled_from(["SUCCESSFUL", "FAILURE", "FAILED", "FAILURE_WITH_TASK", "RESCHEDULED"])
+statuses = st.sampled_from(
+    [
+        "SUCCESSFUL",
+        "FAILURE",
+        "FAILED",
+        "FAILURE_WITH_TASK",
+        "RESCHEDULED",
+        "CANCELED",
+        "SOMETHING_NEW",
+    ]
+)
+STATE_EVENTS = {
+    "active": "resume_connector",
+    "paused": "pause_connector",
+    "deleted": "delete_connection",
+}
+
+
+@st.composite
+def state_changes(draw: st.DrawFn) -> list[StateChange]:
+    """Lifecycle events at distinct times (a minute past the hour: never on a sync's)."""
+    times = draw(st.lists(hours(0, 22 * 24), max_size=3, unique=True))
+    return [StateChange(t + 60_000, draw(st.sampled_from(sorted(STATE_EVENTS)))) for t in times]
 
 
 @st.composite
@@ -138,6 +161,9 @@ def histories(draw: st.DrawFn) -> tuple[list[Sync], dict[str, int], list[tuple[s
     always_wait=st.booleans(),
     criterion=st.sampled_from(["ended_after", "started_after"]),
     now_off=hours(0, 25 * 24),
+    changes=state_changes(),
+    wait_when_paused=st.booleans(),
+    shuffle=st.randoms(use_true_random=False),
 )
 def test_matches_reference(
     client: redis.Redis,
@@ -147,21 +173,31 @@ def test_matches_reference(
     always_wait: bool,
     criterion: str,
     now_off: int,
+    changes: list[StateChange],
+    wait_when_paused: bool,
+    shuffle: Random,
 ) -> None:
-    """On random histories written through the webhook path, decide() equals the reference."""
+    """On random histories written through the webhook path, with lifecycle events
+    arriving in any order among them, decide() equals the reference."""
     syncs, starts, running = history
     prefix = f"h{uuid.uuid4().hex[:8]}:"
     max_dur = 2 * DAY
-    writer = HistoryWriter(client, prefix, retention_ms=10**13)
+    # No trimming: the syncs are written out of time order across weeks, and a trim 72 h
+    # behind a late event drops starts a retried sync's end would still take (by design:
+    # real deliveries are never that far apart; test_history_edges.py covers trimming).
+    writer = HistoryWriter(client, prefix, retention_ms=10**13, trim_every=2**40)
     reader = HistoryReader(client, prefix, max_sync_duration_ms=max_dur)
-    for sid, start in starts.items():
-        writer.record(parse_event(encode(payload("sync_start", "conn", iso(start), sid))))
-    for s in syncs:
-        writer.record(
-            parse_event(encode(payload("sync_end", "conn", iso(s.ended_ms), s.sync_id, s.status)))
-        )
-    for sid, start in running:
-        writer.record(parse_event(encode(payload("sync_start", "conn", iso(start), sid))))
+    bodies = [payload("sync_start", "conn", iso(start), sid) for sid, start in starts.items()]
+    bodies += [payload("sync_end", "conn", iso(s.ended_ms), s.sync_id, s.status) for s in syncs]
+    bodies += [payload("sync_start", "conn", iso(start), sid) for sid, start in running]
+    # Lifecycle events arrive in any order, anywhere among the syncs' (a start that comes
+    # after its sync's end is another matter: test_history_edges.py).
+    for c in changes:
+        body = payload(STATE_EVENTS[c.state], "conn", iso(c.at_ms))
+        bodies.insert(shuffle.randint(0, len(bodies)), body)
+    for body in bodies:
+        writer.record(parse_event(encode(body)))
+    started = [StateChange(t, "started") for t in [*starts.values(), *dict(running).values()]]
     now = T0 + now_off
     target = T0 + target_off
     # Exactly at the maximum duration a sync is still running (README); only longer is lost.
@@ -173,10 +209,20 @@ def test_matches_reference(
         propagate_failures_forward=propagate,
         always_wait_when_syncing=always_wait,
         criterion=criterion,
+        wait_when_paused=wait_when_paused,
     )
     want = reference_decide(
-        syncs, {**starts, **dict(running)}, is_running, target, propagate, always_wait, criterion
+        syncs,
+        {**starts, **dict(running)},
+        is_running,
+        target,
+        propagate,
+        always_wait,
+        criterion,
+        [*changes, *started],
+        wait_when_paused,
     )
+    note(f"{syncs=} {starts=} {running=} {changes=} {target=} {now=} {got=}")
     assert got.outcome.value == want
     # The in-memory builder agrees too.
     mem = Facts.from_history(
@@ -184,6 +230,7 @@ def test_matches_reference(
         {**starts, **dict(running)},
         facts.running,
         target,
+        facts.lifecycle,
     )
     assert (
         decide(
@@ -191,6 +238,7 @@ def test_matches_reference(
             propagate_failures_forward=propagate,
             always_wait_when_syncing=always_wait,
             criterion=criterion,
+            wait_when_paused=wait_when_paused,
         ).outcome.value
         == want
     )

@@ -74,10 +74,13 @@ class TestListings:
         assert [r["sync_id"] for r in rows] == ["b-ok", "b-fail"]
         assert {k: v for k, v in rows[0].items() if k != "forwarding"} == {
             "sync_id": "b-ok",
+            "sync_id_derived": False,
             "status": "SUCCESSFUL",
             "started_at": iso(at(10, 5)),
             "ended_at": iso(at(10, 6)),
             "reason": None,
+            "task_type": None,
+            "rescheduled_at": None,
         }
         rows = answer(
             http.get("/api/connectors/assimilate_seem/syncs?until=2026-01-05&limit=5", headers=AUTH)

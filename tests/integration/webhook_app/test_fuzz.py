@@ -28,7 +28,7 @@ from fivetran_events.keys import CONNECTOR_SETS, ConnectorKeys, connectors_key, 
 from fivetran_events.model import (
     FAILURE_STATUSES,
     RESYNC_EVENTS,
-    SYNC_END_STATUSES,
+    is_derived_sync_id,
     is_valid_id,
     parse_event,
 )
@@ -53,7 +53,7 @@ def _member_problem(suffix: str, member: bytes, score: float) -> str | None:
         done = decode_completion(member, score, by_start=suffix == "okstart")
         if done.started_ms is not None and done.started_ms > done.ended_ms:
             return f"started {done.started_ms} after it ended {done.ended_ms}"
-        if not is_valid_id(done.sync_id) or done.status not in SYNC_END_STATUSES:
+        if not _sync_id_ok(done.sync_id) or not 0 < len(done.status) <= 64:
             return f"bad sync id or status: {done}"
         if (suffix in ("ok", "okstart")) != done.succeeded:
             return f"{done.status} in the {suffix} set"
@@ -68,9 +68,22 @@ def _member_problem(suffix: str, member: bytes, score: float) -> str | None:
     elif suffix == "seen":
         if len(member) != 24 or not all(c in b"0123456789abcdef" for c in member):
             return "dedup id is not 24 hex digits"
-    elif not is_valid_id(member.decode()):  # starts, running: sync ids
+    elif not _sync_id_ok(member.decode()):  # starts, running: sync ids
         return "member is not a sync id"
     return None
+
+
+def _sync_id_ok(sync_id: str) -> bool:
+    """A real sync id, or one derived for a sync event that carried none."""
+    return is_valid_id(sync_id.removeprefix("~") if is_derived_sync_id(sync_id) else sync_id)
+
+
+#: What the lifecycle fields of a connector's metadata may hold.
+LIFECYCLE_VALUES = {
+    "state": {"active", "paused", "deleted"},
+    "setup": {"connected", "broken"},
+    "change": {"edit_connector", "force_update_connector"},
+}
 
 
 def corrupt_records(client: redis.Redis) -> tuple[int, list[str]]:
@@ -100,6 +113,12 @@ def corrupt_records(client: redis.Redis) -> tuple[int, list[str]]:
             parse_iso(meta["last_event_at"])
             assert is_valid_id(connector.decode())
             assert {"name", "type", "group"} <= meta.keys()
+            for group, values in LIFECYCLE_VALUES.items():
+                if group in meta:
+                    assert meta[group] in values, f"{group} {meta[group]!r}"
+                    parse_iso(meta[f"{group}_at"])
+            if "started_at" in meta:
+                parse_iso(meta["started_at"])
         except (ValueError, KeyError, TypeError, AssertionError) as exc:
             problems.append(f"connectors[{connector!r}] = {raw[:80]!r}: {exc!r}")
     last = client.get(last_test_event_key(PREFIX))

@@ -132,7 +132,7 @@ class TestClientErrors:
         [
             (b"{not json", "body"),
             (json.dumps({"event": "sync_end"}).encode(), "created"),
-            (json.dumps({**payload(), "data": {"status": "NOPE"}}).encode(), "data.status"),
+            (json.dumps({**payload(), "data": {}}).encode(), "data.status"),
         ],
     )
     def test_400_names_the_field(
