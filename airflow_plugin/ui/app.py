@@ -100,7 +100,7 @@ def create_app(reader_factory: Callable[[], HistoryReader] = _hook_reader) -> Fa
     @app.get("/connectors/{connector_id}", response_class=HTMLResponse)
     def connector(request: Request, connector_id: str) -> HTMLResponse:
         hist = reader()
-        if not _ID.match(connector_id) or not hist.known(connector_id):
+        if not _ID.fullmatch(connector_id) or not hist.known(connector_id):
             raise ViewError(404, f"no sync of connector {connector_id!r} has been recorded")
         q = request.query_params
         flags = _flags(q)

@@ -158,6 +158,17 @@ class TestClientErrors:
         assert r.status_code == 404 and answer(r)["status"] == "error"
 
 
+class TestRequestId:
+    @pytest.mark.parametrize("given", ["req-1\n", "req-1\r\n", "req 1"])
+    def test_a_request_id_that_is_not_one_is_replaced(self, http: FlaskClient, given: str) -> None:
+        """An X-Request-Id with a trailing newline (a WSGI server passing it through) is
+        not an id: the request gets a fresh one, never a 500 or a newline in a log line."""
+        r = http.get("/healthz", environ_overrides={"HTTP_X_REQUEST_ID": given})
+        assert r.status_code == 200, r.data
+        rid = r.headers["X-Request-Id"]
+        assert rid != given and len(rid) == 32 and rid.isalnum()
+
+
 class TestUnavailable:
     def test_redis_down_is_503_with_retry_after(self, settings: Settings) -> None:
         """Fivetran retries a 503; Retry-After tells it when."""
