@@ -157,6 +157,26 @@ class TestClientErrors:
         r = http.get("/nowhere")
         assert r.status_code == 404 and answer(r)["status"] == "error"
 
+    @pytest.mark.parametrize(
+        ("method", "path", "allowed"),
+        [
+            ("GET", URL, {"POST", "OPTIONS"}),
+            ("PUT", URL, {"POST", "OPTIONS"}),
+            ("DELETE", "/api/connectors", {"GET", "HEAD", "OPTIONS"}),
+            ("POST", "/api/connectors/assimilate_seem/syncs", {"GET", "HEAD", "OPTIONS"}),
+            ("PATCH", "/api/openapi.json", {"GET", "HEAD", "OPTIONS"}),
+            ("POST", "/healthz", {"GET", "HEAD", "OPTIONS"}),
+            ("DELETE", "/metrics", {"GET", "HEAD", "OPTIONS"}),
+        ],
+    )
+    def test_405_says_which_methods_are_allowed(
+        self, http: FlaskClient, method: str, path: str, allowed: set[str]
+    ) -> None:
+        """RFC 9110: a 405 carries Allow, also in the app's JSON error body's answer."""
+        r = http.open(path, method=method)
+        assert r.status_code == 405 and answer(r)["status"] == "error"
+        assert {m.strip() for m in r.headers["Allow"].split(",")} == allowed
+
 
 class TestRequestId:
     @pytest.mark.parametrize("given", ["req-1\n", "req-1\r\n", "req 1"])
