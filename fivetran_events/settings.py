@@ -117,6 +117,9 @@ class Settings(HistoryDefaults):
     forward_backoff_seconds: float = Field(default=1.0, gt=0)
     #: Largest delay between two attempts, in seconds (a Retry-After may ask for more).
     forward_backoff_max_seconds: float = Field(default=300.0, gt=0)
+    #: The longest wait a Retry-After from Airflow can ask for, in seconds: one answer
+    #: of ``1e22`` or a date in year 9999 must not park a delivery for the whole window.
+    max_retry_after_seconds: float = Field(default=3600.0, ge=0, le=7 * DAY_S)
     #: Seconds an attempt may hold a delivery before another worker takes it over.
     forward_lease_seconds: float = Field(default=60.0, ge=5)
     #: Seconds Airflow may still commit a POST after the worker gave up on it (a timeout,
