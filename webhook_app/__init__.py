@@ -27,7 +27,7 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
     if not settings.webhook_secrets:
         raise ConfigurationError(
             "FIVETRAN_EVENTS_WEBHOOK_SECRETS is empty: set it to the secret(s) of your "
-            "Fivetran webhook (comma-separated)"
+            "Fivetran webhook (several: comma-separated, one a line or a JSON list)"
         )
     app = Flask(__name__)
     app.config.from_mapping(MAX_CONTENT_LENGTH=settings.max_body_bytes)
