@@ -7,11 +7,12 @@ defaults live here, each with a line saying what it is.
 from __future__ import annotations
 
 import functools
+import json
 import os
 from typing import Annotated, Literal, TypeVar
 
 import redis
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, StringConstraints, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .exceptions import ConfigurationError
@@ -23,7 +24,36 @@ DAY_S = 86_400
 #: Every setting's environment variable starts with this.
 ENV_PREFIX = "FIVETRAN_EVENTS_"
 
-CommaList = Annotated[list[str], NoDecode]
+#: A list of secrets read by ``_secret_list``: the model's whitespace stripping does not
+#: apply to the items, so a JSON list's secret may begin or end with a space.
+SecretList = Annotated[list[Annotated[str, StringConstraints(strip_whitespace=False)]], NoDecode]
+
+
+def _secret_list(text: str) -> list[str]:
+    """Read secrets or tokens from a variable's (or a secret file's) text.
+
+    Three forms, so that a secret can hold any character:
+
+    - a JSON list of strings, ``["a,b", "c"]``: each exactly as given (the text starts
+      with ``[``);
+    - one secret a line when there are several lines (a secret file): blank lines are
+      skipped and each line stripped, spaces inside a secret kept. Stripped rather than
+      kept as typed because pydantic-settings strips a secret file's text as a whole:
+      keeping a line's own spaces would hold for the middle lines only;
+    - otherwise comma-separated, each part stripped, as before.
+    """
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError:
+            items = None
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ValueError('starts with "[" but is not a JSON list of strings, e.g. ["a,b", "c"]')
+        return [i for i in items if i]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > 1:
+        return lines
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 class HistoryDefaults(BaseSettings):
@@ -70,10 +100,12 @@ class Settings(HistoryDefaults):
     redis_wait_replicas: int = Field(default=0, ge=0, le=64)
     #: How long that wait may take, in milliseconds (WAIT's timeout; 0 would wait forever).
     redis_wait_timeout_ms: int = Field(default=500, ge=1, le=60_000)
-    #: Webhook secrets, comma-separated; several are valid at once during a rotation.
-    webhook_secrets: CommaList = Field(default_factory=list)
-    #: Bearer tokens accepted on /api/*, comma-separated; none configured means /api/* is closed.
-    api_tokens: CommaList = Field(default_factory=list)
+    #: Webhook secrets; several are valid at once during a rotation. Comma-separated,
+    #: one a line (a secret file), or a JSON list (any character), see _secret_list.
+    webhook_secrets: SecretList = Field(default_factory=list)
+    #: Bearer tokens accepted on /api/*, read as the secrets are; none configured means
+    #: /api/* is closed.
+    api_tokens: SecretList = Field(default_factory=list)
     #: How long history is kept, in days; backfills reach back a year or more.
     retention_days: float = Field(default=800.0, gt=0)
     #: Largest webhook body accepted, in bytes (Fivetran's are well under 4 KiB).
@@ -117,6 +149,9 @@ class Settings(HistoryDefaults):
     forward_backoff_seconds: float = Field(default=1.0, gt=0)
     #: Largest delay between two attempts, in seconds (a Retry-After may ask for more).
     forward_backoff_max_seconds: float = Field(default=300.0, gt=0)
+    #: The longest wait a Retry-After from Airflow can ask for, in seconds: one answer
+    #: of ``1e22`` or a date in year 9999 must not park a delivery for the whole window.
+    max_retry_after_seconds: float = Field(default=3600.0, ge=0, le=7 * DAY_S)
     #: Seconds an attempt may hold a delivery before another worker takes it over.
     forward_lease_seconds: float = Field(default=60.0, ge=5)
     #: Seconds Airflow may still commit a POST after the worker gave up on it (a timeout,
@@ -151,9 +186,7 @@ class Settings(HistoryDefaults):
     @field_validator("webhook_secrets", "api_tokens", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
+        return _secret_list(value) if isinstance(value, str) else value
 
     @field_validator("redis_url")
     @classmethod

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 import redis
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from fivetran_events import ConfigurationError, Settings, load_settings
@@ -27,7 +27,7 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
     if not settings.webhook_secrets:
         raise ConfigurationError(
             "FIVETRAN_EVENTS_WEBHOOK_SECRETS is empty: set it to the secret(s) of your "
-            "Fivetran webhook (comma-separated)"
+            "Fivetran webhook (several: comma-separated, one a line or a JSON list)"
         )
     app = Flask(__name__)
     app.config.from_mapping(MAX_CONTENT_LENGTH=settings.max_body_bytes)
@@ -55,6 +55,17 @@ def _json_error(
     return resp
 
 
+def _allowed_methods(app: Flask, exc: HTTPException) -> str:
+    """The ``Allow`` header a 405 must carry (RFC 9110, 15.5.6): the URL's methods.
+
+    Routing's MethodNotAllowed knows them; a 405 raised any other way asks the URL map.
+    """
+    methods = getattr(exc, "valid_methods", None)
+    if not methods:
+        methods = app.url_map.bind_to_environ(request.environ).allowed_methods()
+    return ", ".join(sorted(methods))
+
+
 def _register_errors(app: Flask, settings: Settings) -> None:
     retry = {"Retry-After": str(settings.retry_after_seconds)}
 
@@ -70,9 +81,12 @@ def _register_errors(app: Flask, settings: Settings) -> None:
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         message = exc.description or exc.name
+        headers: dict[str, str] = {}
         if exc.code == 413:
             message = f"body is larger than {settings.max_body_bytes} bytes"
-        return _json_error(exc.code or 400, message)
+        if exc.code == 405:
+            headers["Allow"] = _allowed_methods(app, exc)
+        return _json_error(exc.code or 400, message, headers)
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Response:

@@ -90,8 +90,9 @@ class AirflowEvent:
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
     """Parse a Retry-After header (seconds or an HTTP date) into seconds from now.
 
-    Garbage and NaN give None (no wish expressed); a huge or infinite value is returned
-    as it is, for the caller to clamp into its retry window.
+    Garbage, NaN and negative numbers give None (no wish expressed: the normal backoff);
+    a huge or infinite value is returned as it is, for the caller to cap
+    (``FIVETRAN_EVENTS_MAX_RETRY_AFTER_SECONDS``).
     """
     if not value:
         return None
@@ -101,7 +102,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     except ValueError:
         pass
     else:
-        return None if math.isnan(seconds) else max(0.0, seconds)
+        return None if math.isnan(seconds) or seconds < 0 else seconds
     try:
         when = parsedate_to_datetime(value)
         if when.tzinfo is None:

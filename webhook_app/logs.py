@@ -212,7 +212,7 @@ def init_app(app: Flask) -> None:
     def bind_request_id() -> None:
         clear()
         given = request.headers.get("X-Request-Id", "")
-        g.request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        g.request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         bind(request_id=g.request_id)
 
     @app.after_request

@@ -100,7 +100,7 @@ def create_app(reader_factory: Callable[[], HistoryReader] = _hook_reader) -> Fa
     @app.get("/connectors/{connector_id}", response_class=HTMLResponse)
     def connector(request: Request, connector_id: str) -> HTMLResponse:
         hist = reader()
-        if not _ID.match(connector_id) or not hist.known(connector_id):
+        if not _ID.fullmatch(connector_id) or not hist.known(connector_id):
             raise ViewError(404, f"no sync of connector {connector_id!r} has been recorded")
         q = request.query_params
         flags = _flags(q)
@@ -204,18 +204,37 @@ def _day(raw: str | None, name: str) -> date | None:
         return None if ms is None else from_ms(ms).date()
 
 
+def _shift(day: date, days: int, name: str) -> date:
+    """Return ``day`` moved by ``days``; a 400 naming ``name`` when that leaves the calendar.
+
+    ``date`` ends at 0001-01-01 and 9999-12-31: a default range counted from a day near
+    either end does not fit, and the request says which parameter to change.
+    """
+    try:
+        return day + timedelta(days=days)
+    except OverflowError:
+        edge = "9999-12-31" if days > 0 else "0001-01-01"
+        raise ViewError(
+            400,
+            f"{name}: a calendar reaching {abs(days)} days {'after' if days > 0 else 'before'} "
+            f"{day} would pass {edge}; give start and end inside 0001-01-01 to 9999-12-31",
+        ) from None
+
+
 def _range(start: str | None, end: str | None, target: int | None) -> tuple[date, date]:
     """Return the calendar's first and last day: as asked, else around the target or today."""
     first, last = _day(start, "start"), _day(end, "end")
-    span = timedelta(days=DEFAULT_DAYS - 1)
+    span = DEFAULT_DAYS - 1
+    last_from = "end"  # the parameter a default range is counted from, for the 400
     if first is None and last is None:
         anchor = from_ms(target).date() if target is not None else from_ms(now_ms()).date()
-        last = anchor + timedelta(days=7) if target is not None else anchor
+        last = _shift(anchor, 7, "target") if target is not None else anchor
+        last_from = "target"
     if first is None:
         assert last is not None
-        first = last - span
+        first = _shift(last, -span, last_from)
     if last is None:
-        last = first + span
+        last = _shift(first, span, "start")
     if last < first:
         raise ViewError(400, f"end ({last}) is before start ({first})")
     return first, last

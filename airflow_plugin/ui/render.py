@@ -8,14 +8,14 @@ and are autoescaped: connector names and failure reasons come from Fivetran.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from fivetran_events import Decision
-from fivetran_events.timeutil import from_ms, iso
+from fivetran_events.timeutil import from_ms, iso, to_ms
 
 from .queries import Bar, Flags
 
@@ -24,6 +24,8 @@ WIDTH = 960
 LANE = 22
 #: Overlapping syncs go to lanes of their own, up to this many (the rest share the last).
 MAX_LANES = 4
+#: Epoch ms of the last instant a label can name (``datetime.max``, 9999-12-31).
+LAST_MS = to_ms(datetime.max)
 #: The narrowest bar: an end without a recorded start is drawn as a tick this wide.
 MIN_BAR = 3.0
 
@@ -97,6 +99,8 @@ def ticks(since_ms: int, until_ms: int, day_ms: int = 86_400_000) -> list[tuple[
     out = []
     for n in range(0, days + 1, step):
         ms = since_ms + n * day_ms
+        if ms > LAST_MS:  # the range ends on 9999-12-31: its closing tick has no date
+            break
         out.append(((ms - since_ms) * scale, from_ms(ms).strftime("%b %-d")))
     return out
 

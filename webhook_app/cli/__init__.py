@@ -15,7 +15,7 @@ import click
 
 from .. import logs
 from . import forwarding, history, migrate, serving
-from .helpers import EXIT_CODES_HELP, ExitCode
+from .helpers import EXIT_CODES_HELP, ExitCode, echo
 from .serving import DEFAULT_WORKERS
 
 
@@ -43,13 +43,13 @@ class OneLineErrors(click.Group):
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             where = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
-            click.echo(f"Error: {_one_line(exc.format_message())}{where}", err=True)
+            echo(f"Error: {_one_line(exc.format_message())}{where}", err=True)
             sys.exit(ExitCode.USAGE)
         except click.ClickException as exc:
-            click.echo(f"Error: {_one_line(exc.format_message())}", err=True)
+            echo(f"Error: {_one_line(exc.format_message())}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
-            click.echo("Aborted.", err=True)
+            echo("Aborted.", err=True)
             sys.exit(ExitCode.ERROR)
         if not standalone_mode:
             return rv

@@ -24,6 +24,7 @@ from .helpers import (
     CliError,
     ExitCode,
     clean_errors,
+    echo,
     emit_json,
     exit_with,
     json_option,
@@ -240,7 +241,7 @@ def replay(
                 }
             )
             return
-        click.echo(
+        echo(
             f"queued {len(created)} new and {len(replayed)} replayed "
             f"deliver{'y' if len(created) + len(replayed) == 1 else 'ies'} since "
             f"{iso(since_ms)}" + (f" ({delivered} already delivered)" if delivered else "")
@@ -264,7 +265,7 @@ def replay(
     if as_json:
         emit_json({"replayed": len(done), "already_delivered": len(ids) - len(done)})
         return
-    click.echo(
+    echo(
         f"replayed {len(done)} deliver{'y' if len(done) == 1 else 'ies'}"
         + (f" ({len(ids) - len(done)} already delivered)" if len(ids) > len(done) else "")
     )

@@ -7,6 +7,7 @@ confused with an unreachable Redis (4) or a mistyped option (2).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from enum import IntEnum
@@ -110,6 +111,37 @@ def clean_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: What a terminal acts on instead of showing: C0 controls and DEL (a newline forges a
+#: table row, ESC starts a sequence that can set the window title or rewrite the
+#: screen), C1 controls (0x9b is a one-byte ESC [), the Unicode line and paragraph
+#: separators, and the bidirectional marks, embeddings, overrides and isolates that
+#: reorder what follows them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    code = ord(ch)
+    return _SHORT_ESCAPES.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(value: object) -> str:
+    """Return ``value`` as text whose control characters show as escapes (``\\n``, ``\\x1b``).
+
+    Every line the CLI prints for people goes through here: connector names, failure
+    reasons and Airflow's answers are chosen by whoever can name a connector or answer
+    for Airflow, and printed raw they could forge a row or drive the terminal. ``--json``
+    needs none of this: JSON escapes them itself.
+    """
+    return _CONTROL.sub(_escape, str(value))
+
+
+def echo(text: object, err: bool = False) -> None:
+    """Print one line for people, its control characters escaped (``printable``)."""
+    click.echo(printable(text), err=err)
+
+
 def json_option(func: F) -> F:
     """Add ``--json``: print one JSON document on stdout instead of text for people."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(func)
@@ -123,10 +155,10 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
     """Print ``rows`` under ``headers``, each column as wide as its widest cell.
 
     The last column is left unpadded, so a long URI or reason does not push trailing
-    blanks; ``None`` shows as ``-``.
+    blanks; ``None`` shows as ``-``; control characters show as escapes (``printable``).
     """
-    cells = [[str(h) for h in headers]] + [
-        ["-" if v is None else str(v) for v in row] for row in rows
+    cells = [[printable(h) for h in headers]] + [
+        ["-" if v is None else printable(v) for v in row] for row in rows
     ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for r in cells:

@@ -14,6 +14,7 @@ from .helpers import (
     ExitCode,
     check_connector,
     clean_errors,
+    echo,
     emit_json,
     exit_with,
     json_option,
@@ -137,7 +138,7 @@ def decide_cmd(
     if as_json:
         emit_json({"connector_id": connector_id, **result.to_dict()})
     else:
-        click.echo(f"{result.outcome.value.upper()}: {result.reason}")
+        echo(f"{result.outcome.value.upper()}: {result.reason}")
     exit_with(
         {"success": ExitCode.OK, "fail": ExitCode.FAILED, "wait": ExitCode.WAIT}[
             result.outcome.value

@@ -13,7 +13,7 @@ import click
 
 from fivetran_events.migration import LAYOUT_VERSION, Migration, Plan, Progress
 
-from .helpers import clean_errors, emit_json, json_option, settings
+from .helpers import clean_errors, echo, emit_json, json_option, settings
 
 #: Seconds between two progress lines (the last connector always gets one).
 PROGRESS_EVERY = 1.0
@@ -41,7 +41,7 @@ class ProgressLine:
         if self.quiet or (now - self.last < PROGRESS_EVERY and not final):
             return
         self.last = now
-        click.echo(
+        echo(
             f"migrate: {p.connectors_done}/{p.connectors_total} connectors, "
             f"{p.syncs_done}/{p.syncs_total} syncs, {p.rate:.0f} syncs/s, "
             f"ETA {_eta(p.eta)}",
@@ -116,7 +116,7 @@ def migrate(dry_run: bool, jobs: int, quiet: bool, as_json: bool) -> None:
     plan = migration.plan()
     if plan.connectors and not (dry_run or quiet):
         resumed = f", resuming after {plan.resumed} done by an earlier run" if plan.resumed else ""
-        click.echo(
+        echo(
             f"migrate: {len(plan.connectors)} connectors, {sum(plan.syncs.values())} syncs "
             f"to go{resumed}",
             err=True,
@@ -126,7 +126,7 @@ def migrate(dry_run: bool, jobs: int, quiet: bool, as_json: bool) -> None:
     if as_json:
         emit_json(body)
     else:
-        click.echo(_text(body))
+        echo(_text(body))
 
 
 #: What the group registers.

@@ -15,7 +15,8 @@ An attempt (an RQ job run by ``fivetran-events worker``):
 
 Connection errors, timeouts, 5xx, 429 and answers that are not Airflow's JSON (the
 client classifies them all as ``AirflowUnavailable``) schedule a retry (exponential
-backoff with jitter, at least the Retry-After, clamped into the retry window) until
+backoff with jitter, at least the Retry-After up to ``max_retry_after_seconds``,
+clamped into the retry window) until
 ``forward_retry_hours`` after receipt; 404 (no DAG uses the URI) records the delivery as
 undelivered, any other 4xx as failed, each with the reason. Anything else is a bug of
 ours: it fails the RQ job visibly (the lease makes the sweeper try again) instead of
@@ -355,8 +356,9 @@ def _give_up(
 def backoff_seconds(fw: WorkerParts, attempts: int, retry_after: float | None) -> float:
     """Exponential backoff with jitter (half fixed, half random), at least Retry-After.
 
-    A Retry-After that is not a number (NaN) is ignored; an infinite one stays infinite
-    here and is clamped into the retry window by the caller.
+    A Retry-After that is not a number (NaN) is ignored; one asking for more than
+    ``max_retry_after_seconds`` (a huge number, infinity, a date in year 9999) gets that
+    much, so one answer cannot postpone a delivery for the whole retry window.
     """
     s = fw.settings
     ceiling = min(
@@ -366,7 +368,7 @@ def backoff_seconds(fw: WorkerParts, attempts: int, retry_after: float | None) -
     delay = ceiling / 2 + fw.rng() * ceiling / 2
     if retry_after is None or math.isnan(retry_after):
         return delay
-    return max(delay, retry_after)
+    return max(delay, min(retry_after, s.max_retry_after_seconds))
 
 
 def _retry(
@@ -379,7 +381,7 @@ def _retry(
     if now >= deadline:
         reason = f"gave up after {attempts} attempts over {hours:g} h; last error: {exc}"
         return _give_up(fw, d, DeliveryState.UNDELIVERED, reason, clear_mark=False)
-    # Clamped into the window, so an absurd Retry-After still gets a last attempt.
+    # Clamped into the window, so a long wait still gets a last attempt at its end.
     wait_ms = min(backoff_seconds(fw, attempts, exc.retry_after) * 1000, deadline - now)
     at = max(now + int(wait_ms), settles or 0)
     with fw.redis.pipeline(transaction=True) as pipe:

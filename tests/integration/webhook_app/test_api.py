@@ -105,6 +105,17 @@ class TestListings:
         r = http.get("/api/connectors/nobody/syncs", headers=AUTH)
         assert r.status_code == 404 and "nobody" in answer(r)["error"]
 
+    @pytest.mark.parametrize("view", ["syncs", "decision?target=2026-01-05"])
+    @pytest.mark.parametrize("connector", ["abc%0A", "assimilate_seem%0A"])
+    def test_a_trailing_newline_is_not_an_id(
+        self, http: FlaskClient, connector: str, view: str
+    ) -> None:
+        """'abc\\n' is a malformed id (400), not an unrecorded one (404), even when the id
+        before the newline is recorded."""
+        deliver(http, payload(created=at(3)))
+        r = http.get(f"/api/connectors/{connector}/{view}", headers=AUTH)
+        assert r.status_code == 400 and answer(r)["field"] == "connector_id", r.json
+
 
 class TestDecision:
     @pytest.mark.parametrize(("scenario", "propagate"), list(CALENDARS))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import redis
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from rq import Queue
 from rq.job import Job
 
-from fivetran_events import Settings, decide
+from fivetran_events import ConfigurationError, Settings, decide
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import to_ms
 from testkit.support import (
@@ -65,6 +66,68 @@ class TestSignature:
         r = http.post(URL, data=json.dumps(body).encode(), headers={SIGNATURE_HEADER: sig})
         assert r.status_code == 401
         assert client.keys("*") == []
+
+
+#: A rotation pair whose new secret holds what the comma form cannot: a comma, spaces.
+COMMA_SECRET = "new,secret with spaces "
+
+
+class TestSecretForms:
+    """FIVETRAN_EVENTS_WEBHOOK_SECRETS as the environment or a secret file gives it."""
+
+    def _app(self, monkeypatch: pytest.MonkeyPatch, redis_url: str, **env: str) -> Flask:
+        monkeypatch.setenv("FIVETRAN_EVENTS_REDIS_URL", redis_url)
+        monkeypatch.setenv("FIVETRAN_EVENTS_KEY_PREFIX", "test:")
+        monkeypatch.delenv("FIVETRAN_EVENTS_WEBHOOK_SECRETS", raising=False)
+        monkeypatch.delenv("FIVETRAN_EVENTS_SECRETS_DIR", raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        return create_app()
+
+    def _verifies(self, app: Flask, secret: str, sync_id: str) -> bool:
+        with app.test_client() as c:
+            r = post_signed(c, payload(sync_id=sync_id, created=at(3)), secret=secret)
+        assert r.status_code in (200, 401), r.data
+        return bool(r.status_code == 200)
+
+    def test_a_json_list_holds_a_comma(
+        self, monkeypatch: pytest.MonkeyPatch, redis_url: str
+    ) -> None:
+        """A JSON list in the variable: each secret exactly, commas and spaces included."""
+        value = json.dumps([SECRET, COMMA_SECRET])
+        app = self._app(monkeypatch, redis_url, FIVETRAN_EVENTS_WEBHOOK_SECRETS=value)
+        assert self._verifies(app, COMMA_SECRET, "s1") and self._verifies(app, SECRET, "s2")
+        assert not self._verifies(app, "new", "s3")
+        assert not self._verifies(app, COMMA_SECRET.strip(), "s4")
+
+    def test_a_secret_file_holds_one_secret_a_line(
+        self, monkeypatch: pytest.MonkeyPatch, redis_url: str, tmp_path: Path
+    ) -> None:
+        """A secret file of several lines: one secret a line, commas and inner spaces kept."""
+        (tmp_path / "fivetran_events_webhook_secrets").write_text(f"{SECRET}\r\n\n{COMMA_SECRET}\n")
+        app = self._app(monkeypatch, redis_url, FIVETRAN_EVENTS_SECRETS_DIR=str(tmp_path))
+        assert self._verifies(app, COMMA_SECRET.strip(), "s1")
+        assert self._verifies(app, SECRET, "s2")
+        assert not self._verifies(app, "secret with spaces", "s3")
+
+    @pytest.mark.parametrize("in_file", [False, True], ids=["variable", "file"])
+    def test_the_comma_form_still_works(
+        self, monkeypatch: pytest.MonkeyPatch, redis_url: str, tmp_path: Path, in_file: bool
+    ) -> None:
+        """One line of comma-separated secrets, each stripped, as before."""
+        value = f" {SECRET} , {OTHER_SECRET}\n"
+        if in_file:
+            (tmp_path / "fivetran_events_webhook_secrets").write_text(value)
+            app = self._app(monkeypatch, redis_url, FIVETRAN_EVENTS_SECRETS_DIR=str(tmp_path))
+        else:
+            app = self._app(monkeypatch, redis_url, FIVETRAN_EVENTS_WEBHOOK_SECRETS=value)
+        assert self._verifies(app, SECRET, "s1") and self._verifies(app, OTHER_SECRET, "s2")
+
+    def test_a_broken_json_list_is_refused_by_name(
+        self, monkeypatch: pytest.MonkeyPatch, redis_url: str
+    ) -> None:
+        with pytest.raises(ConfigurationError, match=r"FIVETRAN_EVENTS_WEBHOOK_SECRETS.*JSON"):
+            self._app(monkeypatch, redis_url, FIVETRAN_EVENTS_WEBHOOK_SECRETS='["a", 1]')
 
 
 class TestEvents:
@@ -156,6 +219,37 @@ class TestClientErrors:
         assert http.get(URL).status_code == 405
         r = http.get("/nowhere")
         assert r.status_code == 404 and answer(r)["status"] == "error"
+
+    @pytest.mark.parametrize(
+        ("method", "path", "allowed"),
+        [
+            ("GET", URL, {"POST", "OPTIONS"}),
+            ("PUT", URL, {"POST", "OPTIONS"}),
+            ("DELETE", "/api/connectors", {"GET", "HEAD", "OPTIONS"}),
+            ("POST", "/api/connectors/assimilate_seem/syncs", {"GET", "HEAD", "OPTIONS"}),
+            ("PATCH", "/api/openapi.json", {"GET", "HEAD", "OPTIONS"}),
+            ("POST", "/healthz", {"GET", "HEAD", "OPTIONS"}),
+            ("DELETE", "/metrics", {"GET", "HEAD", "OPTIONS"}),
+        ],
+    )
+    def test_405_says_which_methods_are_allowed(
+        self, http: FlaskClient, method: str, path: str, allowed: set[str]
+    ) -> None:
+        """RFC 9110: a 405 carries Allow, also in the app's JSON error body's answer."""
+        r = http.open(path, method=method)
+        assert r.status_code == 405 and answer(r)["status"] == "error"
+        assert {m.strip() for m in r.headers["Allow"].split(",")} == allowed
+
+
+class TestRequestId:
+    @pytest.mark.parametrize("given", ["req-1\n", "req-1\r\n", "req 1"])
+    def test_a_request_id_that_is_not_one_is_replaced(self, http: FlaskClient, given: str) -> None:
+        """An X-Request-Id with a trailing newline (a WSGI server passing it through) is
+        not an id: the request gets a fresh one, never a 500 or a newline in a log line."""
+        r = http.get("/healthz", environ_overrides={"HTTP_X_REQUEST_ID": given})
+        assert r.status_code == 200, r.data
+        rid = r.headers["X-Request-Id"]
+        assert rid != given and len(rid) == 32 and rid.isalnum()
 
 
 class TestUnavailable:

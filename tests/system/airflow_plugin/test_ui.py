@@ -192,6 +192,11 @@ class TestBadInput:
             ("start=2026-13-01", "start"),
             ("limit=0", "limit"),
             ("limit=ten", "limit"),
+            # a default range counted from a day near either end of the calendar
+            ("target=9999-12-31T00:00:00Z", "target: "),
+            ("target=0001-01-01T00:00:00Z", "target: "),
+            ("end=0001-01-05", "end: "),
+            ("start=9999-12-20", "start: "),
         ],
     )
     def test_a_bad_parameter_is_a_400_naming_it(
@@ -209,6 +214,22 @@ class TestBadInput:
         assert resp.status_code == 400, (query, resp.status_code, resp.text[:300])
         assert names in resp.text
         assert sorted(client.keys("*")) == before
+
+    @pytest.mark.parametrize(
+        "query",
+        [
+            "start=9999-12-30&end=9999-12-31",
+            "start=0001-01-01&end=0001-01-02",
+            "target=9999-12-31T23:59:59Z&start=9999-12-31&end=9999-12-31",
+        ],
+    )
+    def test_a_range_at_either_end_of_the_calendar_is_shown(
+        self, airflow3: AirflowServer, http: FlaskClient, query: str
+    ) -> None:
+        """Days up to 9999-12-31 and from 0001-01-01 are a calendar like any other."""
+        seed(http, "ui_a", SCENARIO_A)
+        resp = view(airflow3, f"/fivetran-events/connectors/ui_a?{query}")
+        assert resp.status_code == 200, (query, resp.status_code, resp.text[:300])
 
     @pytest.mark.parametrize("connector", ["nobody", "bad%3Aid", "x" * 200])
     def test_an_unknown_connector_is_a_404(

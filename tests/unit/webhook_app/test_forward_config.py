@@ -8,13 +8,16 @@ the core's owners left it.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from pydantic import SecretStr
 
-from fivetran_events import ConfigurationError, Settings
+from fivetran_events import ConfigurationError, Settings, load_settings
 from fivetran_events.uris import DEFAULT_URI_TEMPLATE, dataset_uri, dataset_uris, load_uri_map
 from webhook_app.airflow_client import read_credentials, retry_after_seconds
+from webhook_app.forwarding.attempt import backoff_seconds
 
 pytestmark = pytest.mark.unit
 
@@ -118,6 +121,39 @@ class TestRetryAfter:
         assert retry_after_seconds(
             "Thu, 01 Jan 2026 00:01:00 GMT", now=1767225600.0
         ) == pytest.approx(60.0)
+
+    @pytest.mark.parametrize(
+        ("header", "wait"),
+        [
+            ("120", 120.0),
+            ("0", 0.75),
+            ("1e22", 3600.0),
+            ("inf", 3600.0),
+            ("Infinity", 3600.0),
+            ("9" * 400, 3600.0),
+            ("Fri, 31 Dec 9999 23:59:59 GMT", 3600.0),
+            ("-5", 0.75),
+            ("-inf", 0.75),
+            ("NaN", 0.75),
+            ("soon", 0.75),
+            ("", 0.75),
+            (None, 0.75),
+        ],
+    )
+    def test_what_a_retry_after_can_ask_is_capped(self, header: str | None, wait: float) -> None:
+        """A Retry-After is honoured up to FIVETRAN_EVENTS_MAX_RETRY_AFTER_SECONDS (3600 by
+        default); a negative, NaN or unreadable one leaves the normal backoff (0.75 s
+        here: the first attempt's 1 s ceiling, jitter at its middle)."""
+        parts = SimpleNamespace(settings=Settings(), rng=lambda: 0.5)
+        assert backoff_seconds(cast(Any, parts), 1, retry_after_seconds(header)) == wait
+
+    def test_the_cap_is_a_setting(self) -> None:
+        """The cap follows the setting; out of range, the error names the variable."""
+        parts = SimpleNamespace(settings=Settings(max_retry_after_seconds=60), rng=lambda: 0.5)
+        assert backoff_seconds(cast(Any, parts), 1, retry_after_seconds("1e22")) == 60.0
+        for bad in ("-1", "604801", "soon"):
+            with pytest.raises(ConfigurationError, match="FIVETRAN_EVENTS_MAX_RETRY_AFTER_SECONDS"):
+                load_settings(max_retry_after_seconds=bad)
 
     def test_not_a_number_is_no_wish(self) -> None:
         """NaN asks for nothing (None); infinity is kept for the caller to clamp."""
