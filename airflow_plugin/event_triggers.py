@@ -26,9 +26,12 @@ How it keeps its place (docs/architecture.md, "The watcher", says why this way):
   ``poll_interval`` seconds (and on every (re)connect) wakes them all. A woken trigger
   reads the durable ``ok`` set, not the message, so a lost message or an outage costs at
   most one tick.
-- A trigger stores its state only in ``advance()``, which Airflow calls once the trigger
-  events derived from a wake were persisted in its database. A triggerer killed before
-  that sends them again after it restarts; one killed after, never.
+- A sync counts as handled only once Airflow confirmed its event persisted: ``advance()``
+  reports each wake, and the watcher then adds the syncs it sent for it to its state and
+  stores that. Until then they are only in flight (not sent again, never stored); a wake
+  Airflow reports failed (ack timeout, overflow) returns them to unsent, so the next
+  wake, or the restarted watcher's first, sends them again. A triggerer killed before the
+  confirmation sends them again after it restarts; one killed after, never.
 """
 
 from __future__ import annotations
@@ -116,18 +119,18 @@ class WatchState:
 class Wake:
     """One raw event of the shared stream: "re-read the history" for one connector or all.
 
-    It is also the broker payload handed back to ``advance()``: the watchers woken by it
-    attach the state they reached, to be stored once Airflow persisted their events.
+    It is also the broker payload handed back to ``advance()``: each watcher that sent
+    events for it attaches a ``settle(persisted)``, told whether Airflow confirmed them.
     """
 
     connector_id: str | None  # None: every watcher re-reads (a tick, a reconnect)
     client: Any  # the poll's redis.asyncio client; watchers read through its pool
     prefix: str
-    commits: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    settles: list[Callable[[bool], Awaitable[None]]] = field(default_factory=list)
 
 
 class HistoryWakeProducer(SharedStreamProducer):
-    """The shared poll: change messages and ticks in, wakes out; states stored on advance."""
+    """The shared poll: change messages and ticks in, wakes out; watchers settled on advance."""
 
     def __init__(self, redis_conn_id: str, poll_interval: float) -> None:
         self.redis_conn_id = redis_conn_id
@@ -174,14 +177,14 @@ class HistoryWakeProducer(SharedStreamProducer):
     async def advance(self, batch: Sequence[AdvanceItem]) -> None:
         for item in batch:
             wake: Wake = item.broker_payload
-            if item.outcome.failed or item.outcome.rejected:
-                # Which watcher failed is not told: store nobody's state for this wake
-                # (a later wake's store covers the others; at worst an event comes twice).
+            # Which watcher failed is not told: every watcher that sent events for the
+            # wake sends them again (Airflow's contract for a failed event: redeliver).
+            persisted = not (item.outcome.failed or item.outcome.rejected)
+            if not persisted:
                 log.warning("a wake was not resolved by every watcher: %s", item.outcome)
-                continue
-            for commit in wake.commits:
+            for settle in wake.settles:
                 try:
-                    await commit()
+                    await settle(persisted)
                 except Exception:  # a later wake stores a later state anyway
                     log.exception("could not store a watcher's state")
 
@@ -218,7 +221,11 @@ class FivetranSyncEventTrigger(BaseEventTrigger):
         self.start = start
         self.poll_interval = float(poll_interval)
         self.lookback = float(lookback)
+        #: What Airflow confirmed (and what was there when the watcher started): the state
+        #: stored. Changed only between awaits, so a settle and a wake never interleave.
         self._state: WatchState | None = None
+        #: Sent, not confirmed yet: sync id -> end. Not sent again, not stored.
+        self._in_flight: dict[str, int] = {}
 
     @property
     def _lookback_ms(self) -> int:
@@ -255,25 +262,40 @@ class FivetranSyncEventTrigger(BaseEventTrigger):
             try:
                 if self._state is None:
                     self._state = await self._load_state(wake)
-                state = self._state
-                found, repeats = await self._unhandled(wake, state)
+                found = await self._unhandled(wake)
             except (redis.RedisError, OSError) as exc:
                 log.warning("watcher of %s cannot read the history: %s", self.connector_id, exc)
                 continue  # the reconnect's wake (or the next tick) reads again
+            sent: list[Position] = []
             for (ended, sync_id), extra in found:
                 yield TriggerEvent(extra)
-                state.note(ended, sync_id)
-            for ended, sync_id in repeats:
-                state.note(ended, sync_id)
-            self._state = state.pruned(self._lookback_ms)
-            if found:
-                reached = self._state.pruned(self._lookback_ms)  # a copy, as of this wake
-                wake.commits.append(lambda r=reached: self._store(r))
+                self._in_flight[sync_id] = ended
+                sent.append((ended, sync_id))
+            if sent:
+                wake.settles.append(lambda persisted, s=tuple(sent): self._settle(s, persisted))
+
+    async def _settle(self, sent: Sequence[Position], persisted: bool) -> None:
+        """Airflow's word on the events sent for one wake: handled and stored, or unsent."""
+        for _, sync_id in sent:
+            self._in_flight.pop(sync_id, None)
+        if not persisted:
+            log.warning(
+                "watcher of %s: Airflow did not confirm %d event(s); sending them again",
+                self.connector_id,
+                len(sent),
+            )
+            return
+        assert self._state is not None  # loaded before anything was sent
+        for ended, sync_id in sent:
+            self._state.note(ended, sync_id)
+        self._state = self._state.pruned(self._lookback_ms)
+        await self._store(self._state)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Watch without a shared stream (outside the triggerer's manager, e.g. a test).
 
-        The state is stored as soon as the events left the trigger, not once persisted.
+        A wake's events count as persisted as soon as they left the trigger (the next wake
+        is asked for), so the state is stored then, not once Airflow persisted them.
         """
         producer = self.create_shared_stream_producer(self.serialize()[1])
 
@@ -347,28 +369,33 @@ class FivetranSyncEventTrigger(BaseEventTrigger):
                 return
             offset += PAGE
 
-    async def _unhandled(
-        self, wake: Wake, state: WatchState
-    ) -> tuple[list[tuple[Position, dict[str, Any]]], list[Position]]:
-        """Read the successes of the window not handled yet, oldest first, with their extra.
+    async def _unhandled(self, wake: Wake) -> list[tuple[Position, dict[str, Any]]]:
+        """Read the successes of the window neither handled nor in flight, oldest first.
 
         A sync id read twice (a retried sync that succeeded twice) is sent for its first
-        success only; the repeats are returned apart, for the state to keep the newest end
-        of each sync id once the events are out.
+        success only. A repeat of a handled sync id updates its newest end in the state
+        at once; a repeat of one in flight (or chosen now) waits for a later wake, after
+        Airflow confirmed the first: noting it now would mark the id handled unconfirmed.
         """
-        rows = sorted({r async for r in self._window(wake, state.position[0] - self._lookback_ms)})
-        out: list[tuple[Position, dict[str, Any]]] = []
-        repeats: list[Position] = []
-        meta: dict[str, Any] | None = None
-        chosen: set[str] = set()
+        assert self._state is not None
+        floor = self._state.position[0] - self._lookback_ms
+        rows = sorted({r async for r in self._window(wake, floor)})
+        # Decide with no await from here to the pruning: a settle moves sync ids from in
+        # flight to the state between awaits, never in the middle of this.
+        state = self._state
+        chosen: dict[str, int] = {}
         for ended, sync_id in rows:
-            if sync_id in state.handled or sync_id in chosen:
-                repeats.append((ended, sync_id))
-                continue
-            chosen.add(sync_id)
+            if sync_id in state.handled:
+                state.note(ended, sync_id)
+            elif sync_id not in self._in_flight and sync_id not in chosen:
+                chosen[sync_id] = ended
+        self._state = state.pruned(self._lookback_ms)
+        out: list[tuple[Position, dict[str, Any]]] = []
+        meta: dict[str, Any] | None = None
+        for sync_id, ended in chosen.items():
             if meta is None:
                 raw = await wake.client.hget(connectors_key(wake.prefix), self.connector_id)
                 meta = json.loads(raw) if raw else {}
             ref = SyncRef.from_meta(self.connector_id, sync_id, ended, meta)
             out.append(((ended, sync_id), await aextra_for(wake.client, wake.prefix, ref)))
-        return out, repeats
+        return out

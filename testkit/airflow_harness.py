@@ -234,8 +234,12 @@ class AirflowServer(AirflowApi):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=20)
 
+    def stop_triggerer(self) -> None:
+        """Stop the triggerer gracefully (SIGTERM): its triggers move at once to the next."""
+        self._stop("triggerer")
+
     def start_triggerer(self) -> None:
-        """Start a triggerer again (after ``kill_triggerer``)."""
+        """Start a triggerer again (after ``kill_triggerer`` or ``stop_triggerer``)."""
         self._spawn("triggerer", self._args("triggerer"))
 
     def cpu_seconds(self, name: str) -> float:

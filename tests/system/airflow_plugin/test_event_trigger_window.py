@@ -5,7 +5,7 @@ sync id can succeed twice. These tests drive ``FivetranSyncEventTrigger`` the wa
 triggerer's shared-stream manager does (wakes in, events out, ``advance()`` once the
 events are persisted) with a stand-in for Airflow's asset state store, and check that
 every recorded success becomes exactly one event: late ones too, a sync id only once,
-across restarts, with a state that stays small.
+across restarts, when Airflow reports a wake failed, with a state that stays small.
 """
 
 from __future__ import annotations
@@ -72,12 +72,13 @@ class Watcher:
         # What the triggerer injects before run(); the stand-in has the accessor calls used.
         self.trigger.asset_state_store = store  # type: ignore[assignment]
         self.client = client
+        self.pending: list[Any] = []  # wakes not advanced yet, oldest first
 
-    async def wake(self, persisted: bool = True) -> list[str]:
-        """One wake for this connector: the sync ids sent; ``advance()`` if persisted."""
-        from airflow.triggers.shared_stream import AdvanceItem, AdvanceOutcome
-
-        from airflow_plugin.event_triggers import HistoryWakeProducer, Wake
+    async def wake(self, persisted: bool | None = True) -> list[str]:
+        """One wake for this connector: the sync ids sent. ``advance()`` at once as Airflow
+        does once the events are persisted (True) or failed (False), or not yet (None:
+        ``advance`` later, or never, as when the triggerer is killed)."""
+        from airflow_plugin.event_triggers import Wake
 
         wake = Wake(CONNECTOR, self.client, "test:")
 
@@ -85,10 +86,22 @@ class Watcher:
             yield wake
 
         sent = [e.payload["sync_id"] async for e in self.trigger.filter_shared_stream(stream())]
-        if persisted:
-            producer = HistoryWakeProducer("unused", 30.0)
-            await producer.advance([AdvanceItem(wake, AdvanceOutcome(acked=1, failed=0))])
+        self.pending.append(wake)
+        if persisted is not None:
+            await self.advance(persisted)
         return sent
+
+    async def advance(self, *persisted: bool) -> None:
+        """Advance the oldest pending wakes in order: persisted (acked) or failed."""
+        from airflow.triggers.shared_stream import AdvanceItem, AdvanceOutcome
+
+        from airflow_plugin.event_triggers import HistoryWakeProducer
+
+        items = [
+            AdvanceItem(self.pending.pop(0), AdvanceOutcome(acked=int(ok), failed=int(not ok)))
+            for ok in persisted
+        ]
+        await HistoryWakeProducer("unused", 30.0).advance(items)
 
 
 def run(body: Callable[[Any], Awaitable[None]], redis_url: str) -> None:
@@ -249,9 +262,74 @@ class TestRestarts:
             record(writer, "a", hours_ago(2))
             assert await w.wake() == ["a"]
             record(writer, "late", hours_ago(3))
-            assert await w.wake(persisted=False) == ["late"]
+            assert await w.wake(persisted=None) == ["late"]
             assert await Watcher(store, client).wake() == ["late"]
             assert await Watcher(store, client).wake() == []
+
+        run(body, redis_url)
+
+
+class TestFailedWakes:
+    """Airflow fails a wake (ack timeout, queue overflow) when it did not confirm the events
+    derived from it persisted, and expects them redelivered."""
+
+    def test_a_later_persisted_wake_does_not_store_a_failed_wakes_sync(
+        self, redis_url: str, writer: HistoryWriter
+    ) -> None:
+        """The lost event of a failed wake stays out of the stored state even when a later
+        wake's events are persisted first, so the restarted watcher sends it."""
+        store = StateStore()
+
+        async def body(client: Any) -> None:
+            w = Watcher(store, client, start=iso(to_ms(hours_ago(8))))
+            record(writer, "lost", hours_ago(2))
+            assert await w.wake(persisted=None) == ["lost"]
+            record(writer, "kept", hours_ago(1))
+            assert await w.wake(persisted=None) == ["kept"]
+            await w.advance(False, True)  # in fan-out order: the failed one first
+            assert {s for s, _ in store.state()["handled"]} == {"kept"}
+            assert await Watcher(store, client).wake() == ["lost"]
+            assert await Watcher(store, client).wake() == []
+
+        run(body, redis_url)
+
+    def test_a_live_watcher_sends_a_failed_wakes_syncs_again(
+        self, redis_url: str, writer: HistoryWriter
+    ) -> None:
+        """A watcher still running after a failed wake sends its syncs again, once."""
+        store = StateStore()
+
+        async def body(client: Any) -> None:
+            w = Watcher(store, client, start=iso(to_ms(hours_ago(8))))
+            record(writer, "a", hours_ago(2))
+            assert await w.wake(persisted=False) == ["a"]
+            assert await w.wake() == ["a"]
+            assert await w.wake() == []
+            assert await Watcher(store, client).wake() == []
+
+        run(body, redis_url)
+
+    def test_a_sync_in_flight_is_not_sent_again_nor_marked_by_its_repeat(
+        self, redis_url: str, writer: HistoryWriter
+    ) -> None:
+        """Until Airflow answers, a sent sync is not sent again by the next wakes, and a
+        second success of its sync id read meanwhile does not mark it handled."""
+        store = StateStore()
+
+        async def body(client: Any) -> None:
+            w = Watcher(store, client, start=iso(to_ms(hours_ago(8))))
+            record(writer, "retried", hours_ago(3))
+            assert await w.wake(persisted=None) == ["retried"]
+            second = hours_ago(2)
+            record(writer, "retried", second)
+            record(writer, "other", hours_ago(1))
+            assert await w.wake(persisted=None) == ["other"]
+            await w.advance(False, True)
+            assert {s for s, _ in store.state()["handled"]} == {"other"}
+            assert await w.wake() == ["retried"]  # its first success, as before
+            assert await w.wake() == []  # reads the repeat of a handled id: its newest end
+            assert w.trigger._state is not None
+            assert w.trigger._state.handled["retried"] == to_ms(second)
 
         run(body, redis_url)
 
