@@ -21,7 +21,7 @@ from functools import cached_property
 from typing import Any
 
 from fivetran_events import Decision, Outcome, parse_criterion
-from fivetran_events.timeutil import iso, to_ms
+from fivetran_events.timeutil import iso, now_ms, to_ms
 
 from .compat import (
     AirflowSkipException,
@@ -62,6 +62,9 @@ class FivetranDateTimeSensor(BaseSensorOperator):
     :param propagate_failures_forward: FAIL when nothing completed at or after the target
         and the latest completion before it failed.
     :param always_wait_when_syncing: WAIT while a sync is running, whatever else holds.
+    :param wait_when_paused: keep waiting when the connector is paused or deleted and no
+        sync counts for the target. Without it that is a FAIL naming the pause or
+        deletion: no sync will come.
     :param criterion: ``ended_after`` (default) or ``started_after`` (the success must
         also have started at or after the target).
     :param redis_conn_id: the Airflow connection of the history's Redis.
@@ -73,6 +76,9 @@ class FivetranDateTimeSensor(BaseSensorOperator):
 
     On success the task's return value (XCom) is the deciding sync with the target; a
     FAIL raises ``FivetranSyncFailed`` naming the sync, its time, its reason and the target.
+    While the connector's latest end is RESCHEDULED, the sensor next looks at Fivetran's
+    ``rescheduledAt`` instead of after its poke interval (deferred: instead of its
+    re-check interval; poke and reschedule modes: not past the sensor's timeout).
     """
 
     template_fields = ("connector_id", "target_time", "connector_name", "destination_name")
@@ -89,6 +95,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         target_time: datetime | str | None = None,
         propagate_failures_forward: bool = True,
         always_wait_when_syncing: bool = False,
+        wait_when_paused: bool = False,
         criterion: str = "ended_after",
         redis_conn_id: str = DEFAULT_CONN_ID,
         deferrable: bool | None = None,
@@ -108,6 +115,9 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.target_time = target_time
         self.propagate_failures_forward = propagate_failures_forward
         self.always_wait_when_syncing = always_wait_when_syncing
+        self.wait_when_paused = wait_when_paused
+        #: Fivetran's rescheduledAt of the last WAIT, when it gave one (epoch ms).
+        self._recheck_at_ms: int | None = None
         self.criterion = parse_criterion(criterion).value
         self.redis_conn_id = redis_conn_id
         self.deferrable = default_deferrable() if deferrable is None else deferrable
@@ -176,6 +186,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 criterion=self.criterion,
                 propagate_failures_forward=self.propagate_failures_forward,
                 always_wait_when_syncing=self.always_wait_when_syncing,
+                wait_when_paused=self.wait_when_paused,
             ),
             what=f"the history of connector {self.connector_id}",
             cfg=self.hook.config,
@@ -206,7 +217,22 @@ class FivetranDateTimeSensor(BaseSensorOperator):
             self.soft_fail = False
             raise FivetranSyncFailed(message)
         self.log.info("connector %s: waiting: %s", self.connector_id, decision.reason)
+        self._recheck_at_ms = decision.recheck_at_ms
         return None
+
+    def _get_next_poke_interval(self, started_at: Any, run_duration: Any, poke_count: int) -> float:
+        """Wait until Fivetran's ``rescheduledAt`` when the last poke saw one ahead, but
+        not past the sensor's timeout; otherwise as Airflow does (poke_interval, backoff)."""
+        due = self._recheck_at_ms
+        if due is not None:
+            until = (due - now_ms()) / 1000
+            if until > 0:
+                left = max(float(self.timeout) - float(run_duration()), 0.0)
+                self.log.info(
+                    "connector %s: next look at %s (rescheduledAt)", self.connector_id, iso(due)
+                )
+                return min(until, left + 1.0)
+        return float(super()._get_next_poke_interval(started_at, run_duration, poke_count))
 
     def _unavailable(self, exc: FivetranHistoryUnavailable, *, may_wait: bool) -> None:
         """Apply Airflow's convention for an error in poke where Airflow does not.
@@ -226,6 +252,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return bool(getattr(self, "_outage_silent", getattr(self, "silent_fail", False)))
 
     def poke(self, context: Context) -> PokeReturnValue:
+        self._recheck_at_ms = None
         try:
             decision = self._decide(self._target_ms(context))
         except FivetranHistoryUnavailable as exc:
@@ -268,6 +295,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 target_ms=target_ms,
                 propagate_failures_forward=self.propagate_failures_forward,
                 always_wait_when_syncing=self.always_wait_when_syncing,
+                wait_when_paused=self.wait_when_paused,
                 criterion=self.criterion,
                 redis_conn_id=self.redis_conn_id,
                 recheck_interval=self.recheck_interval,

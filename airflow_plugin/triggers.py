@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fivetran_events import Criterion, Decision, Outcome
+from fivetran_events.timeutil import now_ms
 
 from ._wakeups import hub_for, stop_if_cancelled
 from .compat import BaseTrigger, TriggerEvent
@@ -84,6 +85,7 @@ class FivetranSyncTrigger(BaseTrigger):
         *,
         propagate_failures_forward: bool = True,
         always_wait_when_syncing: bool = False,
+        wait_when_paused: bool = False,
         criterion: str = Criterion.ENDED_AFTER.value,
         redis_conn_id: str = DEFAULT_CONN_ID,
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
@@ -94,6 +96,7 @@ class FivetranSyncTrigger(BaseTrigger):
         self.target_ms = int(target_ms)
         self.propagate_failures_forward = propagate_failures_forward
         self.always_wait_when_syncing = always_wait_when_syncing
+        self.wait_when_paused = wait_when_paused
         self.criterion = Criterion(criterion).value
         self.redis_conn_id = redis_conn_id
         self.recheck_interval = float(recheck_interval)
@@ -107,6 +110,7 @@ class FivetranSyncTrigger(BaseTrigger):
                 "target_ms": self.target_ms,
                 "propagate_failures_forward": self.propagate_failures_forward,
                 "always_wait_when_syncing": self.always_wait_when_syncing,
+                "wait_when_paused": self.wait_when_paused,
                 "criterion": self.criterion,
                 "redis_conn_id": self.redis_conn_id,
                 "recheck_interval": self.recheck_interval,
@@ -159,6 +163,7 @@ class FivetranSyncTrigger(BaseTrigger):
                         criterion=self.criterion,
                         propagate_failures_forward=self.propagate_failures_forward,
                         always_wait_when_syncing=self.always_wait_when_syncing,
+                        wait_when_paused=self.wait_when_paused,
                     ),
                     what=f"the history of connector {self.connector_id}",
                     cfg=cfg,
@@ -176,10 +181,22 @@ class FivetranSyncTrigger(BaseTrigger):
                     )
                     return decision
                 self.log.debug("connector %s: %s", self.connector_id, decision.reason)
-                pause = self.recheck_interval * random.uniform(1.0 - RECHECK_JITTER, 1.0)  # noqa: S311
-                if await changed_within(changed, pause):
-                    woken_by = "a change message"
-                else:
-                    woken_by = "the periodic re-check"
+                pause, why = self._pause(decision)
+                woken_by = "a change message" if await changed_within(changed, pause) else why
         finally:
             await hub.unregister(self.connector_id, changed)
+
+    def _pause(self, decision: Decision) -> tuple[float, str]:
+        """Seconds until the next look without a change message, and what it is.
+
+        Fivetran's ``rescheduledAt``, when the decision waits for one ahead, replaces the
+        re-check interval: nothing is expected before it but a change, which wakes the
+        trigger anyway.
+        """
+        due = decision.recheck_at_ms
+        if due is not None:
+            until = (due - now_ms()) / 1000
+            if until > 0:
+                return until, "the sync's rescheduledAt"
+        jittered = self.recheck_interval * random.uniform(1.0 - RECHECK_JITTER, 1.0)  # noqa: S311
+        return jittered, "the periodic re-check"

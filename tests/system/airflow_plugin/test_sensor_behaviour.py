@@ -248,3 +248,82 @@ class TestFailMessage:
         ):
             assert part in msg, (part, msg)
         assert isinstance(err.value, Exception)
+
+
+class TestLifecycle:
+    """A paused or deleted connector: the sensor does not wait for what cannot come."""
+
+    @pytest.mark.parametrize("mode", ["poke", "reschedule", "deferrable"])
+    @pytest.mark.parametrize("event", ["pause_connector", "delete_connection"])
+    def test_stopped_connector_fails_unless_wait_when_paused(
+        self, dagtest_airflow: Path, http: FlaskClient, mode: str, event: str
+    ) -> None:
+        """Nothing counts after the target and the connector was paused (or deleted): FAIL
+        naming it, in every mode; with wait_when_paused, WAIT (skipped at the timeout)."""
+        from testkit.support import payload
+
+        daily_syncs(http, range(1, 6))
+        deliver(http, payload(event, "c1", at(5, 12)))
+        kw = {"mode": "reschedule" if mode == "reschedule" else "poke"}
+        kw["deferrable"] = mode == "deferrable"  # type: ignore[assignment]
+        assert result(run(one_sensor_dag(f"lc_ok_{mode}", "@daily", **kw), at(5)))[0] == "success"
+        out = run(one_sensor_dag(f"lc_fail_{mode}", "@daily", **kw), at(8))
+        assert out["s"][0] == "failed"
+        if mode != "deferrable":  # a deferred WAIT would hang dag.test(), see above
+            waits = one_sensor_dag(f"lc_wait_{mode}", "@daily", wait_when_paused=True, **kw)
+            assert result(run(waits, at(8)))[0] == "skipped"
+
+    def test_fail_message_names_the_pause_and_its_time(
+        self, dagtest_airflow: Path, http: FlaskClient
+    ) -> None:
+        from airflow_plugin.exceptions import FivetranSyncFailed
+        from airflow_plugin.sensors import FivetranDateTimeSensor
+        from testkit.support import payload
+
+        daily_syncs(http, range(1, 3))
+        deliver(http, payload("pause_connector", "c1", at(2, 12)))
+        sensor = FivetranDateTimeSensor(task_id="s", connector_id="c1")
+        with pytest.raises(FivetranSyncFailed, match=r"paused at 2026-01-02T12:00:00\.000Z"):
+            sensor.poke({"data_interval_end": at(4)})  # type: ignore[typeddict-item]
+        # A sync that starts after the pause means the connector is back.
+        deliver(http, payload("sync_start", "c1", at(3), sync_id="back"))
+        assert not sensor.poke({"data_interval_end": at(4)}).is_done  # type: ignore[typeddict-item]
+
+
+class TestRescheduled:
+    def test_next_look_is_at_rescheduled_at(self, dagtest_airflow: Path, http: FlaskClient) -> None:
+        """A RESCHEDULED latest end: WAIT naming rescheduledAt, and the next poke is then,
+        not after the poke interval (capped by the time left before the timeout)."""
+        from datetime import timezone
+
+        from airflow_plugin.sensors import FivetranDateTimeSensor
+
+        now = datetime.now(timezone.utc)
+        again = now + timedelta(minutes=30)
+        sync(
+            http,
+            "c1",
+            now - timedelta(minutes=1),
+            "RESCHEDULED",
+            sync_id="r1",
+            reason="the source's API quota",
+            rescheduledAt=z(again),
+        )
+        sensor = FivetranDateTimeSensor(
+            task_id="s", connector_id="c1", mode="reschedule", poke_interval=60, timeout=7200
+        )
+        ret = sensor.poke({"data_interval_end": now - timedelta(hours=1)})  # type: ignore[typeddict-item]
+        assert not ret.is_done
+        wait = sensor._get_next_poke_interval(now, lambda: 0.0, 1)
+        assert 30 * 60 - 10 < wait <= 30 * 60
+        short = FivetranDateTimeSensor(
+            task_id="t", connector_id="c1", mode="reschedule", poke_interval=60, timeout=600
+        )
+        short.poke({"data_interval_end": now - timedelta(hours=1)})  # type: ignore[typeddict-item]
+        assert short._get_next_poke_interval(now, lambda: 100.0, 1) == 501.0
+        # Once a completion comes after it, the interval is the poke interval again.
+        sync(http, "c1", now, "FAILURE", sync_id="f1")
+        sensor.propagate_failures_forward = False
+        ret = sensor.poke({"data_interval_end": now + timedelta(hours=1)})  # type: ignore[typeddict-item]
+        assert not ret.is_done
+        assert sensor._get_next_poke_interval(now, lambda: 0.0, 1) == 60

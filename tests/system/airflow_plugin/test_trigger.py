@@ -181,3 +181,65 @@ class TestScale:
             assert client.execute_command("PUBSUB", "NUMPAT") == 0  # the hub closed
 
         run_async(body)
+
+
+class TestLifecycleAndReschedules:
+    def test_pause_while_deferred_fails_it(
+        self, dagtest_airflow: Path, client: redis.Redis, writer: HistoryWriter
+    ) -> None:
+        """A pause_connector recorded while the trigger waits ends it with FAIL, at once;
+        with wait_when_paused the same trigger keeps waiting."""
+
+        async def body() -> None:
+            stops = asyncio.create_task(first_event(trigger("c1", recheck_interval=60)))
+            waits = asyncio.create_task(
+                first_event(trigger("c1", recheck_interval=60, wait_when_paused=True))
+            )
+            await subscribed(client)
+            await asyncio.sleep(0.2)
+            writer.record(parse_event(encode(payload("pause_connector", "c1", at(12)))))
+            ev = await asyncio.wait_for(stops, 2)
+            assert ev["status"] == "fail" and "paused at 2026-01-12" in ev["message"]
+            await asyncio.sleep(0.3)
+            assert not waits.done()
+            waits.cancel()
+            await asyncio.gather(waits, return_exceptions=True)
+
+        run_async(body)
+
+    def test_looks_again_at_rescheduled_at(
+        self,
+        dagtest_airflow: Path,
+        client: redis.Redis,
+        writer: HistoryWriter,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """With change messages lost, a trigger whose decision waits for rescheduledAt reads
+        again then, not after its (long) re-check interval."""
+        from datetime import timedelta, timezone
+
+        from fivetran_events.timeutil import iso
+
+        lose_change_messages(monkeypatch)
+        now = datetime.now(timezone.utc)
+        record_body = payload(
+            "sync_end",
+            "c1",
+            now - timedelta(seconds=5),
+            sync_id="r1",
+            status="RESCHEDULED",
+            rescheduledAt=iso(now + timedelta(seconds=1.5)),
+        )
+        writer.record(parse_event(encode(record_body)))
+
+        async def body() -> float:
+            t = trigger("c1", target=now - timedelta(hours=1), recheck_interval=60)
+            task = asyncio.create_task(first_event(t))
+            await subscribed(client)
+            t0 = time.monotonic()
+            record(writer, "c1", now - timedelta(seconds=1), sync_id="r1")  # not published
+            ev = await asyncio.wait_for(task, 10)
+            assert ev["status"] == "success"
+            return time.monotonic() - t0
+
+        assert run_async(body) < 5.0
