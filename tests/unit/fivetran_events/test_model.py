@@ -215,3 +215,23 @@ class TestRefuses:
         )
         assert a.dedup_id != b.dedup_id
         assert a.dedup_id == again.dedup_id
+
+
+def test_readme_event_table_names_every_event_and_status() -> None:
+    """README's table of what the service does with each delivery names every event kind
+    and status the model knows, so an addition to the model cannot go undocumented."""
+    from pathlib import Path
+
+    from fivetran_events.model import KNOWN_STATUSES, LIFECYCLE_EVENTS, RESYNC_EVENTS
+
+    readme = Path(__file__).resolve().parents[3] / "README.md"
+    rows = [
+        line
+        for line in readme.read_text().splitlines()
+        if line.startswith("| `") and "what the service does" not in line
+    ]
+    table = "\n".join(rows)
+    names = {"sync_start", "sync_end", "test_event", *RESYNC_EVENTS, *LIFECYCLE_EVENTS}
+    names |= KNOWN_STATUSES
+    missing = sorted(n for n in names if f"`{n}`" not in table)
+    assert rows and missing == [], missing
