@@ -3,8 +3,8 @@
 One function builds them, so an extra link, a task log line and the view itself agree
 on the URL contract: the list of connectors is ``/fivetran-events/``, one connector's
 page ``/fivetran-events/connectors/{connector_id}`` with the optional query parameters
-``target`` (ISO 8601), ``criterion``, ``propagate_failures_forward`` and
-``always_wait_when_syncing``.
+``target`` (ISO 8601), ``criterion``, ``propagate_failures_forward``,
+``always_wait_when_syncing`` and ``wait_when_paused``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ URL_PREFIX = "/fivetran-events"
 #: The list of every connector.
 CONNECTORS_LIST_URL = f"{URL_PREFIX}/"
 #: The decision flags the page takes, as the sensor names them.
-FLAGS = ("criterion", "propagate_failures_forward", "always_wait_when_syncing")
+FLAGS = (
+    "criterion",
+    "propagate_failures_forward",
+    "always_wait_when_syncing",
+    "wait_when_paused",
+)
 
 
 def connector_view_url(connector_id: str, target: datetime | None = None, **flags: Any) -> str:

@@ -56,5 +56,7 @@ class FivetranConnectorLink(BaseOperatorLink):
                 criterion=getattr(operator, "criterion", None),
                 propagate_failures_forward=getattr(operator, "propagate_failures_forward", None),
                 always_wait_when_syncing=getattr(operator, "always_wait_when_syncing", None),
+                # A sensor from before wait_when_paused decides as if it were False.
+                wait_when_paused=getattr(operator, "wait_when_paused", False),
             )
         )

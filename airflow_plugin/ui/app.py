@@ -173,6 +173,7 @@ def _flags(q: Any) -> Flags:
         always_wait_when_syncing=_bool(
             q.get("always_wait_when_syncing"), "always_wait_when_syncing", False
         ),
+        wait_when_paused=_bool(q.get("wait_when_paused"), "wait_when_paused", False),
     )
     raw = q.get("criterion")
     if raw:

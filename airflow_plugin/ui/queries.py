@@ -21,8 +21,10 @@ from fivetran_events import (
     HistoryReader,
     RunningSync,
 )
+from fivetran_events.decision import Lifecycle
 from fivetran_events.history import decode_completion
 from fivetran_events.keys import connectors_key, delivery_key, sync_deliveries_key
+from fivetran_events.model import FAILURE_STATUSES, RESCHEDULED
 from fivetran_events.timeutil import UTC, parse_iso, to_ms
 
 #: The most connectors one list page shows.
@@ -51,6 +53,8 @@ class ConnectorRow:
     running: RunningSync | None
     #: The states of the last success's deliveries to Airflow: state -> count.
     forwarding: dict[str, int] = field(default_factory=dict)
+    #: Paused, deleted, broken: what Fivetran's lifecycle events say of it now.
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
 
     @property
     def forwarding_state(self) -> str | None:
@@ -95,7 +99,18 @@ def connector_page(
     rows = []
     for cid, raw, (ok, fail, run), fwd in zip(page, metas, newest, forwarding, strict=True):
         meta = _json(raw)
-        rows.append(ConnectorRow(cid, meta.get("name"), meta.get("type"), ok, fail, run, fwd))
+        rows.append(
+            ConnectorRow(
+                cid,
+                meta.get("name"),
+                meta.get("type"),
+                ok,
+                fail,
+                run,
+                fwd,
+                Lifecycle.from_meta(meta),
+            )
+        )
     return rows, len(ids)
 
 
@@ -135,18 +150,26 @@ class Bar:
 
     sync_id: str
     status: str
-    kind: str  # success, failure, rescheduled, running, stale
+    kind: str  # success, failure, rescheduled, other (CANCELED, unknown), running, stale
     start_ms: int | None
     end_ms: int | None
     reason: str | None = None
+    #: Fivetran's data.taskType, and data.rescheduledAt of a RESCHEDULED end.
+    task_type: str | None = None
+    rescheduled_at_ms: int | None = None
+    #: The delivery carried no sync_id: this one was derived from connector and time.
+    derived: bool = False
 
 
 def _kind(status: str) -> str:
+    """Color a status: CANCELED and any status Fivetran adds are neither success nor failure."""
     if status == "SUCCESSFUL":
         return "success"
-    if status in ("RUNNING", "STALE", "RESCHEDULED"):
+    if status in FAILURE_STATUSES:
+        return "failure"
+    if status in ("RUNNING", "STALE", RESCHEDULED):
         return status.lower()
-    return "failure"
+    return "other"
 
 
 def _ms(text: str | None) -> int | None:
@@ -174,6 +197,9 @@ def timeline(
             _ms(r["started_at"]),
             _ms(r["ended_at"]),
             r.get("reason"),
+            r.get("task_type"),
+            _ms(r.get("rescheduled_at")),
+            bool(r.get("sync_id_derived")),
         )
         for r in rows[:limit]
     ]
@@ -187,6 +213,7 @@ class Flags:
     criterion: Criterion = Criterion.ENDED_AFTER
     propagate_failures_forward: bool = True
     always_wait_when_syncing: bool = False
+    wait_when_paused: bool = False
 
     def as_params(self) -> dict[str, str]:
         """Return the flags as query parameters (the URL contract of airflow_plugin.links)."""
@@ -194,6 +221,7 @@ class Flags:
             "criterion": self.criterion.value,
             "propagate_failures_forward": str(self.propagate_failures_forward).lower(),
             "always_wait_when_syncing": str(self.always_wait_when_syncing).lower(),
+            "wait_when_paused": str(self.wait_when_paused).lower(),
         }
 
 
@@ -207,6 +235,7 @@ def decide_at(
         criterion=flags.criterion,
         propagate_failures_forward=flags.propagate_failures_forward,
         always_wait_when_syncing=flags.always_wait_when_syncing,
+        wait_when_paused=flags.wait_when_paused,
         now=now,
     )
 

@@ -29,6 +29,30 @@ def _when(completion: dict[str, Any] | None) -> str | None:
     return completion["ended_at"] if completion else None
 
 
+def _since(word: str, at: str | None) -> str:
+    """``word since`` the ISO time ``at`` to the minute (``2026-01-12T06:00Z``): narrow."""
+    return f"{word} since {at[:16]}Z" if at else word
+
+
+def _state(lifecycle: dict[str, Any]) -> str:
+    """Say in a few words whether the connector syncs: active, paused or deleted, broken.
+
+    ``active`` goes without saying when its setup is broken (``broken since ...``): a
+    broken connector still runs its syncs, and they fail.
+    """
+    parts = []
+    if lifecycle.get("state") in ("paused", "deleted"):
+        parts.append(_since(lifecycle["state"], lifecycle.get("state_at")))
+    if lifecycle.get("setup") == "broken":
+        parts.append(_since("broken", lifecycle.get("setup_at")))
+    return ", ".join(parts) or "active"
+
+
+def _sync_id(row: dict[str, Any]) -> str:
+    """The sync id, marked when it was derived (the delivery carried none)."""
+    return f"{row['sync_id']} (derived)" if row.get("sync_id_derived") else str(row["sync_id"])
+
+
 def _forwarding(deliveries: list[dict[str, Any]], on: bool) -> str:
     """Sum up the last success's deliveries in a word: what an operator looks for."""
     if not on:
@@ -43,9 +67,11 @@ def _forwarding(deliveries: list[dict[str, Any]], on: bool) -> str:
 @json_option
 @clean_errors
 def connectors(as_json: bool) -> None:
-    """List the recorded connectors: last success, last failure, running sync, forwarding.
+    """List the recorded connectors: state, last success, last failure, running sync, forwarding.
 
-    FORWARDING is the state of the last success's deliveries to Airflow (off when
+    STATE is active, paused or deleted (since when), and broken when Fivetran could not
+    connect to the source (times to the minute; --json has them exactly). FORWARDING is
+    the state of the last success's deliveries to Airflow (off when
     FIVETRAN_EVENTS_AIRFLOW_URL is unset).
     """
     s = settings()
@@ -67,6 +93,7 @@ def connectors(as_json: bool) -> None:
             (
                 r["connector_id"],
                 r["connector_name"],
+                _state(r["lifecycle"]),
                 _when(r["last_success"]),
                 _when(r["last_failure"]),
                 r["running"]["sync_id"] if r["running"] else None,
@@ -74,7 +101,7 @@ def connectors(as_json: bool) -> None:
             )
             for r in rows
         ],
-        ("CONNECTOR", "NAME", "LAST SUCCESS", "LAST FAILURE", "RUNNING", "FORWARDING"),
+        ("CONNECTOR", "NAME", "STATE", "LAST SUCCESS", "LAST FAILURE", "RUNNING", "FORWARDING"),
     )
 
 
@@ -84,7 +111,12 @@ def connectors(as_json: bool) -> None:
 @json_option
 @clean_errors
 def history(connector_id: str, limit: int, as_json: bool) -> None:
-    """Show a connector's syncs, newest first."""
+    """Show a connector's syncs, newest first, with what Fivetran said of each.
+
+    TASK TYPE and REASON are Fivetran's data.taskType and data.reason, RESCHEDULED AT the
+    data.rescheduledAt of a RESCHEDULED end; a sync id marked (derived) was made up from
+    the connector and time because the delivery carried none.
+    """
     r = reader()
     check_connector(r, connector_id)
     rows = r.syncs(connector_id, limit=limit)
@@ -92,8 +124,19 @@ def history(connector_id: str, limit: int, as_json: bool) -> None:
         emit_json({"connector_id": connector_id, "syncs": rows})
         return
     table(
-        [(x["sync_id"], x["status"], x["started_at"], x["ended_at"], x["reason"]) for x in rows],
-        ("SYNC ID", "STATUS", "STARTED", "ENDED", "REASON"),
+        [
+            (
+                _sync_id(x),
+                x["status"],
+                x["started_at"],
+                x["ended_at"],
+                x.get("task_type"),
+                x.get("rescheduled_at"),
+                x["reason"],
+            )
+            for x in rows
+        ],
+        ("SYNC ID", "STATUS", "STARTED", "ENDED", "TASK TYPE", "RESCHEDULED AT", "REASON"),
     )
 
 
@@ -104,6 +147,12 @@ def history(connector_id: str, limit: int, as_json: bool) -> None:
     "--propagate-failures-forward/--no-propagate-failures-forward", default=True, show_default=True
 )
 @click.option("--always-wait-when-syncing", is_flag=True, default=False)
+@click.option(
+    "--wait-when-paused",
+    is_flag=True,
+    default=False,
+    help="Keep waiting on a paused or deleted connector instead of failing.",
+)
 @click.option(
     "--criterion",
     type=click.Choice([c.value for c in Criterion]),
@@ -117,12 +166,15 @@ def decide_cmd(
     target: str,
     propagate_failures_forward: bool,
     always_wait_when_syncing: bool,
+    wait_when_paused: bool,
     criterion: str,
     as_json: bool,
 ) -> None:
     """Decide whether CONNECTOR_ID was synced as of TARGET.
 
     Exit 0 success, 1 the sync failed, 3 wait (and 2, 4, 5 for errors, as for every command).
+    A paused or deleted connector fails unless --wait-when-paused; after a RESCHEDULED
+    end the wait names when to look again (Fivetran's rescheduledAt).
     """
     target_ms = parse_time(target, "--target")
     crit = parse_criterion(criterion)
@@ -134,11 +186,15 @@ def decide_cmd(
         criterion=crit,
         propagate_failures_forward=propagate_failures_forward,
         always_wait_when_syncing=always_wait_when_syncing,
+        wait_when_paused=wait_when_paused,
     )
     if as_json:
         emit_json({"connector_id": connector_id, **result.to_dict()})
     else:
         echo(f"{result.outcome.value.upper()}: {result.reason}")
+        recheck = result.to_dict()["recheck_at"]
+        if recheck is not None:
+            echo(f"recheck at: {recheck}")
     exit_with(
         {"success": ExitCode.OK, "fail": ExitCode.FAILED, "wait": ExitCode.WAIT}[
             result.outcome.value

@@ -162,6 +162,7 @@ class TestConnectors:
         assert lines[0].split() == [
             "CONNECTOR",
             "NAME",
+            "STATE",
             "LAST",
             "SUCCESS",
             "LAST",
@@ -173,9 +174,10 @@ class TestConnectors:
         assert set(rows) == {CID, "other_one"}
         assert "2026-01-10" in rows[CID] and "2026-01-12" in rows[CID]
         assert "run-1" in rows["other_one"]
+        assert rows[CID].split()[2] == "active"
         assert rows[CID].rstrip().endswith("pending")
         # aligned: every column starts where its header does
-        for header in ("LAST SUCCESS", "RUNNING", "FORWARDING"):
+        for header in ("STATE", "LAST SUCCESS", "RUNNING", "FORWARDING"):
             col = lines[0].index(header)
             assert all(line[col - 2 : col] == "  " for line in lines[1:]), (header, lines)
         body = json.loads(cli(env, "connectors", "--json").stdout)
@@ -183,6 +185,7 @@ class TestConnectors:
         assert mine["last_success"]["sync_id"] == "ok-1"
         assert mine["last_failure"]["sync_id"] == "fail-1"
         assert [d["state"] for d in mine["forwarding"]] == ["pending"]
+        assert mine["lifecycle"]["state"] == "active" and mine["lifecycle"]["setup"] is None
 
     @pytest.mark.usefixtures("recorded")
     def test_forwarding_state_follows_the_worker(

@@ -105,6 +105,7 @@ def test_extra_link_opens_the_connector_at_the_runs_target(
             "criterion": ["started_after"],
             "propagate_failures_forward": ["false"],
             "always_wait_when_syncing": ["false"],
+            "wait_when_paused": ["false"],
         }
     finally:
         redis.Redis.from_url(url).flushdb()

@@ -144,11 +144,12 @@ class TestConnectorViewUrl:
             criterion="started_after",
             propagate_failures_forward=False,
             always_wait_when_syncing=True,
+            wait_when_paused=True,
         )
         assert url == (
             "/fivetran-events/connectors/sales%20db?target=2026-01-10T00%3A00%3A00.000Z"
             "&criterion=started_after&propagate_failures_forward=false"
-            "&always_wait_when_syncing=true"
+            "&always_wait_when_syncing=true&wait_when_paused=true"
         )
         assert connector_view_url("c1") == "/fivetran-events/connectors/c1"
 

@@ -19,7 +19,7 @@ from airflow_plugin.links import connector_view_url
 from fivetran_events import HistoryWriter, parse_event
 from testkit.airflow_harness import ROLE_USERS, AirflowServer
 from testkit.calendars import SCENARIO_A, SCENARIO_B
-from testkit.support import at, encode, payload
+from testkit.support import at, deliver, encode, payload
 
 from .dagtest import PAGE, seed, sync
 
@@ -161,6 +161,105 @@ class TestPages:
         }
 
 
+class TestFivetranToday:
+    """Lifecycle events, Fivetran's words on a sync, derived ids and wait_when_paused."""
+
+    def test_the_list_shows_paused_deleted_and_broken_connectors(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
+        """Each stopped or broken connector gets its badge with the time it happened."""
+        for cid in ("ui_paused", "ui_gone", "ui_broken", "ui_fine"):
+            sync(http, cid, at(10, 6), sync_id=f"{cid}-ok", started=at(10, 5))
+        deliver(http, payload("pause_connector", "ui_paused", at(11, 8, 30)))
+        deliver(http, payload("delete_connector", "ui_gone", at(12, 9)))
+        deliver(
+            http,
+            payload("connection_failure", "ui_broken", at(12, 7), reason="password <expired>"),
+        )
+        html = view(airflow3, "/fivetran-events/").text
+        paused = _cell(_row(html, "ui_paused"), "lifecycle")
+        assert 'class="pill paused"' in paused and "since 2026-01-11T08:30:00.000Z" in paused
+        gone = _cell(_row(html, "ui_gone"), "lifecycle")
+        assert 'class="pill deleted"' in gone and "since 2026-01-12T09:00:00.000Z" in gone
+        broken = _cell(_row(html, "ui_broken"), "lifecycle")
+        assert 'class="pill broken"' in broken and "since 2026-01-12T07:00:00.000Z" in broken
+        assert 'title="password &lt;expired&gt;"' in broken  # Fivetran's reason, escaped
+        assert "paused" not in broken and "deleted" not in broken
+        fine = _cell(_row(html, "ui_fine"), "lifecycle")
+        assert "active" in fine and "pill" not in fine
+        assert 'data-lifecycle="paused"' in _row(html, "ui_paused")
+        assert 'data-setup="broken"' in _row(html, "ui_broken")
+
+    def test_a_connectors_page_shows_reason_task_type_rescheduled_at_and_derived_ids(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
+        """The syncs table names Fivetran's words on each sync and marks a derived id."""
+        sync(http, "ui_later", at(9, 6), sync_id="l-ok", started=at(9, 5))
+        sync(http, "ui_later", at(9, 12), "CANCELED", sync_id="l-cancel")
+        body = payload(
+            "sync_end",
+            "ui_later",
+            at(10, 6),
+            status="RESCHEDULED",
+            reason="quota exceeded",
+            taskType="historical_sync",
+            rescheduledAt="2026-01-10T07:00:00.000Z",
+        )
+        del body["sync_id"]  # Fivetran sent none: one is derived
+        deliver(http, body)
+        html = view(airflow3, PAGE.format("ui_later") + "&target=2026-01-10T00:00:00Z").text
+        rows = dict(
+            re.findall(
+                r'<tr data-sync-id="([^"]+)" data-status="RESCHEDULED">(.*?)</tr>', html, re.S
+            )
+        )
+        assert len(rows) == 1, html
+        ((sync_id, row),) = rows.items()
+        assert sync_id.startswith("~") and 'class="derived"' in _cell(row, "sync-id")
+        assert _cell(row, "task-type") == "historical_sync"
+        assert _cell(row, "rescheduled-at") == "2026-01-10T07:00:00.000Z"
+        assert _cell(row, "reason") == "quota exceeded"
+        canceled = re.search(
+            r'<tr data-sync-id="l-cancel" data-status="CANCELED">(.*?)</tr>', html, re.S
+        )
+        assert canceled and 'class="derived"' not in canceled.group(1)
+        assert 'class="pill other"' in canceled.group(1)  # neither success nor failure
+        drawn = dict(re.findall(r'class="sync sync-(\w+)" data-sync-id="([\w~-]+)"', html))
+        assert {v: k for k, v in drawn.items()} == {
+            "l-ok": "success",
+            "l-cancel": "other",
+            sync_id: "rescheduled",
+        }
+        # The latest end is RESCHEDULED: the chosen day waits until rescheduledAt.
+        assert 'data-decision="wait" data-recheck-at="2026-01-10T07:00:00.000Z"' in html
+
+    def test_wait_when_paused_turns_a_paused_connectors_fail_into_wait(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
+        """Paused on Jan 11: the later days fail, or wait with wait_when_paused; the
+        legend says why."""
+        sync(http, "ui_paused", at(10, 6), sync_id="p-ok", started=at(10, 5))
+        deliver(http, payload("pause_connector", "ui_paused", at(11, 8, 30)))
+        path = PAGE.format("ui_paused")
+        plain = view(airflow3, path).text
+        assert {d: plain_d for d, plain_d in decisions(plain).items() if d > 10} == dict.fromkeys(
+            range(11, 16), "fail"
+        )
+        waiting = view(airflow3, f"{path}&wait_when_paused=true").text
+        assert decisions(waiting) == {**decisions(plain), **dict.fromkeys(range(11, 16), "wait")}
+        assert '<select name="wait_when_paused">' in waiting
+        assert "<option selected>true</option>" in waiting.split('name="wait_when_paused"')[1]
+        href = re.search(r'href="(\?[^"]*target=2026-01-12[^"]*)"', waiting)
+        assert href and "wait_when_paused=true" in href.group(1)  # a day keeps the flags
+        rules = re.search(r'<ul class="rules" id="decision-rules">(.*?)</ul>', plain, re.S)
+        assert rules, plain
+        text = " ".join(re.sub(r"<[^>]+>", "", rules.group(1)).split())
+        assert "paused or deleted connector makes the decision fail" in text
+        assert "unless wait_when_paused" in text
+        assert "RESCHEDULED latest end makes it wait until Fivetran's rescheduledAt" in text
+        assert "CANCELED and unknown statuses are neither success nor failure" in text
+
+
 def _signed(body: dict[str, Any]) -> dict[str, str]:
     from testkit.support import signed
 
@@ -186,6 +285,7 @@ class TestBadInput:
             ("target=yesterday", "target"),
             ("propagate_failures_forward=maybe", "propagate_failures_forward"),
             ("always_wait_when_syncing=2", "always_wait_when_syncing"),
+            ("wait_when_paused=maybe", "wait_when_paused"),
             ("criterion=started_before", "criterion"),
             ("start=2026-01-15&end=2026-01-01", "before start"),
             ("start=2025-01-01&end=2026-03-01", "400 days"),

@@ -21,8 +21,9 @@ from flask.testing import FlaskClient
 
 from testkit.airflow_harness import AirflowServer
 from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
+from testkit.support import at, deliver, payload
 
-from .dagtest import PAGE, seed
+from .dagtest import PAGE, seed, sync
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -153,3 +154,32 @@ class TestInTheBrowser:
         if os.environ.get("FTE_UPDATE_SCREENSHOT") == "1":
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             SCREENSHOT.write_bytes(shot.read_bytes())
+
+    def test_the_legend_and_wait_when_paused_for_a_paused_connector(
+        self, page: Any, airflow3: AirflowServer, http: FlaskClient, tmp_path: Path
+    ) -> None:
+        """The legend's rules are shown; choosing wait_when_paused in the form turns the
+        paused days from fail (red) to wait (amber)."""
+        sync(http, "ui_paused", at(10, 6), sync_id="p-ok", started=at(10, 5))
+        deliver(http, payload("pause_connector", "ui_paused", at(11, 8, 30)))
+        resp = page.goto(f"{airflow3.url}{PAGE.format('ui_paused')}")
+        assert resp.status == 200, resp.status
+        rules = page.locator("#decision-rules")
+        assert rules.is_visible()
+        text = " ".join(rules.inner_text().split())
+        for words in (
+            "A paused or deleted connector makes the decision fail",
+            "unless wait_when_paused",
+            "A RESCHEDULED latest end makes it wait until Fivetran's rescheduledAt",
+            "CANCELED and unknown statuses are neither success nor failure",
+        ):
+            assert words in text, text
+        late = [c for c in cells(page) if c["target"] >= "2026-01-11"]
+        assert {(c["decision"], c["color"]) for c in late} == {("fail", COLORS["fail"])}
+        page.select_option('select[name="wait_when_paused"]', "true")
+        page.locator('button[type="submit"]').click()
+        page.wait_for_url("**wait_when_paused=true**")
+        late = [c for c in cells(page) if c["target"] >= "2026-01-11"]
+        assert len(late) == 5
+        assert {(c["decision"], c["color"]) for c in late} == {("wait", COLORS["wait"])}
+        page.screenshot(path=str(tmp_path / "ui_paused-wait.png"), full_page=True)
