@@ -102,6 +102,17 @@ elseif ARGV[1] == 'end' then
     local b = redis.call('ZSCORE', KEYS[3], sid)
     if b and tonumber(b) <= t then
       redis.call('ZREM', KEYS[3], sid)
+    elseif string.sub(sid, 1, 1) == '~' then
+      -- An end without a sync id: its start, if one came, has another derived id. The
+      -- newest derived start by this end is its start; every derived start by then ended.
+      b = false
+      local open = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[2], 'WITHSCORES')
+      for j = 1, #open, 2 do
+        if string.sub(open[j], 1, 1) == '~' then
+          b = open[j + 1]
+          redis.call('ZREM', KEYS[3], open[j])
+        end
+      end
     else
       b = redis.call('ZSCORE', KEYS[2], sid)
       if b and tonumber(b) > t then b = false end

@@ -120,6 +120,21 @@ class TestDerivedSyncIds:
         d = decision(http, iso(at(3)) or "")
         assert d["decision"] == "fail" and d["sync"]["sync_id_derived"] is True
 
+    def test_an_end_without_id_closes_the_start_without_id(self, http: FlaskClient) -> None:
+        """The start and the end of a sync that carried no id get different derived ids;
+        the end still ends that start (nothing left running) and takes its time."""
+        start = payload("sync_start", created=at(3, 1))
+        end = payload(created=at(3, 2))
+        for body in (start, end):
+            body.pop("sync_id")
+        deliver(http, start)
+        assert [r["status"] for r in syncs(http)] == ["STALE"]  # the test's clock is later
+        deliver(http, end)
+        [row] = syncs(http)
+        assert (row["status"], row["started_at"]) == ("SUCCESSFUL", iso(at(3, 1)))
+        d = decision(http, iso(at(3)) or "", criterion="started_after")
+        assert d["decision"] == "success"
+
 
 class TestWhatFivetranSays:
     def test_reason_task_type_and_rescheduled_at_are_shown(self, http: FlaskClient) -> None:
