@@ -215,7 +215,7 @@ up() {
   if ours "$state/worker.pid" "fivetran-events worker"; then
     say "the forwarding worker already runs"
   else
-    # A pool of 4 (README, "Forwarding to Airflow"): one slow answer holds up one delivery.
+    # A pool of 4 (docs/forwarding.md): one slow answer holds up one delivery.
     start_bg "a forwarding worker pool (4 processes)" "$state/worker.pid" "$state/worker.log" \
       .venv/bin/fivetran-events worker --concurrency 4
   fi
@@ -239,7 +239,7 @@ up() {
   done
   wait_http "Airflow's API server" "http://127.0.0.1:$airflow_port/api/v2/monitor/health" 180 \
     airflow-api-server airflow-scheduler airflow-dag-processor airflow-triggerer
-  # Everything a shell needs to talk to the stack (the README's examples source it).
+  # Everything a shell needs to talk to the stack (the manual's examples source it).
   ( umask 077; {
     printf 'FIVETRAN_EVENTS_REDIS_URL=%s\n' "$FIVETRAN_EVENTS_REDIS_URL"
     printf 'FIVETRAN_EVENTS_WEBHOOK_SECRETS=%s\n' "$FIVETRAN_EVENTS_WEBHOOK_SECRETS"

@@ -1,6 +1,6 @@
 """The seed's two calendars, which the decision, the API, the CLI and the sensor must show.
 
-Today being Jan 15, a @daily DAG backfilled from Jan 1 (README.md, "The decision").
+Today being Jan 15, a @daily DAG backfilled from Jan 1 (docs/decision.md).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class ExitCode(IntEnum):
     ERROR = 5
 
 
-#: The ``--help`` text and the README's table say the same.
+#: The ``--help`` text and the manual's table (docs/reading-history.md) say the same.
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 the sync failed (decide) or a dataset is missing "
     "(datasets check); 2 usage error (options, arguments, FIVETRAN_EVENTS_* settings, "

@@ -200,7 +200,8 @@ def test_matches_reference(
     started = [StateChange(t, "started") for t in [*starts.values(), *dict(running).values()]]
     now = T0 + now_off
     target = T0 + target_off
-    # Exactly at the maximum duration a sync is still running (README); only longer is lost.
+    # Exactly at the maximum duration a sync is still running (docs/configuration.md);
+    # only longer is lost.
     is_running = any(now - max_dur <= start for _, start in running)
     facts = reader.facts("conn", target, now=now, started_after=criterion == "started_after")
     got = decide(

@@ -1,6 +1,6 @@
 """A FAIL decision ends the task alike in poke, reschedule and deferrable mode.
 
-The policy (README, "When the sync failed"): ``never_fail`` skips the task; otherwise it
+The policy (docs/sensor.md, "When the sync failed"): ``never_fail`` skips the task; otherwise it
 fails with ``FivetranSyncFailed`` and ``retries`` apply. ``soft_fail`` is for a sensor
 that timed out and leaves a FAIL failed, as Airflow's poke loop does. A FAIL is a
 decision, not an error, so ``silent_fail`` (which keeps a sensor waiting through errors

@@ -124,7 +124,7 @@ class TestPages:
     def test_the_calendar_is_the_seed_table(
         self, airflow3: AirflowServer, http: FlaskClient
     ) -> None:
-        """Histories A and B, both propagate values: the README's table, day by day."""
+        """Histories A and B, both propagate values: the manual's table, day by day."""
         from testkit.calendars import CALENDARS
 
         seed(http, "ui_a", SCENARIO_A)

@@ -3,9 +3,10 @@
 The browser logs in to the session's real Airflow (a JWT from ``POST /auth/token`` as
 the ``_token`` session cookie, the one Airflow's own login sets), opens Airflow's UI
 page of the view and the view itself for histories A and B, and reads each calendar
-cell's decision and computed color; they must match the README's table. Screenshots
+cell's decision and computed color; they must match the manual's table (docs/decision.md).
+Screenshots
 are kept under the test's tmp path; ``FTE_UPDATE_SCREENSHOT=1`` also rewrites the one
-the README shows (docs/img/fivetran-syncs.png).
+the manual shows (docs/img/fivetran-syncs.png, on docs/ui.md).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-README = Path(__file__).parents[3] / "README.md"
+DECISION_PAGE = Path(__file__).parents[3] / "docs" / "decision.md"
 SCREENSHOT = Path(__file__).parents[3] / "docs" / "img" / "fivetran-syncs.png"
 #: The view's colors (airflow_plugin/ui/templates/base.html) as the browser computes them.
 COLORS = {
@@ -46,10 +47,10 @@ COLORS = {
 }
 
 
-def readme_calendar(scenario: str, propagate: bool) -> dict[int, str]:
-    """Read the README's table of the seed's histories: day of January -> decision."""
+def manual_calendar(scenario: str, propagate: bool) -> dict[int, str]:
+    """Read the manual's table of the seed's histories: day of January -> decision."""
     row = next(
-        line for line in README.read_text().splitlines() if line.startswith(f"| {scenario}:")
+        line for line in DECISION_PAGE.read_text().splitlines() if line.startswith(f"| {scenario}:")
     )
     spans = [c.strip() for c in row.strip("|").split("|")[1:]]
     days = [range(1, 11), range(11, 13), range(13, 16)]  # the header's three columns
@@ -100,7 +101,7 @@ def cells(page: Any) -> list[dict[str, str]]:
 
 
 class TestInTheBrowser:
-    def test_calendar_colors_are_the_readme_table(
+    def test_calendar_colors_are_the_manual_table(
         self, page: Any, airflow3: AirflowServer, http: FlaskClient, tmp_path: Path
     ) -> None:
         """Histories A and B, propagation on and off: each day's cell in its color."""
@@ -115,8 +116,8 @@ class TestInTheBrowser:
             assert [c["target"] for c in got] == [
                 f"2026-01-{d:02d}T00:00:00.000Z" for d in range(1, 16)
             ]
-            want = readme_calendar(scenario, propagate)
-            assert want == CALENDARS[(scenario, propagate)], "README and decision tests differ"
+            want = manual_calendar(scenario, propagate)
+            assert want == CALENDARS[(scenario, propagate)], "manual and decision tests differ"
             assert [c["decision"] for c in got] == [want[d] for d in range(1, 16)]
             assert [c["color"] for c in got] == [COLORS[want[d]] for d in range(1, 16)]
             fills = page.eval_on_selector_all(

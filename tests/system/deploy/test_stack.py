@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from testkit.servers import free_port
 
@@ -66,22 +67,43 @@ def check_progress(out: str) -> None:
 
 
 MARK = "<!-- runs against the local stack -->"
+#: A marked block: the mark on a line of its own, right above a ```sh block.
+MARKED_BLOCK = re.compile(rf"^{re.escape(MARK)}\n```sh\n(.*?)\n```$", re.MULTILINE | re.DOTALL)
 
 
-def readme_blocks() -> list[str]:
-    """The README's shell blocks marked as runnable against the local stack."""
-    text = (ROOT / "README.md").read_text()
-    blocks = []
-    for part in text.split(MARK)[1:]:
-        body = part.split("```sh\n", 1)[1].split("\n```", 1)[0]
-        blocks.append(body)
-    return blocks
+def nav_pages(nav: list[object]) -> list[str]:
+    """The pages of mkdocs.yml's nav (its entries nest), in order."""
+    pages = []
+    for entry in nav:
+        for value in entry.values() if isinstance(entry, dict) else [entry]:
+            pages += nav_pages(value) if isinstance(value, list) else [str(value)]
+    return pages
 
 
-def run_readme_blocks(env: dict[str, str], webhook_port: str) -> list[str]:
+def manual_pages() -> list[Path]:
+    """README.md, then the manual's pages in reading order (mkdocs.yml's nav), the order
+    in which the marked blocks build on each other: a delivery is sent, then read."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    return [ROOT / "README.md", *(ROOT / config["docs_dir"] / p for p in nav_pages(config["nav"]))]
+
+
+def manual_blocks() -> list[str]:
+    """The shell blocks of the README and the manual marked as runnable against the stack."""
+    return [block for page in manual_pages() for block in MARKED_BLOCK.findall(page.read_text())]
+
+
+def test_every_marked_page_is_read() -> None:
+    """A marked block on a page outside the nav would never run: mkdocs' strict build
+    refuses such a page, and this reads every page the nav lists."""
+    read = set(manual_pages())
+    marked = {p for p in (ROOT / "docs").rglob("*.md") if MARKED_BLOCK.search(p.read_text())}
+    assert marked and marked <= read, sorted(map(str, marked - read))
+
+
+def run_manual_blocks(env: dict[str, str], webhook_port: str) -> list[str]:
     """Run each marked block as a new user would paste it (only the port differs)."""
     outputs = []
-    for block in readme_blocks():
+    for block in manual_blocks():
         script = block.replace("127.0.0.1:8000", f"127.0.0.1:{webhook_port}")
         out = subprocess.run(
             ["bash", "-c", script],
@@ -139,8 +161,8 @@ def test_up_curl_down(tmp_path: Path) -> None:
             look.group(1), shell=True, capture_output=True, text=True, timeout=30, check=True
         )
         assert '"status":"SUCCESSFUL"' in seen.stdout
-        # The README's examples, run as written against this stack.
-        hand, api, cli, forwarding = run_readme_blocks(env, env["FTE_WEBHOOK_PORT"])
+        # The manual's examples, run as written against this stack.
+        hand, api, cli, forwarding = run_manual_blocks(env, env["FTE_WEBHOOK_PORT"])
         assert '"status":"recorded"' in hand
         assert '"connector_id":"my_connector"' in api and '"decision":"success"' in api
         assert "SUCCESS:" in cli and '"decision": "wait"' in cli

@@ -217,17 +217,18 @@ class TestRefuses:
         assert a.dedup_id == again.dedup_id
 
 
-def test_readme_event_table_names_every_event_and_status() -> None:
-    """README's table of what the service does with each delivery names every event kind
-    and status the model knows, so an addition to the model cannot go undocumented."""
+def test_manual_event_table_names_every_event_and_status() -> None:
+    """The manual's table of what the service does with each delivery (docs/webhook.md)
+    names every event kind and status the model knows, so an addition to the model cannot
+    go undocumented."""
     from pathlib import Path
 
     from fivetran_events.model import KNOWN_STATUSES, LIFECYCLE_EVENTS, RESYNC_EVENTS
 
-    readme = Path(__file__).resolve().parents[3] / "README.md"
+    page = Path(__file__).resolve().parents[3] / "docs" / "webhook.md"
     rows = [
         line
-        for line in readme.read_text().splitlines()
+        for line in page.read_text().splitlines()
         if line.startswith("| `") and "what the service does" not in line
     ]
     table = "\n".join(rows)
