@@ -1,5 +1,5 @@
 # The local stack, the tests and the checks; see README.md.
-.PHONY: up down status install test test-unit test-integration test-system lint hooks lock bench
+.PHONY: up down status install test test-unit test-integration test-system lint docs hooks lock bench
 
 # What `make test` and CI install: the pinned versions of requirements/lock.txt.
 EXTRAS := server,airflow,dev
@@ -29,10 +29,16 @@ test-integration: install  ## real Redis, gunicorn, workers, stand-ins
 test-system: install       ## real Airflow 3 (and 2.11 in a venv of its own)
 	@.venv/bin/python -m pytest tests/system
 
-lint:      ## what CI checks: formatting, ruff's rules, mypy
+lint:      ## what CI checks: formatting, ruff's rules, mypy, the manual's strict build
 	@.venv/bin/ruff format --check .
 	@.venv/bin/ruff check .
 	@.venv/bin/mypy
+	@$(MAKE) -s docs
+
+# Not --quiet: in mkdocs 1.6 it hides the warnings from --strict too, and the build passes.
+# NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2 (see pyproject.toml's dev extra).
+docs:      ## the manual (docs/, mkdocs.yml) into .site/; a broken link or page fails it
+	@NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 hooks:     ## run `make lint`'s checks before each commit (.pre-commit-config.yaml)
 	@.venv/bin/pre-commit install
