@@ -1,14 +1,21 @@
 """The read API's contract: /api/openapi.json is valid OpenAPI, generated from the models
-that validate the queries, and the live app keeps to it for generated requests."""
+that validate the queries, and the live app keeps to it: for generated requests, and with
+a sync running (issue #20's 500)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import schemathesis
+from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
+from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -16,13 +23,17 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from testkit.support import TOKEN, at, payload, signed
+from fivetran_events.timeutil import iso
+from testkit.support import TOKEN, answer, at, deliver, payload
 from webhook_app.openapi import DecisionQuery, SyncsQuery
 
 pytestmark = pytest.mark.redis
 
 CID = "assimilate_seem"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+CONNECTORS_ROUTE = "/api/connectors"
+SYNCS_ROUTE = "/api/connectors/{connector_id}/syncs"
+DECISION_ROUTE = "/api/connectors/{connector_id}/decision"
 #: What the contract promises: no 5xx, a documented status, a declared content type and a
 #: body matching the documented schema. (Not that every schema-valid string is accepted:
 #: the document types timestamps as strings, and "not a time" is a documented 400.)
@@ -34,45 +45,107 @@ CHECKS = [
 ]
 
 
-def record_history(http: Any) -> None:
+class Contract:
+    """The served /api/openapi.json as the judge of each answer of the read API.
+
+    Independent of Schemathesis: openapi-schema-validator's OpenAPI 3.1 dialect (JSON
+    Schema 2020-12) resolving the document's own ``$ref``s, against the schema the route
+    documents for the status it answered.
+    """
+
+    URI = "urn:fivetran-events:openapi"
+
+    def __init__(self, http: FlaskClient) -> None:
+        self.http = http
+        self.document: dict[str, Any] = answer(http.get("/api/openapi.json"))
+        resource = Resource.from_contents(self.document, default_specification=DRAFT202012)
+        self._registry = Registry().with_resource(self.URI, resource)
+        self._validators: dict[tuple[str, int], OAS31Validator] = {}
+
+    def get(self, route: str, connector_id: str = "", **query: str) -> tuple[int, dict[str, Any]]:
+        """GET ``route`` for ``connector_id``; fail unless the answer keeps the contract.
+
+        Return the answer's status and JSON body.
+        """
+        path = route.replace("{connector_id}", quote(connector_id, safe=""))
+        resp = self.http.get(path, headers=AUTH, query_string=query)
+        where = f"GET {path} {query}: {resp.status_code} {resp.get_data(as_text=True)[:800]}"
+        assert resp.status_code < 500, where
+        documented = self.document["paths"][route]["get"]["responses"]
+        assert str(resp.status_code) in documented, f"undocumented status: {where}"
+        assert resp.mimetype == "application/json", where
+        body = answer(resp)
+        errors = list(self._validator(route, resp.status_code).iter_errors(body))
+        assert not errors, f"{where}\n" + "\n".join(
+            f"  at {'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors
+        )
+        return resp.status_code, body
+
+    def _validator(self, route: str, status: int) -> OAS31Validator:
+        key = (route, status)
+        if key not in self._validators:
+            pointer = "/".join(
+                part.replace("~", "~0").replace("/", "~1")
+                for part in ("paths", route, "get", "responses", str(status), "content")
+            )
+            ref = f"{self.URI}#/{pointer}/application~1json/schema"
+            self._validators[key] = OAS31Validator({"$ref": ref}, registry=self._registry)
+        return self._validators[key]
+
+
+@pytest.fixture
+def contract(http: FlaskClient) -> Contract:
+    return Contract(http)
+
+
+def record_history(http: FlaskClient) -> None:
     for day, status in ((3, "SUCCESSFUL"), (5, "FAILURE")):
-        raw, headers = signed(payload(created=at(day), status=status))
-        assert http.post("/webhooks/fivetran", data=raw, headers=headers).status_code == 200
-    raw, headers = signed(payload("sync_start", created=at(6)))
-    assert http.post("/webhooks/fivetran", data=raw, headers=headers).status_code == 200
+        deliver(http, payload(created=at(day), status=status))
+    deliver(http, payload("sync_start", created=at(6)))
 
 
 class TestDocument:
-    def test_served_without_a_token_and_valid(self, http: Any) -> None:
+    def test_served_without_a_token_and_valid(self, http: FlaskClient) -> None:
         """The document holds no data, so it needs no token; openapi-spec-validator accepts it."""
         resp = http.get("/api/openapi.json")
         assert resp.status_code == 200
-        validate(resp.json)
+        validate(answer(resp))
 
-    def test_generated_from_the_query_models(self, http: Any) -> None:
+    def test_generated_from_the_query_models(self, http: FlaskClient) -> None:
         """Each route's query parameters are exactly its model's fields."""
-        paths = http.get("/api/openapi.json").json["paths"]
-        assert set(paths) == {
-            "/api/connectors",
-            "/api/connectors/{connector_id}/syncs",
-            "/api/connectors/{connector_id}/decision",
-        }
-        for path, model in (("syncs", SyncsQuery), ("decision", DecisionQuery)):
-            params = paths[f"/api/connectors/{{connector_id}}/{path}"]["get"]["parameters"]
+        paths = answer(http.get("/api/openapi.json"))["paths"]
+        assert set(paths) == {CONNECTORS_ROUTE, SYNCS_ROUTE, DECISION_ROUTE}
+        for path, model in ((SYNCS_ROUTE, SyncsQuery), (DECISION_ROUTE, DecisionQuery)):
+            params = paths[path]["get"]["parameters"]
             query = {p["name"] for p in params if p["in"] == "query"}
             assert query == set(model.model_fields)
-            assert set(paths[f"/api/connectors/{{connector_id}}/{path}"]["get"]["responses"]) >= {
-                "200",
-                "400",
-                "401",
-                "404",
-            }
+            assert set(paths[path]["get"]["responses"]) >= {"200", "400", "401", "404"}
 
-    def test_a_bad_parameter_is_the_apis_400_naming_it(self, http: Any) -> None:
+    def test_a_bad_parameter_is_the_apis_400_naming_it(self, http: FlaskClient) -> None:
         record_history(http)
         r = http.get(f"/api/connectors/{CID}/decision?target=2026-01-04&criterion=x", headers=AUTH)
-        assert r.status_code == 400 and r.json["field"] == "criterion"
-        assert r.json["status"] == "error" and "criterion" in r.json["error"]
+        assert r.status_code == 400 and answer(r)["field"] == "criterion"
+        assert answer(r)["status"] == "error" and "criterion" in answer(r)["error"]
+
+
+class TestRunningSync:
+    def test_the_running_sync_decides_wait_with_no_end(
+        self, http: FlaskClient, contract: Contract
+    ) -> None:
+        """Issue #20: with always_wait_when_syncing, a running sync decides WAIT and is the
+        answer's sync, with ended_at null; the answer's model once required an end, so the
+        API answered 500."""
+        started = datetime.now(timezone.utc)
+        deliver(http, payload("sync_start", sync_id="running-1", created=started))
+        status, body = contract.get(
+            DECISION_ROUTE,
+            CID,
+            target=iso(started - timedelta(hours=1)) or "",
+            always_wait_when_syncing="true",
+        )
+        assert status == 200 and body["decision"] == "wait"
+        assert body["sync"]["sync_id"] == "running-1"
+        assert body["sync"]["status"] == "RUNNING" and body["sync"]["ended_at"] is None
 
 
 def test_every_generated_request_keeps_the_contract(app: Any, http: Any) -> None:
