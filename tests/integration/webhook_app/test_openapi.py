@@ -1,17 +1,20 @@
 """The read API's contract: /api/openapi.json is valid OpenAPI, generated from the models
-that validate the queries, and the live app keeps to it: for generated requests, and with
-a sync running (issue #20's 500)."""
+that validate the queries, and the live app keeps to it: for generated requests, and for
+every answer over generated histories that leave connectors in every state."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+import redis
 import schemathesis
 from flask.testing import FlaskClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 from referencing import Registry, Resource
@@ -26,6 +29,8 @@ from schemathesis.specs.openapi.checks import (
 from fivetran_events.timeutil import iso
 from testkit.support import TOKEN, answer, at, deliver, payload
 from webhook_app.openapi import DecisionQuery, SyncsQuery
+
+from .histories import CONNECTORS, NEVER_SEEN, histories
 
 pytestmark = pytest.mark.redis
 
@@ -42,6 +47,18 @@ CHECKS = [
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,
+]
+#: Every combination of the decision's flags and criteria.
+DECISION_FLAGS = [
+    {
+        "propagate_failures_forward": propagate,
+        "always_wait_when_syncing": always_wait,
+        "wait_when_paused": wait_paused,
+        "criterion": criterion,
+    }
+    for propagate, always_wait, wait_paused, criterion in itertools.product(
+        ("true", "false"), ("true", "false"), ("true", "false"), ("ended_after", "started_after")
+    )
 ]
 
 
@@ -146,6 +163,83 @@ class TestRunningSync:
         assert status == 200 and body["decision"] == "wait"
         assert body["sync"]["sync_id"] == "running-1"
         assert body["sync"]["status"] == "RUNNING" and body["sync"]["ended_at"] is None
+
+
+def check_syncs_say_what_they_are(body: Any) -> None:
+    """Every sync object in ``body`` marks a derived id, and only a running one lacks an end."""
+    if isinstance(body, list):
+        for item in body:
+            check_syncs_say_what_they_are(item)
+    elif isinstance(body, dict):
+        if "sync_id" in body:
+            assert body["sync_id_derived"] is body["sync_id"].startswith("~"), body
+            if "ended_at" in body and body["ended_at"] is None:
+                assert body["status"] in ("RUNNING", "STALE"), body
+        for value in body.values():
+            check_syncs_say_what_they_are(value)
+
+
+class TestGeneratedHistories:
+    @settings(
+        max_examples=80,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+        ],
+    )
+    @given(data=st.data())
+    def test_every_answer_keeps_the_contract(
+        self, http: FlaskClient, client: redis.Redis, contract: Contract, data: st.DataObject
+    ) -> None:
+        """Over generated histories (every status, RESCHEDULED with and without its time,
+        derived ids, running and stale syncs, paused, deleted and broken connectors), every
+        route answers a documented status with a body matching its schema: the listing,
+        syncs in windows, and the decision under every combination of its flags.
+        (``--hypothesis-show-statistics`` shows which decisions and states were reached.)"""
+        client.flushdb()
+        now = datetime.now(timezone.utc)
+        bodies = data.draw(histories(now), label="history")
+        for body in bodies:
+            deliver(http, body)
+        status, listed = contract.get(CONNECTORS_ROUTE)
+        assert status == 200
+        check_syncs_say_what_they_are(listed)
+        known = {c["connector_id"] for c in listed["connectors"]}
+        assert known <= set(CONNECTORS)
+        for c in listed["connectors"]:
+            event(f"connector {c['lifecycle']['state']}, {'running' if c['running'] else 'idle'}")
+        times = sorted({body["created"] for body in bodies})
+        moments = st.sampled_from(times) | st.integers(-9 * 86400, 86400).map(
+            lambda s: iso(now + timedelta(seconds=s)) or ""
+        )
+        windows = st.sampled_from([{}, {"limit": "1"}]) | st.fixed_dictionaries(
+            {}, optional={"since": moments, "until": moments, "limit": st.just("2")}
+        )
+        for cid in CONNECTORS:
+            expected = 200 if cid in known else 404
+            for _ in range(2):
+                window = data.draw(windows, label=f"{cid} syncs window")
+                status, syncs = contract.get(SYNCS_ROUTE, cid, **window)
+                assert status in (expected, 400), (cid, window, syncs)  # 400: since > until
+                check_syncs_say_what_they_are(syncs)
+            target = data.draw(moments, label=f"{cid} target")
+            for flags in DECISION_FLAGS:
+                status, decision = contract.get(DECISION_ROUTE, cid, target=target, **flags)
+                assert status == expected, (cid, decision)
+                check_syncs_say_what_they_are(decision)
+                if status == 200:
+                    sync = decision["sync"] or {}
+                    event(f"decision {decision['decision']} by {sync.get('status', 'no sync')}")
+                    if decision["recheck_at"] is not None:
+                        assert decision["decision"] == "wait", decision
+                        event("decision wait with recheck_at")
+        for route in (SYNCS_ROUTE, DECISION_ROUTE):
+            status, _ = contract.get(route, NEVER_SEEN, target=times[0])
+            assert status == 404
 
 
 def test_every_generated_request_keeps_the_contract(app: Any, http: Any) -> None:
