@@ -21,6 +21,8 @@ from testkit.support import payload
 #: The connectors a history speaks of; the API is also asked about one it never saw.
 CONNECTORS = ("assimilate_seem", "paused.or-not", "c3")
 NEVER_SEEN = "never_seen"
+#: The connectors ``every_state`` records: running, failed, paused, deleted, derived ids.
+SEEDED = ("assimilate_seem", "failed_last", "paused_one", "deleted_one", "derived_only")
 #: Every status of a ``sync_end``: Fivetran's own, and ones it may add (kept verbatim).
 END_STATUSES: tuple[str | int, ...] = (
     "SUCCESSFUL",
@@ -137,3 +139,44 @@ def histories(now: datetime, max_syncs: int = 12) -> st.SearchStrategy[list[dict
     return st.lists(one, min_size=1, max_size=max_syncs).map(
         lambda groups: [body for group in groups for body in group]
     )
+
+
+def every_state(now: datetime) -> list[dict[str, Any]]:
+    """A fixed history that leaves each connector of ``SEEDED`` in another state."""
+    ok, failed, paused, deleted, derived = SEEDED
+
+    def sync(
+        connector: str, sync_id: str | None, ago: int, status: str, **data: Any
+    ) -> list[dict[str, Any]]:
+        return [
+            _sync_body("sync_start", connector, sync_id, _at(now, ago + 30 * MINUTE), False),
+            _sync_body("sync_end", connector, sync_id, _at(now, ago), False, status=status, **data),
+        ]
+
+    return [
+        # Running now, after a success, a failure with a task, CANCELED, a status nobody
+        # knows, and a RESCHEDULED end with its rescheduledAt as the latest end.
+        *sync(ok, "ok-1", 5 * DAY, "SUCCESSFUL"),
+        *sync(ok, "ok-2", 4 * DAY, "FAILURE_WITH_TASK", reason="quota\n", taskType="fix \u2603"),
+        *sync(ok, "ok-3", 3 * DAY, "CANCELED"),
+        *sync(ok, "ok-4", 2 * DAY, "PAUSED_BY_SYSTEM", reason={"code": 7}),
+        *sync(ok, "ok-5", DAY, "RESCHEDULED", rescheduledAt=_at(now, -DAY)),
+        _sync_body("sync_start", ok, "ok-6", _at(now, MINUTE), False),
+        # Failed last, its rescheduled retry without rescheduledAt, a stale start.
+        *sync(failed, "f-1", 3 * DAY, "FAILED", reason="no route to host"),
+        *sync(failed, "f-2", 2 * DAY, "RESCHEDULED"),
+        _sync_body("sync_start", failed, "f-3", _at(now, 3 * DAY), False),
+        # Paused after a success: the decision fails unless wait_when_paused.
+        *sync(paused, "p-1", 3 * DAY, "SUCCESSFUL"),
+        payload("pause_connector", connector_id=paused, created=_at(now, 2 * DAY)),
+        # Deleted (Fivetran's newer name) after a connection failure with its reason.
+        *sync(deleted, "d-1", 3 * DAY, "FAILURE"),
+        payload("connection_failure", connector_id=deleted, created=_at(now, 2 * DAY), reason="x"),
+        payload("delete_connection", connector_id=deleted, created=_at(now, DAY)),
+        # Only derived ids, a connection mended and a pause undone.
+        payload("pause_connection", connector_id=derived, created=_at(now, 4 * DAY)),
+        payload("resume_connector", connector_id=derived, created=_at(now, 3 * DAY)),
+        payload("connection_successful", connector_id=derived, created=_at(now, 3 * DAY)),
+        *sync(derived, None, 2 * DAY, "SUCCESSFUL"),
+        _sync_body("sync_start", derived, None, _at(now, 2 * MINUTE), True),
+    ]

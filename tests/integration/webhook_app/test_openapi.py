@@ -27,10 +27,10 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from fivetran_events.timeutil import iso
-from testkit.support import TOKEN, answer, at, deliver, payload
+from testkit.support import TOKEN, answer, deliver, payload
 from webhook_app.openapi import DecisionQuery, SyncsQuery
 
-from .histories import CONNECTORS, NEVER_SEEN, histories
+from .histories import CONNECTORS, NEVER_SEEN, SEEDED, every_state, histories
 
 pytestmark = pytest.mark.redis
 
@@ -115,10 +115,12 @@ def contract(http: FlaskClient) -> Contract:
     return Contract(http)
 
 
-def record_history(http: FlaskClient) -> None:
-    for day, status in ((3, "SUCCESSFUL"), (5, "FAILURE")):
-        deliver(http, payload(created=at(day), status=status))
-    deliver(http, payload("sync_start", created=at(6)))
+def record_every_state(http: FlaskClient) -> datetime:
+    """Deliver ``histories.every_state`` signed; return the ``now`` it was written for."""
+    now = datetime.now(timezone.utc)
+    for body in every_state(now):
+        deliver(http, body)
+    return now
 
 
 class TestDocument:
@@ -139,7 +141,7 @@ class TestDocument:
             assert set(paths[path]["get"]["responses"]) >= {"200", "400", "401", "404"}
 
     def test_a_bad_parameter_is_the_apis_400_naming_it(self, http: FlaskClient) -> None:
-        record_history(http)
+        record_every_state(http)
         r = http.get(f"/api/connectors/{CID}/decision?target=2026-01-04&criterion=x", headers=AUTH)
         assert r.status_code == 400 and answer(r)["field"] == "criterion"
         assert answer(r)["status"] == "error" and "criterion" in answer(r)["error"]
@@ -210,6 +212,7 @@ class TestGeneratedHistories:
         check_syncs_say_what_they_are(listed)
         known = {c["connector_id"] for c in listed["connectors"]}
         assert known <= set(CONNECTORS)
+        running = {c["connector_id"] for c in listed["connectors"] if c["running"]}
         for c in listed["connectors"]:
             event(f"connector {c['lifecycle']['state']}, {'running' if c['running'] else 'idle'}")
         times = sorted({body["created"] for body in bodies})
@@ -224,7 +227,8 @@ class TestGeneratedHistories:
             for _ in range(2):
                 window = data.draw(windows, label=f"{cid} syncs window")
                 status, syncs = contract.get(SYNCS_ROUTE, cid, **window)
-                assert status in (expected, 400), (cid, window, syncs)  # 400: since > until
+                backwards = window.get("since", "") > window.get("until", "~")  # both iso()
+                assert status == (400 if backwards and cid in known else expected), syncs
                 check_syncs_say_what_they_are(syncs)
             target = data.draw(moments, label=f"{cid} target")
             for flags in DECISION_FLAGS:
@@ -234,6 +238,9 @@ class TestGeneratedHistories:
                 if status == 200:
                     sync = decision["sync"] or {}
                     event(f"decision {decision['decision']} by {sync.get('status', 'no sync')}")
+                    if flags["always_wait_when_syncing"] == "true" and cid in running:
+                        assert decision["decision"] == "wait", decision  # issue #20
+                        assert decision["sync"]["ended_at"] is None, decision
                     if decision["recheck_at"] is not None:
                         assert decision["decision"] == "wait", decision
                         event("decision wait with recheck_at")
@@ -242,11 +249,54 @@ class TestGeneratedHistories:
             assert status == 404
 
 
-def test_every_generated_request_keeps_the_contract(app: Any, http: Any) -> None:
+class TestEveryState:
+    def test_the_seed_leaves_each_connector_in_its_state(
+        self, http: FlaskClient, contract: Contract
+    ) -> None:
+        """``every_state`` holds what the Schemathesis test relies on: a running sync, a
+        RESCHEDULED wait with and without its time, a failure, a paused and a deleted
+        connector, derived ids; and each of those answers keeps the contract."""
+        now = record_every_state(http)
+        ok, failed, paused, deleted, derived = SEEDED
+        listed = {c["connector_id"]: c for c in contract.get(CONNECTORS_ROUTE)[1]["connectors"]}
+        assert set(listed) == set(SEEDED)
+        assert listed[ok]["running"]["sync_id"] == "ok-6"
+        assert listed[paused]["lifecycle"]["state"] == "paused"
+        assert listed[deleted]["lifecycle"]["state"] == "deleted"
+        assert listed[deleted]["lifecycle"]["setup"] == "broken"
+        assert listed[derived]["lifecycle"]["setup"] == "connected"
+        assert listed[derived]["running"]["sync_id_derived"] is True
+
+        def decide(cid: str, hours_ago: float, **flags: str) -> dict[str, Any]:
+            target = iso(now - timedelta(hours=hours_ago)) or ""
+            status, body = contract.get(DECISION_ROUTE, cid, target=target, **flags)
+            assert status == 200
+            return body
+
+        running = decide(ok, 12, always_wait_when_syncing="true")
+        assert running["decision"] == "wait" and running["sync"]["ended_at"] is None
+        rescheduled = decide(ok, 12)
+        assert rescheduled["decision"] == "wait" and rescheduled["recheck_at"] is not None
+        assert decide(failed, 12)["sync"]["status"] == "RESCHEDULED"
+        assert decide(failed, 12)["recheck_at"] is None
+        assert decide(failed, 80)["sync"]["status"] == "FAILED"
+        assert decide(paused, 12)["decision"] == "fail"
+        assert decide(paused, 12, wait_when_paused="true")["decision"] == "wait"
+        assert decide(deleted, 12)["decision"] == "fail"
+        assert decide(derived, 60)["sync"]["sync_id_derived"] is True
+        _, syncs = contract.get(SYNCS_ROUTE, ok)
+        statuses = {s["status"] for s in syncs["syncs"]}
+        assert {"RUNNING", "CANCELED", "PAUSED_BY_SYSTEM", "FAILURE_WITH_TASK"} <= statuses
+        _, syncs = contract.get(SYNCS_ROUTE, failed)
+        assert "STALE" in {s["status"] for s in syncs["syncs"]}
+
+
+def test_every_generated_request_keeps_the_contract(app: Any, http: FlaskClient) -> None:
     """Documented status, a body matching its schema, never a 500, for Schemathesis'
-    generated requests to each operation; half of them name a connector with history, so
-    200 bodies are checked too. Bounded: 40 examples an operation, derandomized."""
-    record_history(http)
+    generated requests to each operation; two in three of them name a connector of
+    ``histories.every_state`` (running, failed, paused, deleted, derived ids), so 200
+    bodies of every state are checked too. Bounded: 40 examples an operation, derandomized."""
+    record_every_state(http)
     schema = schemathesis.openapi.from_wsgi("/api/openapi.json", app)
     operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
     assert len(operations) == 3
@@ -262,8 +312,9 @@ def test_every_generated_request_keeps_the_contract(app: Any, http: Any) -> None
         )
         def keeps_contract(case: Any) -> None:
             params = case.path_parameters or {}
-            if "connector_id" in params and len(str(params["connector_id"])) % 2 == 0:
-                params["connector_id"] = CID
+            n = len(str(params.get("connector_id", "")))
+            if "connector_id" in params and n % 3:
+                params["connector_id"] = SEEDED[n % len(SEEDED)]
             case.call_and_validate(headers=AUTH, checks=CHECKS)
 
         keeps_contract()
