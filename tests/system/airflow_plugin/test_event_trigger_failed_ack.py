@@ -27,7 +27,7 @@ from testkit.airflow_harness import AirflowServer
 from testkit.support import deliver as post
 from testkit.support import pattern_listeners, payload
 
-from .test_event_trigger_live import POLL, position_key, watch
+from .watchers import POLL, position_key, watch
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
