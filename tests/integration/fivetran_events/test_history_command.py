@@ -22,8 +22,6 @@ from redis.exceptions import NoScriptError
 from fivetran_events import Settings
 from fivetran_events.history.command import call
 
-pytestmark = pytest.mark.redis
-
 
 @pytest.fixture
 def own_client(settings: Settings) -> redis.Redis:

@@ -32,7 +32,7 @@ from testkit.support import at
 from webhook_app.airflow_client import AirflowClient, AirflowRejected
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 class Clock:

@@ -39,7 +39,7 @@ from webhook_app import create_app
 from webhook_app.cli import main
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -27,7 +27,7 @@ from testkit.forward_support import (
 )
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 #: Modules only a worker needs: the HTTP client and the attempt logic.
 WORKER_SIDE = ("requests", "webhook_app.airflow_client", "webhook_app.forwarding.attempt")

@@ -25,7 +25,7 @@ from testkit.worker_process import worker_env
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 from webhook_app.jobs import ForwardingWorker
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 #: Nothing listens on the discard port of loopback: an Airflow there is unreachable.
 UNREACHABLE = "http://127.0.0.1:9"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from openapi_spec_validator import validate
@@ -18,8 +17,6 @@ from schemathesis.specs.openapi.checks import (
 
 from testkit.support import TOKEN, at, payload, signed
 from webhook_app.openapi import DecisionQuery, SyncsQuery
-
-pytestmark = pytest.mark.redis
 
 CID = "assimilate_seem"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -32,7 +32,7 @@ from testkit.worker_process import WorkerProcess
 from webhook_app.forwarding.record import Delivery
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 #: Seconds the stand-in holds the slow sync's POST (Airflow's timeout is 10 s).
 HOLD_S = 6.0

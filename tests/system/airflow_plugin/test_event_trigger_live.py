@@ -28,7 +28,7 @@ from testkit.support import deliver as post
 
 from .watchers import POLL, position_key, trigger_events, watch
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def wait_sync_ids(

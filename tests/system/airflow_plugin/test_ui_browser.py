@@ -24,7 +24,7 @@ from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
 
 from .dagtest import PAGE, seed
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
