@@ -1,5 +1,5 @@
 # The local stack, the tests and the checks; see README.md.
-.PHONY: up down status install test test-unit test-integration test-system lint hooks lock bench
+.PHONY: up down status venv install test test-unit test-integration test-system lint hooks lock bench
 
 # What `make test` and CI install: the pinned versions of requirements/lock.txt.
 EXTRAS := server,airflow,dev
@@ -13,14 +13,16 @@ down:      ## stop what `make up` started, and nothing else
 status:
 	@bash deploy/stack.sh status
 
-install:   ## .venv with the locked versions, and the tools the tests run (redis-server, ...)
+venv:      ## .venv with the locked versions: all that `make lint` and `make test-unit` need
 	@bash deploy/venv.sh $(EXTRAS)
+
+install: venv  ## and the tools the other tiers run (redis-server, nginx, chromium, ...: apt, npm)
 	@bash deploy/ensure-test-tools.sh
 
 test: install  ## every test folder: unit, integration, system
 	@.venv/bin/python -m pytest
 
-test-unit: install         ## no processes: seconds
+test-unit: venv            ## no processes: seconds
 	@.venv/bin/python -m pytest tests/unit
 
 test-integration: install  ## real Redis, gunicorn, workers, stand-ins
@@ -29,7 +31,7 @@ test-integration: install  ## real Redis, gunicorn, workers, stand-ins
 test-system: install       ## real Airflow 3 (and 2.11 in a venv of its own)
 	@.venv/bin/python -m pytest tests/system
 
-lint:      ## what CI checks: formatting, ruff's rules, mypy
+lint: venv ## what CI checks: formatting, ruff's rules, mypy
 	@.venv/bin/ruff format --check .
 	@.venv/bin/ruff check .
 	@.venv/bin/mypy
