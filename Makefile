@@ -1,5 +1,5 @@
 # The local stack, the tests and the checks; see README.md.
-.PHONY: up down status venv install test test-unit test-integration test-system lint hooks lock bench
+.PHONY: up down status venv install test test-unit test-unit-py310 test-integration test-system lint hooks lock bench
 
 # What `make test` and CI install: the pinned versions of requirements/lock.txt.
 EXTRAS := server,airflow,dev
@@ -25,6 +25,13 @@ test: install  ## every test folder: unit, integration, system
 test-unit: venv            ## no processes: seconds
 	@.venv/bin/python -m pytest tests/unit
 
+# requirements/lock.txt is for 3.11 (schemathesis, pydantic-settings 2.16 need it);
+# requirements/lock-py310.txt is the same resolution as close as 3.10 allows (make lock).
+test-unit-py310:           ## tests/unit on Python 3.10, in .venv310 (deploy/python310.sh finds it)
+	@py=$$(bash deploy/python310.sh) && \
+	    VENV=.venv310 PYTHON=$$py LOCK=requirements/lock-py310.txt bash deploy/venv.sh $(EXTRAS)
+	@.venv310/bin/python -m pytest tests/unit
+
 test-integration: install  ## real Redis, gunicorn, workers, stand-ins
 	@.venv/bin/python -m pytest tests/integration
 
@@ -39,11 +46,15 @@ lint: venv ## what CI checks: formatting, ruff's rules, mypy
 hooks:     ## run `make lint`'s checks before each commit (.pre-commit-config.yaml)
 	@.venv/bin/pre-commit install
 
-lock:      ## re-pin requirements/lock.txt from pyproject.toml's ranges (keeps pins it can)
+lock:      ## re-pin requirements/lock*.txt from pyproject.toml's ranges (keeps pins it can)
 	@.venv/bin/uv pip compile pyproject.toml --extra server --extra airflow --extra dev \
 	    --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	    --annotation-style line --custom-compile-command "make lock" \
 	    --output-file requirements/lock.txt
+	@.venv/bin/uv pip compile pyproject.toml --extra server --extra airflow --extra dev \
+	    --python-version 3.10 --python-platform x86_64-manylinux_2_28 \
+	    --annotation-style line --custom-compile-command "make lock" \
+	    --output-file requirements/lock-py310.txt
 
 bench:
 	@.venv/bin/python -m bench.ingest
