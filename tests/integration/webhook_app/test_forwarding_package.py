@@ -1,7 +1,7 @@
 """The forwarding package's seams: what the web process loads, the state index, bugs.
 
 Real redis-server and the real Flask app; Airflow is the Airflow 2 stand-in
-(tests/airflow2_standin.py).
+(testkit/airflow2_standin.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from fivetran_events.keys import delivery_id, delivery_state_key
 from testkit.forward_support import (
     CID,
     URI,
-    airflow2_standin_with_dataset,  # noqa: F401  (fixture airflow2_standin)
-    fw_on_airflow2_standin,  # noqa: F401  (fixture fw)
     post_event,
     run_worker,
 )
