@@ -1,5 +1,5 @@
 # The local stack, the tests and the checks; see README.md.
-.PHONY: up down status install test test-unit test-integration test-system lint docs hooks lock bench
+.PHONY: up down status venv install test test-unit test-unit-py310 test-integration test-system lint docs hooks lock bench
 
 # What `make test` and CI install: the pinned versions of requirements/lock.txt.
 EXTRAS := server,airflow,dev
@@ -13,15 +13,24 @@ down:      ## stop what `make up` started, and nothing else
 status:
 	@bash deploy/stack.sh status
 
-install:   ## .venv with the locked versions, and the tools the tests run (redis-server, ...)
+venv:      ## .venv with the locked versions: all that `make lint` and `make test-unit` need
 	@bash deploy/venv.sh $(EXTRAS)
+
+install: venv  ## and the tools the other tiers run (redis-server, nginx, chromium, ...: apt, npm)
 	@bash deploy/ensure-test-tools.sh
 
 test: install  ## every test folder: unit, integration, system
 	@.venv/bin/python -m pytest
 
-test-unit: install         ## no processes: seconds
+test-unit: venv            ## no processes: seconds
 	@.venv/bin/python -m pytest tests/unit
+
+# requirements/lock.txt is for 3.11 (schemathesis, pydantic-settings 2.16 need it);
+# requirements/lock-py310.txt is the same resolution as close as 3.10 allows (make lock).
+test-unit-py310:           ## tests/unit on Python 3.10, in .venv310 (deploy/python310.sh finds it)
+	@py=$$(bash deploy/python310.sh) && \
+	    VENV=.venv310 PYTHON=$$py LOCK=requirements/lock-py310.txt bash deploy/venv.sh $(EXTRAS)
+	@.venv310/bin/python -m pytest tests/unit
 
 test-integration: install  ## real Redis, gunicorn, workers, stand-ins
 	@.venv/bin/python -m pytest tests/integration
@@ -29,7 +38,7 @@ test-integration: install  ## real Redis, gunicorn, workers, stand-ins
 test-system: install       ## real Airflow 3 (and 2.11 in a venv of its own)
 	@.venv/bin/python -m pytest tests/system
 
-lint:      ## what CI checks: formatting, ruff's rules, mypy, the manual's strict build
+lint: venv ## what CI checks: formatting, ruff's rules, mypy, the manual's strict build
 	@.venv/bin/ruff format --check .
 	@.venv/bin/ruff check .
 	@.venv/bin/mypy
@@ -43,11 +52,15 @@ docs:      ## the manual (docs/, mkdocs.yml) into .site/; a broken link or page 
 hooks:     ## run `make lint`'s checks before each commit (.pre-commit-config.yaml)
 	@.venv/bin/pre-commit install
 
-lock:      ## re-pin requirements/lock.txt from pyproject.toml's ranges (keeps pins it can)
+lock:      ## re-pin requirements/lock*.txt from pyproject.toml's ranges (keeps pins it can)
 	@.venv/bin/uv pip compile pyproject.toml --extra server --extra airflow --extra dev \
 	    --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	    --annotation-style line --custom-compile-command "make lock" \
 	    --output-file requirements/lock.txt
+	@.venv/bin/uv pip compile pyproject.toml --extra server --extra airflow --extra dev \
+	    --python-version 3.10 --python-platform x86_64-manylinux_2_28 \
+	    --annotation-style line --custom-compile-command "make lock" \
+	    --output-file requirements/lock-py310.txt
 
 bench:
 	@.venv/bin/python -m bench.ingest

@@ -11,7 +11,7 @@ each masked field of it is a request to the supervisor), so the last ratio is th
 sensor's own cost. Prints the median and p90 task duration of each, and the ratios.
 
 Section 5 of ``bench/sensor.py`` (``--backfill-cost``); Airflow and its redis-server come
-from ``bench/sensor_scale.py``'s ``airflow_with_redis``, stopped by PID after.
+from ``bench/_sensor_airflow.py``'s ``airflow_with_redis``, stopped by PID after.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from bench.sensor_scale import PREFIX, UTC, airflow_with_redis, pct, wait
+from bench._sensor_airflow import PREFIX, UTC, airflow_with_redis, pct, wait
 from testkit.airflow_harness import AirflowServer
 from testkit.support import payload
 

@@ -22,25 +22,15 @@ import re
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
 
 import redis
 import requests
 
-from bench._servers import start_redis, stop_group
+from bench._sensor_airflow import PARALLELISM, PREFIX, UTC, airflow_with_redis, pct, wait
 from testkit.airflow_harness import AirflowServer
-from testkit.support import conn_uri, pattern_listeners, payload, signed
-
-T = TypeVar("T")
-UTC = timezone.utc
-PREFIX = "bench:"
-#: LocalExecutor's parallelism here: each deferral needs its task to start once in a
-#: task process; more than a few at once only queue on 2 cores.
-PARALLELISM = 4
+from testkit.support import pattern_listeners, payload, signed
 
 SCALE_DAG = """
 from airflow.sdk import DAG
@@ -52,44 +42,6 @@ with DAG("bench_scale", schedule=None, catchup=False, max_active_tasks={n}) as d
         timeout=7200,
     ).expand(connector_id=[f"scale_{{i}}" for i in range({n})])
 """
-
-
-def pct(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
-
-
-def wait(what: str, check: Callable[[], T | None], timeout: float, interval: float = 0.5) -> T:
-    """Poll ``check()`` until truthy; exit the benchmark with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
-
-
-@contextmanager
-def airflow_with_redis(work: Path, capacity: int) -> Iterator[tuple[AirflowServer, str]]:
-    """A redis-server and a real Airflow reading the history from it; both stopped after."""
-    rproc, url = start_redis(work, appendonly=False)
-    with ExitStack() as stack:
-        stack.callback(stop_group, rproc, 10)
-        airflow = AirflowServer(
-            home=work / "airflow",
-            triggerer_capacity=capacity,
-            extra_env={
-                "AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": conn_uri(url, PREFIX),
-                "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),
-            },
-        )
-        stack.callback(airflow.stop)
-        t = time.monotonic()
-        airflow.prepare()
-        airflow.start()
-        print(f"   (Airflow 3 started in {time.monotonic() - t:.0f} s)")
-        yield airflow, url
 
 
 def idle_cost(airflow: AirflowServer, client: redis.Redis, seconds: float) -> tuple[float, float]:

@@ -18,12 +18,18 @@ from __future__ import annotations
 
 import json
 import string
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .exceptions import ConfigurationError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as a backport (a core dependency there)
+    import tomli as tomllib
 
 DEFAULT_URI_TEMPLATE = "fivetran://connector/{connector_id}"
 #: The placeholders a template may use.
@@ -112,8 +118,6 @@ def _read_mapping(path: Path) -> Any:
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":
-            import tomllib
-
             return tomllib.loads(text)
         if suffix in (".yaml", ".yml"):
             try:

@@ -3,10 +3,6 @@
 Use it from any test module (it is registered in tests/system/conftest.py); what a test
 asks of it (REST, database) is in testkit/airflow_api.py::
 
-    import pytest
-
-    pytestmark = pytest.mark.airflow
-
     def test_something(airflow3):              # session scope: one Airflow for the run
         token = airflow3.token()               # a JWT for the REST API
         airflow3.get("/api/v2/dags")           # requests.Response, authenticated

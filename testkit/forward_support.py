@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from fivetran_events import Settings
-from testkit.airflow2_standin import Airflow2StandIn
 from webhook_app.forwarding.worker import Forwarder
 from webhook_app.jobs import ForwardingWorker, build_forwarder
 
@@ -16,23 +13,6 @@ from .support import TOKEN, deliver, payload
 #: The connector the stand-in tests forward, and its dataset URI.
 CID = "assimilate_seem"
 URI = f"fivetran://connector/{CID}"
-
-
-# Import these two into a test module to have ``airflow2_standin`` know URI and ``fw``
-# talk to it.
-@pytest.fixture(name="airflow2_standin")
-def airflow2_standin_with_dataset(airflow2_standin: Airflow2StandIn) -> Airflow2StandIn:
-    """The stand-in (tests/integration/webhook_app/conftest.py) knowing the connector's dataset."""
-    airflow2_standin.add_dataset(URI)
-    return airflow2_standin
-
-
-@pytest.fixture(name="fw")
-def fw_on_airflow2_standin(settings: Settings, airflow2_standin: Airflow2StandIn) -> Forwarder:
-    """A worker's Forwarder talking to that stand-in."""
-    return forwarder(
-        settings, airflow2_standin.url, airflow2_standin.username, airflow2_standin.password
-    )
 
 
 def post_event(http: Any, **kwargs: Any) -> dict[str, Any]:

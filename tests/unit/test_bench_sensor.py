@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from bench.sensor import _sample
-
-pytestmark = pytest.mark.unit
 
 
 class TestInterleavedSampling:

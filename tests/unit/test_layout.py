@@ -2,36 +2,11 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from testkit.imports import ROOT, imported_modules, python_files
+
 HARNESSES = {"testkit.airflow_harness", "testkit.airflow2_harness"}
-
-pytestmark = pytest.mark.unit
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every module ``path`` imports, relative imports resolved against its package."""
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parent, base] if base else parent)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return found
-
-
-def python_files(folder: str) -> list[Path]:
-    return sorted((ROOT / folder).rglob("*.py"))
 
 
 class TestImports:
@@ -39,9 +14,9 @@ class TestImports:
         """Shared code lives in helpers (testkit/, a folder's helper module), never in a test."""
         offenders = {
             str(path.relative_to(ROOT)): sorted(
-                m for m in imported_modules(path) if m.rsplit(".", 1)[-1].startswith("test_")
+                m for m in imported_modules(path, ROOT) if m.rsplit(".", 1)[-1].startswith("test_")
             )
-            for path in python_files("tests")
+            for path in python_files(ROOT, "tests")
         }
         assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -49,9 +24,9 @@ class TestImports:
         """bench/ uses testkit/, so moving or renaming a test never breaks a benchmark."""
         offenders = {
             str(path.relative_to(ROOT)): sorted(
-                m for m in imported_modules(path) if m == "tests" or m.startswith("tests.")
+                m for m in imported_modules(path, ROOT) if m == "tests" or m.startswith("tests.")
             )
-            for path in python_files("bench")
+            for path in python_files(ROOT, "bench")
         }
         assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -60,5 +35,5 @@ class TestImports:
         """Only tests/system/conftest.py registers the real-Airflow fixtures."""
         path = ROOT / conftest
         assert path.exists(), f"{conftest} is missing"
-        assert imported_modules(path) & HARNESSES == set()
-        assert imported_modules(ROOT / "tests/system/conftest.py") & HARNESSES == HARNESSES
+        assert imported_modules(path, ROOT) & HARNESSES == set()
+        assert imported_modules(ROOT / "tests/system/conftest.py", ROOT) & HARNESSES == HARNESSES

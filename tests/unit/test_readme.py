@@ -6,12 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
-
-pytestmark = pytest.mark.unit
 
 
 def test_the_first_block_is_the_two_commands() -> None:

@@ -16,8 +16,6 @@ import pytest
 
 from .sql_folders import SALES, folder
 
-pytestmark = pytest.mark.airflow
-
 DAG_FILE = """
 from airflow_plugin.dag_factory import build_dag, dags_from_folder
 

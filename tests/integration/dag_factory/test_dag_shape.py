@@ -12,8 +12,6 @@ from airflow_plugin.sql_folder import SqlFolderError
 
 from .sql_folders import SALES, folder
 
-pytestmark = pytest.mark.airflow
-
 
 def shape(dag: Any) -> dict[str, list[str]]:
     return {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
@@ -116,7 +114,6 @@ class TestTimeScheduled:
         assert sensor.propagate_failures_forward is False
 
 
-@pytest.mark.redis
 class TestConnectorsFromHistory:
     def test_recorded_connector_names_are_schemas(
         self,

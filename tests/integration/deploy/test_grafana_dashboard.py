@@ -75,7 +75,6 @@ class TestShape:
         assert "fivetran_events_forward_deliveries" in names and "le" not in names
 
 
-@pytest.mark.redis
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_every_queried_metric_is_exported(

@@ -46,7 +46,6 @@ def test_check_config_defaults() -> None:
     assert settings["graceful_timeout"] == "20"
 
 
-@pytest.mark.redis
 @pytest.mark.slow
 def test_json_access_log(redis_url: str, tmp_path: Path) -> None:
     """Each request is one JSON access-log line with method, path and status."""

@@ -17,8 +17,6 @@ from fivetran_events import AsyncHistoryReader, Decision, HistoryReader, History
 from fivetran_events.timeutil import to_ms
 from testkit.support import at, ev
 
-pytestmark = pytest.mark.redis
-
 CID = "assimilate_seem"
 DAY = 24 * 3600 * 1000
 

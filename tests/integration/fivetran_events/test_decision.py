@@ -31,7 +31,6 @@ def completions(scenario: str) -> list[Completion]:
     return [Completion(sid, st_, to_ms(t), st_ == "SUCCESSFUL") for sid, t, st_ in rows]
 
 
-@pytest.mark.unit
 class TestSeedCalendarsPure:
     @pytest.mark.parametrize(("scenario", "propagate"), list(CALENDARS))
     def test_calendar(self, scenario: str, propagate: bool) -> None:
@@ -56,7 +55,6 @@ class TestSeedCalendarsPure:
         assert "x1" in d.reason and "quota" in d.reason and when in d.reason
 
 
-@pytest.mark.unit
 class TestFlags:
     def test_always_wait_when_syncing(self) -> None:
         """A running sync makes it WAIT even when a success already counts."""
@@ -78,7 +76,6 @@ class TestFlags:
         )
         assert decide(facts).outcome is Outcome.SUCCESS
 
-    @pytest.mark.redis
     def test_tie_before_target_success_is_later(self, client: redis.Redis) -> None:
         """A success and a failure ending at the same instant: the success is the latest."""
         writer = HistoryWriter(client, "tie:", retention_ms=10**13)
@@ -150,7 +147,6 @@ def histories(draw: st.DrawFn) -> tuple[list[Sync], dict[str, int], list[tuple[s
     return syncs, starts, running
 
 
-@pytest.mark.redis
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

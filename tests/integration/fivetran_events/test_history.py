@@ -16,8 +16,6 @@ from fivetran_events.keys import ConnectorKeys
 from fivetran_events.timeutil import iso, to_ms
 from testkit.support import at, ev
 
-pytestmark = pytest.mark.redis
-
 
 @dataclass(frozen=True)
 class LuaHook:

@@ -21,8 +21,7 @@ from redis.exceptions import NoScriptError
 
 from fivetran_events import Settings
 from fivetran_events.history.command import call
-
-pytestmark = pytest.mark.redis
+from testkit.processes import poll_until
 
 
 @pytest.fixture
@@ -77,7 +76,9 @@ def test_an_interrupted_read_never_answers_the_next_call(settings: Settings) -> 
     assert call(quick, "ECHO", "mine") == b"mine"
 
 
-def test_a_thread_finding_it_busy_takes_a_pooled_connection(own_client: redis.Redis) -> None:
+def test_a_thread_finding_it_busy_takes_a_pooled_connection(
+    own_client: redis.Redis, client: redis.Redis
+) -> None:
     """While one thread waits on the lent connection, another's call does not wait for it."""
     started = threading.Event()
 
@@ -89,7 +90,12 @@ def test_a_thread_finding_it_busy_takes_a_pooled_connection(own_client: redis.Re
     call(own_client, "PING")  # lend it to this thread first
     waiter.start()
     started.wait()
-    time.sleep(0.1)
+    poll_until(  # the waiter's BLPOP is on the server, so the lent connection is busy
+        lambda: any(c.get("cmd") == "blpop" for c in client.client_list()),
+        "the waiter's BLPOP to reach Redis",
+        timeout=5,
+        interval=0.01,
+    )
     t = time.monotonic()
     replies = []
     other = threading.Thread(target=lambda: replies.append(call(own_client, "ECHO", "x")))

@@ -26,7 +26,6 @@ from fivetran_events.model import Event
 from fivetran_events.timeutil import iso, to_ms
 from testkit.support import at, encode, ev, payload
 
-pytestmark = pytest.mark.redis
 CID = "assimilate_seem"
 KEYS = ConnectorKeys("test:", CID)
 

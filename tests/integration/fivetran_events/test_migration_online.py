@@ -36,7 +36,7 @@ from testkit.processes import poll_until, stop_group
 from testkit.servers import webhook_server
 from testkit.support import SECRET, WEBHOOK_PATH, payload, signed
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 PREFIX = "test:"
 CONNECTORS = 100

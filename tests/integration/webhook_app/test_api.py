@@ -17,7 +17,6 @@ from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
 from testkit.support import TOKEN, answer, at, deliver, payload
 from webhook_app import create_app
 
-pytestmark = pytest.mark.redis
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 

@@ -14,8 +14,6 @@ from flask.testing import FlaskClient
 from testkit.calendars import SCENARIO_A
 from testkit.support import payload, signed
 
-pytestmark = pytest.mark.redis
-
 
 def run(args: list[str], redis_url: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {

@@ -16,7 +16,7 @@ from testkit.support import at
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 CID = "assimilate_seem"
 URI = f"fivetran://connector/{CID}"

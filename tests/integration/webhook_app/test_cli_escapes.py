@@ -23,8 +23,6 @@ from testkit.support import at, deliver, payload
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
 
-pytestmark = pytest.mark.redis
-
 CID = "assimilate_seem"
 #: Sets the terminal window's title (OSC 0), then clears the screen (CSI 2J).
 OSC_TITLE = "\x1b]0;pwned\x07\x1b[2J"

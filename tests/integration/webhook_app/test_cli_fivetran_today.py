@@ -18,8 +18,6 @@ from testkit.support import at, deliver, payload
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
 
-pytestmark = pytest.mark.redis
-
 #: The reason Fivetran gave for a connection failure, with an escape sequence in it.
 BROKEN_REASON = "password expired\x1b[2J"
 

@@ -26,7 +26,7 @@ from testkit.processes import free_port, poll_until, stop_group
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 PREFIX = "test:"
 

@@ -20,7 +20,7 @@ from testkit.processes import stop_group
 from testkit.servers import webhook_server
 from testkit.support import job_sync_id, payload, recorded_ends, signed
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 THREADS = 6
 MAX_PER_THREAD = 400

@@ -19,7 +19,6 @@ from flask.testing import FlaskClient
 from fivetran_events.timeutil import iso
 from testkit.support import TOKEN, answer, at, deliver, payload, post_signed
 
-pytestmark = pytest.mark.redis
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CID = "assimilate_seem"
 

@@ -21,9 +21,7 @@ from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
     CID,
     URI,
-    airflow2_standin_with_dataset,  # noqa: F401  (fixture airflow2_standin)
     forwarder,
-    fw_on_airflow2_standin,  # noqa: F401  (fixture fw)
     post_event,
     run_worker,
     syncs,
@@ -32,7 +30,7 @@ from testkit.support import at
 from webhook_app.airflow_client import AirflowClient, AirflowRejected
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 class Clock:
@@ -70,15 +68,13 @@ class TestDelivery:
         post_event(http, sync_id="s1", status="FAILURE")
         assert fw.queue.count == 0
 
-    def test_delivered_with_extra(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
-    ) -> None:
+    def test_delivered_with_extra(self, http: Any, fw: Forwarder, standin: Airflow2StandIn) -> None:
         """The worker posts one event with the sync's extra and records Airflow's id."""
         post_event(http, event="sync_start", sync_id="s1", created=at(10, 1))
         post_event(http, sync_id="s1", created=at(10, 2))
         run_worker(fw)
-        assert len(airflow2_standin.posts) == 1
-        body = airflow2_standin.posts[0]
+        assert len(standin.posts) == 1
+        body = standin.posts[0]
         assert body["dataset_uri"] == URI
         assert body["extra"] == {
             "source": "fivetran-events",
@@ -110,7 +106,7 @@ class TestDelivery:
         ]
 
     def test_retried_sync_sends_the_start_of_the_attempt_that_succeeded(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """A sync id that failed and ran again: started_at is the second attempt's start."""
         post_event(http, event="sync_start", sync_id="s1", created=at(10, 1))
@@ -118,13 +114,13 @@ class TestDelivery:
         post_event(http, event="sync_start", sync_id="s1", created=at(10, 3))
         post_event(http, sync_id="s1", created=at(10, 4))
         run_worker(fw)
-        assert len(airflow2_standin.posts) == 1
-        extra = airflow2_standin.posts[0]["extra"]
+        assert len(standin.posts) == 1
+        extra = standin.posts[0]["extra"]
         assert extra["started_at"] == "2026-01-10T03:00:00.000Z"
         assert extra["ended_at"] == "2026-01-10T04:00:00.000Z"
 
     def test_full_refresh_after_resyncs(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """The first success after a resync says full_refresh (with tables for resync_table)."""
         post_event(http, sync_id="s0", created=at(9))
@@ -134,7 +130,7 @@ class TestDelivery:
         post_event(http, sync_id="s2", created=at(11))
         post_event(http, sync_id="s3", created=at(12))
         run_worker(fw)
-        extras = {p["extra"]["sync_id"]: p["extra"] for p in airflow2_standin.posts}
+        extras = {p["extra"]["sync_id"]: p["extra"] for p in standin.posts}
         assert extras["s0"]["full_refresh"] is False
         assert extras["s1"]["full_refresh"] is True
         assert extras["s1"]["full_refresh_tables"] == ["public.orders"]
@@ -143,7 +139,7 @@ class TestDelivery:
         assert extras["s3"]["full_refresh"] is False
 
     def test_redelivered_webhook_gives_one_event(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """Fivetran's redelivery of the same sync_end is a duplicate: one event."""
         body = {"sync_id": "s1", "created": at(10)}
@@ -151,23 +147,23 @@ class TestDelivery:
         run_worker(fw)
         assert post_event(http, **body)["status"] == "duplicate"
         run_worker(fw)
-        assert len(airflow2_standin.events) == 1
+        assert len(standin.events) == 1
 
     def test_several_uris_each_delivered(
-        self, http: Any, settings: Settings, airflow2_standin: Airflow2StandIn, tmp_path: Any
+        self, http: Any, settings: Settings, standin: Airflow2StandIn, tmp_path: Any
     ) -> None:
         """A connector mapped to two URIs gets one delivery and one event per URI."""
         mapping = tmp_path / "map.toml"
         mapping.write_text(f'[connectors]\n{CID} = ["{URI}", "s3://lake/orders"]\n')
-        airflow2_standin.add_dataset("s3://lake/orders")
+        standin.add_dataset("s3://lake/orders")
         from webhook_app import create_app
 
         app = create_app(settings.model_copy(update={"dataset_mapping_file": str(mapping)}))
         fw = forwarder(
             settings,
-            airflow2_standin.url,
-            airflow2_standin.username,
-            airflow2_standin.password,
+            standin.url,
+            standin.username,
+            standin.password,
             dataset_mapping_file=str(mapping),
         )
         with app.test_client() as c:
@@ -175,17 +171,15 @@ class TestDelivery:
             run_worker(fw)
             states = {f["uri"]: f["state"] for f in syncs(c, CID)[0]["forwarding"]}
         assert states == {URI: "delivered", "s3://lake/orders": "delivered"}
-        assert sorted(p["dataset_uri"] for p in airflow2_standin.posts) == sorted(
-            [URI, "s3://lake/orders"]
-        )
+        assert sorted(p["dataset_uri"] for p in standin.posts) == sorted([URI, "s3://lake/orders"])
 
 
 class TestFailures:
     def test_unknown_dataset_is_undelivered_then_replayed(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """404: recorded as undelivered with the reason; replay delivers once the DAG exists."""
-        airflow2_standin.datasets.clear()
+        standin.datasets.clear()
         post_event(http, sync_id="s1")
         run_worker(fw)
         d = state_of(fw, "s1")
@@ -193,17 +187,17 @@ class TestFailures:
         assert "404" in (d.get("reason") or "") and URI in (d.get("reason") or "")
         assert fw.store.given_up() == [d.id]
         assert fw.redis.zscore(due_key(fw.settings.key_prefix), d.id) is None
-        airflow2_standin.add_dataset(URI)
+        standin.add_dataset(URI)
         assert fw.replay(fw.deliveries_of_sync("s1")) == [d.id]
         run_worker(fw)
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED
-        assert len(airflow2_standin.events) == 1
+        assert len(standin.events) == 1
         assert fw.store.given_up() == []
 
     def test_other_4xx_fails_with_the_body(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
-        airflow2_standin.faults.append((400, {}))
+        standin.faults.append((400, {}))
         post_event(http, sync_id="s1")
         run_worker(fw)
         d = state_of(fw, "s1")
@@ -212,11 +206,11 @@ class TestFailures:
 
     @pytest.mark.parametrize("status", [503, 429])
     def test_5xx_and_429_retry_after_retry_after(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn, status: int
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn, status: int
     ) -> None:
         """503 or 429 with Retry-After: retrying, not before the asked time; then delivered."""
         clock = Clock(fw)
-        airflow2_standin.faults.append((status, {"Retry-After": "30"}))
+        standin.faults.append((status, {"Retry-After": "30"}))
         post_event(http, sync_id="s1")
         run_worker(fw)
         d = state_of(fw, "s1")
@@ -230,7 +224,7 @@ class TestFailures:
         assert fw.sweep() == 0  # claimed: a second sweeper does not queue it again
         run_worker(fw)
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED
-        assert len(airflow2_standin.events) == 1
+        assert len(standin.events) == 1
 
     def test_backoff_grows_with_jitter_and_is_capped(self, fw: Forwarder) -> None:
         fw.rng = lambda: 0.0
@@ -270,9 +264,9 @@ class TestFailures:
         assert int(d.fields["attempts"]) > 5
 
     def test_wrong_password_fails(
-        self, http: Any, settings: Settings, airflow2_standin: Airflow2StandIn
+        self, http: Any, settings: Settings, standin: Airflow2StandIn
     ) -> None:
-        fw = forwarder(settings, airflow2_standin.url, airflow2_standin.username, "wrong")
+        fw = forwarder(settings, standin.url, standin.username, "wrong")
         post_event(http, sync_id="s1")
         run_worker(fw)
         d = state_of(fw, "s1")
@@ -281,7 +275,7 @@ class TestFailures:
 
 class TestExactlyOnce:
     def test_event_posted_before_a_crash_is_found_not_posted_again(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """A worker died after the POST, before recording it: the retry finds the event."""
         clock = Clock(fw)
@@ -299,36 +293,36 @@ class TestExactlyOnce:
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.DELIVERED
         assert d.get("event_id") == "1"
-        assert len(airflow2_standin.posts) == 1
+        assert len(standin.posts) == 1
 
     def test_timed_out_post_that_landed_is_not_posted_again(
-        self, http: Any, settings: Settings, airflow2_standin: Airflow2StandIn
+        self, http: Any, settings: Settings, standin: Airflow2StandIn
     ) -> None:
         """The POST times out but Airflow created the event: the retry finds it."""
         fw = forwarder(
             settings,
-            airflow2_standin.url,
-            airflow2_standin.username,
-            airflow2_standin.password,
+            standin.url,
+            standin.username,
+            standin.password,
             airflow_timeout_seconds=0.5,
         )
         clock = Clock(fw)
-        airflow2_standin.answer_delay = 1.5
+        standin.answer_delay = 1.5
         post_event(http, sync_id="s1")
         run_worker(fw)
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.RETRYING and "Timeout" in (d.get("reason") or "")
         assert d.get("inflight_ms") is not None
-        airflow2_standin.answer_delay = 0.0
+        standin.answer_delay = 0.0
         clock.now = (d.ms("next_attempt_ms") or 0) + 1
         assert fw.sweep() == 1
         run_worker(fw)
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.DELIVERED and d.get("recovered") == "1"
-        assert len(airflow2_standin.posts) == 1 and len(airflow2_standin.events) == 1
+        assert len(standin.posts) == 1 and len(standin.events) == 1
 
     def test_in_flight_mark_without_an_event_posts(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """A worker died before its POST reached Airflow: the retry posts (once)."""
         clock = Clock(fw)
@@ -338,10 +332,10 @@ class TestExactlyOnce:
         clock.now = fw.settles_at(state_of(fw, "s1")) or 0
         run_worker(fw)
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED
-        assert len(airflow2_standin.posts) == 1
+        assert len(standin.posts) == 1
 
     def test_lease_expiry_requeues_a_dead_workers_delivery(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """A job lost with its worker is queued again once its lease runs out."""
         clock = Clock(fw)
@@ -352,16 +346,16 @@ class TestExactlyOnce:
         assert fw.sweep() == 1
         run_worker(fw)
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED
-        assert len(airflow2_standin.events) == 1
+        assert len(standin.events) == 1
 
     def test_replay_of_a_delivered_sync_posts_nothing(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         post_event(http, sync_id="s1")
         run_worker(fw)
         assert fw.replay(fw.deliveries_of_sync("s1")) == []
         run_worker(fw)
-        assert len(airflow2_standin.events) == 1
+        assert len(standin.events) == 1
 
     def test_concurrent_attempt_is_refused(self, http: Any, fw: Forwarder) -> None:
         post_event(http, sync_id="s1")
@@ -372,25 +366,21 @@ class TestExactlyOnce:
 
 
 class TestClient:
-    def test_detects_airflow_2(self, airflow2_standin: Airflow2StandIn) -> None:
-        c = AirflowClient(
-            airflow2_standin.url, airflow2_standin.username, airflow2_standin.password
-        )
+    def test_detects_airflow_2(self, standin: Airflow2StandIn) -> None:
+        c = AirflowClient(standin.url, standin.username, standin.password)
         assert c.version() == "2"
 
-    def test_unknown_dataset_lookup(self, airflow2_standin: Airflow2StandIn) -> None:
+    def test_unknown_dataset_lookup(self, standin: Airflow2StandIn) -> None:
         c = AirflowClient(
-            airflow2_standin.url,
-            airflow2_standin.username,
-            airflow2_standin.password,
+            standin.url,
+            standin.username,
+            standin.password,
             api_version="2",
         )
         assert c.known(URI) and not c.known("fivetran://connector/nope")
 
-    def test_find_event_matches_extra(self, airflow2_standin: Airflow2StandIn) -> None:
-        c = AirflowClient(
-            airflow2_standin.url, airflow2_standin.username, airflow2_standin.password
-        )
+    def test_find_event_matches_extra(self, standin: Airflow2StandIn) -> None:
+        c = AirflowClient(standin.url, standin.username, standin.password)
         since = datetime.now(timezone.utc)
         c.post_event(URI, {"sync_id": "a"})
         ev = c.post_event(URI, {"sync_id": "b"})
@@ -398,8 +388,8 @@ class TestClient:
         assert found is not None and found.id == ev.id
         assert c.find_event(URI, since - timedelta(seconds=5), {"sync_id": "c"}) is None
 
-    def test_rejects_bad_credentials(self, airflow2_standin: Airflow2StandIn) -> None:
-        c = AirflowClient(airflow2_standin.url, airflow2_standin.username, "nope", api_version="2")
+    def test_rejects_bad_credentials(self, standin: Airflow2StandIn) -> None:
+        c = AirflowClient(standin.url, standin.username, "nope", api_version="2")
         with pytest.raises(AirflowRejected, match="401"):
             c.post_event(URI, {})
 
@@ -408,11 +398,9 @@ def test_queue_name_is_the_settings(fw: Forwarder, settings: Settings) -> None:
     assert isinstance(fw.queue, Queue) and fw.queue.name == settings.queue_name
 
 
-def test_non_json_answer_is_retried(
-    http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
-) -> None:
+def test_non_json_answer_is_retried(http: Any, fw: Forwarder, standin: Airflow2StandIn) -> None:
     """A 200 that is not Airflow's JSON (a proxy page) is retried, not lost or failed."""
-    airflow2_standin.faults.append((200, {}))
+    standin.faults.append((200, {}))
     post_event(http, sync_id="s1")
     run_worker(fw)
     d = state_of(fw, "s1")

@@ -15,7 +15,7 @@ from testkit.worker_process import worker_env
 from webhook_app.cli import main
 from webhook_app.forwarding.worker import Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 CID = "assimilate_seem"
 URI = f"fivetran://connector/{CID}"

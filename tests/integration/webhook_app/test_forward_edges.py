@@ -26,9 +26,7 @@ from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
     CID,
     URI,
-    airflow2_standin_with_dataset,  # noqa: F401  (fixture airflow2_standin)
     forwarder,
-    fw_on_airflow2_standin,  # noqa: F401  (fixture fw)
     post_event,
     run_worker,
 )
@@ -39,7 +37,7 @@ from webhook_app import create_app
 from webhook_app.cli import main
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -50,8 +48,8 @@ def delivery(fw: Forwarder, sync_id: str) -> Any:
     return d
 
 
-def events_of(airflow2_standin: Airflow2StandIn, sync_id: str) -> list[dict[str, Any]]:
-    return [e for e in airflow2_standin.events if e["extra"].get("sync_id") == sync_id]
+def events_of(standin: Airflow2StandIn, sync_id: str) -> list[dict[str, Any]]:
+    return [e for e in standin.events if e["extra"].get("sync_id") == sync_id]
 
 
 def forwarding_keys(client: redis.Redis) -> list[bytes]:
@@ -77,7 +75,7 @@ class TestForwardingOff:
         assert forwarding_keys(client) == []
 
     def test_turning_it_on_forwards_the_past_only_when_asked(
-        self, off: Any, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, off: Any, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """Successes from while it was off stay put until ``replay --since`` queues them."""
         post_event(off, sync_id="old", created=at(2))
@@ -85,19 +83,22 @@ class TestForwardingOff:
         post_event(off, sync_id="failed", created=at(4, 1), status="FAILURE")
         post_event(http, sync_id="live", created=at(5))  # forwarding is on from here
         run_worker(fw)
-        assert [e["extra"]["sync_id"] for e in airflow2_standin.events] == ["live"]
+        assert [e["extra"]["sync_id"] for e in standin.events] == ["live"]
         env = worker_env(fw.settings)
         out = CliRunner().invoke(main, ["replay", "--since", "2026-01-03T00:00:00"], env=env)
         assert out.exit_code == 0, out.output
         assert "queued 1 new and 0 replayed delivery" in out.output
         assert "1 already delivered" in out.output
         run_worker(fw)
-        assert sorted(e["extra"]["sync_id"] for e in airflow2_standin.events) == ["live", "recent"]
+        assert sorted(e["extra"]["sync_id"] for e in standin.events) == [
+            "live",
+            "recent",
+        ]
         assert delivery(fw, "recent").state is DeliveryState.DELIVERED
         again = CliRunner().invoke(main, ["replay", "--since", "2026-01-01"], env=env)
         assert again.exit_code == 0 and "queued 1 new" in again.output  # only "old" is new
         run_worker(fw)
-        assert sorted(e["extra"]["sync_id"] for e in airflow2_standin.events) == [
+        assert sorted(e["extra"]["sync_id"] for e in standin.events) == [
             "live",
             "old",
             "recent",
@@ -123,12 +124,12 @@ class TestForwardingOff:
 
 class TestBackoffHolds:
     def test_due_times_and_early_jobs(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """Retry-After 30 s: due at +30 s exactly; a job that runs earlier posts nothing."""
         fw.rng = lambda: 0.5
         with freeze_time(T0) as clock:
-            airflow2_standin.faults.append((503, {"Retry-After": "30"}))
+            standin.faults.append((503, {"Retry-After": "30"}))
             post_event(http, sync_id="s1")
             run_worker(fw)
             d = delivery(fw, "s1")
@@ -138,7 +139,7 @@ class TestBackoffHolds:
             post_event(http, sync_id="s1", created=at(9))  # a second success: a job now
             assert fw.queue.count == 1
             run_worker(fw)
-            assert airflow2_standin.posts == []  # (the 503 was answered before the body was read)
+            assert standin.posts == []  # (the 503 was answered before the body was read)
             assert delivery(fw, "s1").state is DeliveryState.RETRYING
             clock.tick(19)
             assert fw.sweep() == 0
@@ -146,7 +147,7 @@ class TestBackoffHolds:
             assert fw.sweep() == 1
             run_worker(fw)
         assert delivery(fw, "s1").state is DeliveryState.DELIVERED
-        assert len(events_of(airflow2_standin, "s1")) == 1
+        assert len(events_of(standin, "s1")) == 1
 
     def test_sweeper_never_queues_a_second_job(self, http: Any, fw: Forwarder) -> None:
         """No worker for longer than a lease: the delivery keeps its one queued job."""
@@ -164,12 +165,17 @@ class TestBackoffHolds:
         ["1e22", "1e999", "Infinity", "99999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT"],
     )
     def test_absurd_retry_after_is_capped(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn, value: str, status: int
+        self,
+        http: Any,
+        fw: Forwarder,
+        standin: Airflow2StandIn,
+        value: str,
+        status: int,
     ) -> None:
         """An infinite or enormous Retry-After: retried after
         FIVETRAN_EVENTS_MAX_RETRY_AFTER_SECONDS (an hour), not at the 48 h window's end."""
         with freeze_time(T0):
-            airflow2_standin.faults.append((status, {"Retry-After": value}))
+            standin.faults.append((status, {"Retry-After": value}))
             post_event(http, sync_id="s1")
             run_worker(fw)
             d = delivery(fw, "s1")
@@ -180,11 +186,11 @@ class TestBackoffHolds:
 
 class TestUnknownOutcome:
     def test_late_commit_gets_one_event(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn, tmp_path: Path
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn, tmp_path: Path
     ) -> None:
         """Airflow commits the first POST 2.5 s after receiving it; the client gave up at
         1 s. The retry waits until a lookup can be trusted: one event, not two."""
-        airflow2_standin.first_commit_delay = 2.5
+        standin.first_commit_delay = 2.5
         # Airflow here may commit up to 1.5 s after the client's 1 s timeout; 2 s covers it.
         worker = WorkerProcess(
             fw.settings,
@@ -198,8 +204,7 @@ class TestUnknownOutcome:
             post_event(http, sync_id="s1")
             poll_until(
                 lambda: (
-                    delivery(fw, "s1").state is DeliveryState.DELIVERED
-                    and airflow2_standin.uncommitted == 0
+                    delivery(fw, "s1").state is DeliveryState.DELIVERED and standin.uncommitted == 0
                 ),
                 "s1 delivered and the late commit done",
                 30,
@@ -209,51 +214,54 @@ class TestUnknownOutcome:
             worker.stop()
         d = delivery(fw, "s1")
         print(
-            f"late commit: {len(airflow2_standin.posts)} POSTs, "
-            f"{len(events_of(airflow2_standin, 's1'))} events "
+            f"late commit: {len(standin.posts)} POSTs, "
+            f"{len(events_of(standin, 's1'))} events "
             f"for (s1, {URI}), delivery {d.state.value}, recovered={d.get('recovered')}"
         )
         assert d.state is DeliveryState.DELIVERED, worker.log()
-        assert len(events_of(airflow2_standin, "s1")) == 1
-        assert len(airflow2_standin.posts) == 1 and d.get("recovered") == "1"
+        assert len(events_of(standin, "s1")) == 1
+        assert len(standin.posts) == 1 and d.get("recovered") == "1"
 
     def test_a_restarted_worker_honours_the_mark(
-        self, http: Any, settings: Settings, airflow2_standin: Airflow2StandIn
+        self, http: Any, settings: Settings, standin: Airflow2StandIn
     ) -> None:
         """The open POST is durable: a new worker process does not post before it settles."""
         fw = forwarder(
             settings,
-            airflow2_standin.url,
-            airflow2_standin.username,
-            airflow2_standin.password,
+            standin.url,
+            standin.username,
+            standin.password,
             airflow_timeout_seconds=0.5,
         )
-        airflow2_standin.answer_delay = 1.0
+        standin.answer_delay = 1.0
         with freeze_time(T0, tick=True):
             post_event(http, sync_id="s1")
             run_worker(fw)
         d = delivery(fw, "s1")
         assert d.state is DeliveryState.RETRYING and d.get("unknown_ms")
         assert d.ms("next_attempt_ms") >= d.ms("unknown_ms") + 120_000
-        airflow2_standin.answer_delay = 0.0
+        standin.answer_delay = 0.0
         restarted = forwarder(
-            settings, airflow2_standin.url, airflow2_standin.username, airflow2_standin.password
+            settings,
+            standin.url,
+            standin.username,
+            standin.password,
         )
         with freeze_time(T0 + timedelta(seconds=60)):
             assert restarted.attempt(d.id).outcome == "not due"
         with freeze_time(T0 + timedelta(seconds=125)):
             assert restarted.attempt(d.id).outcome == "recovered"
-        assert len(airflow2_standin.posts) == 1 and len(events_of(airflow2_standin, "s1")) == 1
+        assert len(standin.posts) == 1 and len(events_of(standin, "s1")) == 1
 
 
 class TestReplayIsAtomic:
     def test_worker_delivers_between_replays_read_and_write(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """Forced interleaving: replay reads 'retrying', a worker then delivers, replay
         writes. The delivery keeps Airflow's event id; one event in all."""
         with freeze_time(T0) as clock:
-            airflow2_standin.faults.append((503, {}))
+            standin.faults.append((503, {}))
             post_event(http, sync_id="s1")
             run_worker(fw)
             d = delivery(fw, "s1")
@@ -280,4 +288,4 @@ class TestReplayIsAtomic:
         d = delivery(fw, "s1")
         assert reads["n"] >= 1
         assert d.state is DeliveryState.DELIVERED and d.get("event_id") == "1"
-        assert len(events_of(airflow2_standin, "s1")) == 1
+        assert len(events_of(standin, "s1")) == 1

@@ -34,7 +34,7 @@ from webhook_app.cli import main
 from webhook_app.forwarding import enqueue
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 KEEP_S = 2.0
 #: A connector no DAG uses: its deliveries end undelivered (Airflow answers 404).

@@ -1,7 +1,7 @@
 """The forwarding package's seams: what the web process loads, the state index, bugs.
 
 Real redis-server and the real Flask app; Airflow is the Airflow 2 stand-in
-(tests/airflow2_standin.py).
+(testkit/airflow2_standin.py).
 """
 
 from __future__ import annotations
@@ -20,14 +20,12 @@ from fivetran_events.keys import delivery_id, delivery_state_key
 from testkit.forward_support import (
     CID,
     URI,
-    airflow2_standin_with_dataset,  # noqa: F401  (fixture airflow2_standin)
-    fw_on_airflow2_standin,  # noqa: F401  (fixture fw)
     post_event,
     run_worker,
 )
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 #: Modules only a worker needs: the HTTP client and the attempt logic.
 WORKER_SIDE = ("requests", "webhook_app.airflow_client", "webhook_app.forwarding.attempt")

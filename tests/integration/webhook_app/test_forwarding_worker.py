@@ -16,16 +16,14 @@ from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
     CID,
     URI,
-    airflow2_standin_with_dataset,  # noqa: F401  (fixture airflow2_standin)
     forwarder,
-    fw_on_airflow2_standin,  # noqa: F401  (fixture fw)
     post_event,
 )
 from testkit.worker_process import worker_env
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 from webhook_app.jobs import ForwardingWorker
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 #: Nothing listens on the discard port of loopback: an Airflow there is unreachable.
 UNREACHABLE = "http://127.0.0.1:9"
@@ -43,7 +41,7 @@ class TestForwardingWorker:
         http: Any,
         fw: Forwarder,
         settings: Settings,
-        airflow2_standin: Airflow2StandIn,
+        standin: Airflow2StandIn,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """With the environment naming an unreachable Airflow, the worker's own one is used."""
@@ -51,7 +49,7 @@ class TestForwardingWorker:
             monkeypatch.setenv(k, v)
         post_event(http, sync_id="s1")
         ForwardingWorker(fw).work(burst=True, with_scheduler=False)
-        assert len(airflow2_standin.posts) == 1
+        assert len(standin.posts) == 1
         assert delivery_state(fw, "s1") is DeliveryState.DELIVERED
 
     def test_two_workers_in_one_process_each_use_their_own(
@@ -59,15 +57,15 @@ class TestForwardingWorker:
         http: Any,
         fw: Forwarder,
         settings: Settings,
-        airflow2_standin: Airflow2StandIn,
+        standin: Airflow2StandIn,
     ) -> None:
         """A worker whose Airflow is unreachable does not lend it to another's jobs."""
         cut_off = forwarder(settings, UNREACHABLE, "nobody", "nothing")
         post_event(http, sync_id="s1")
         ForwardingWorker(cut_off).work(burst=True, with_scheduler=False)
-        assert airflow2_standin.posts == []
+        assert standin.posts == []
         assert delivery_state(fw, "s1") is not DeliveryState.DELIVERED
         post_event(http, sync_id="s2")
         ForwardingWorker(fw).work(burst=True, with_scheduler=False)
-        assert len(airflow2_standin.posts) == 1
+        assert len(standin.posts) == 1
         assert delivery_state(fw, "s2") is DeliveryState.DELIVERED

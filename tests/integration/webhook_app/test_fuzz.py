@@ -37,7 +37,7 @@ from testkit.support import answer, signed
 
 from .hostile import NOW, hostile_bodies
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("FUZZ_SEED", "20261130"))
 BODIES = int(os.environ.get("FUZZ_BODIES", "10000"))

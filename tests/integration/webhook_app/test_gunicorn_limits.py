@@ -24,7 +24,7 @@ from fivetran_events.signature import SIGNATURE_HEADER
 from testkit.servers import webhook_server
 from testkit.support import payload, signed
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 CONFIG = Path(__file__).resolve().parents[3] / "deploy" / "gunicorn.conf.py"
 LIMIT = Settings.model_fields["max_body_bytes"].default

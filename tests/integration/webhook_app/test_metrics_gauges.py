@@ -29,7 +29,7 @@ from testkit.support import payload, signed
 from webhook_app import create_app
 from webhook_app.gauges import RedisGauges
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -32,8 +32,6 @@ from webhook_app.openapi import DecisionQuery, SyncsQuery
 
 from .histories import CONNECTORS, NEVER_SEEN, SEEDED, every_state, histories
 
-pytestmark = pytest.mark.redis
-
 CID = "assimilate_seem"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CONNECTORS_ROUTE = "/api/connectors"

@@ -26,8 +26,6 @@ from testkit.processes import poll_until
 from testkit.support import at, payload, signed
 from webhook_app import create_app
 
-pytestmark = pytest.mark.redis
-
 #: A state's context yields the server in that state and a function that ends the state.
 Fault = Callable[[Path], AbstractContextManager[tuple[OwnRedis, Callable[[], None]]]]
 

@@ -26,7 +26,7 @@ from testkit.processes import poll_until
 from testkit.servers import webhook_server
 from testkit.support import payload, recorded_ends, signed
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 THREADS = 4
 CONNECTORS = 5

@@ -24,7 +24,7 @@ from webhook_app.forwarding.enqueue import FORWARD_JOB, Enqueuer
 from webhook_app.forwarding.record import forward_job_id
 from webhook_app.forwarding.rq_job import JobWriter
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 #: A queue name a Lua literal must escape: quotes, a backslash, brackets, non-ASCII.
 QUEUE = "q'\\\"]]\u00e9\n"

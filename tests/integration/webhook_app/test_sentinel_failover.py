@@ -39,7 +39,7 @@ from testkit.servers import webhook_server
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
 SENDERS = 2
 #: Pause between two deliveries of one sender: about 2 x 10 deliveries a second.

@@ -17,7 +17,7 @@ from testkit.sentinel import sentinel_setup
 from testkit.support import payload, post_signed, signed
 from webhook_app import create_app
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def test_webhook_records_through_sentinels_with_passwords_and_tls(

@@ -22,8 +22,6 @@ from webhook_app.errors import ApiError
 from webhook_app.replication import confirm_replicas
 from webhook_app.state import state
 
-pytestmark = pytest.mark.redis
-
 
 def waiting(settings: Settings, url: str, replicas: int = 1) -> Settings:
     return settings.model_copy(

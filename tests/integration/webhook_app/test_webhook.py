@@ -33,7 +33,6 @@ from webhook_app import create_app
 from webhook_app.forwarding import FORWARD_JOB
 from webhook_app.state import EXTENSION
 
-pytestmark = pytest.mark.redis
 URL = WEBHOOK_PATH
 
 

@@ -23,8 +23,6 @@ from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
     CID,
     URI,
-    airflow2_standin_with_dataset,  # noqa: F401  (fixture airflow2_standin)
-    fw_on_airflow2_standin,  # noqa: F401  (fixture fw)
     post_event,
 )
 from testkit.processes import poll_until
@@ -32,7 +30,7 @@ from testkit.worker_process import WorkerProcess
 from webhook_app.forwarding.record import Delivery
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 #: Seconds the stand-in holds the slow sync's POST (Airflow's timeout is 10 s).
 HOLD_S = 6.0
@@ -74,16 +72,16 @@ def busy_members(client: redis.Redis) -> list[int]:
 @pytest.mark.slow
 class TestNoHeadOfLineBlocking:
     def test_a_held_post_does_not_hold_another_syncs_delivery(
-        self, http: Any, fw: Forwarder, airflow2_standin: Airflow2StandIn, tmp_path: Path
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn, tmp_path: Path
     ) -> None:
         """While Airflow holds one sync's POST, the next sync's delivery goes through at
         once: the default ``fivetran-events worker`` attempts deliveries side by side."""
-        airflow2_standin.hold_syncs["slow"] = HOLD_S
+        standin.hold_syncs["slow"] = HOLD_S
         worker = WorkerProcess(fw.settings, tmp_path)
         try:
             post_event(http, sync_id="slow")
             poll_until(
-                lambda: airflow2_standin.uncommitted == 1,
+                lambda: standin.uncommitted == 1,
                 "the slow POST held",
                 60,
                 details=worker.log,
@@ -92,12 +90,12 @@ class TestNoHeadOfLineBlocking:
             post_event(http, sync_id="quick")
             poll_until(lambda: delivered(fw, "quick"), "quick delivered", 3, details=worker.log)
             took = time.monotonic() - sent
-            assert airflow2_standin.uncommitted == 1 and not delivered(fw, "slow")
+            assert standin.uncommitted == 1 and not delivered(fw, "slow")
             poll_until(lambda: delivered(fw, "slow"), "slow delivered", 30, details=worker.log)
         finally:
             worker.stop()
         print(f"quick delivered {took * 1000:.0f} ms after its ack, while slow was held")
-        assert [p["extra"]["sync_id"] for p in airflow2_standin.posts] == ["slow", "quick"]
+        assert [p["extra"]["sync_id"] for p in standin.posts] == ["slow", "quick"]
 
 
 @pytest.mark.slow
@@ -129,13 +127,13 @@ class TestPoolProcesses:
         settings: Settings,
         fw: Forwarder,
         client: redis.Redis,
-        airflow2_standin: Airflow2StandIn,
+        standin: Airflow2StandIn,
         tmp_path: Path,
     ) -> None:
         """SIGKILL of the member posting s1: the pool starts another, the lease runs out,
         a member finds the event Airflow committed and records it: one event, no second
         POST."""
-        airflow2_standin.hold_syncs["s1"] = 0.8
+        standin.hold_syncs["s1"] = 0.8
         worker = WorkerProcess(
             fw.settings,
             tmp_path,
@@ -148,7 +146,7 @@ class TestPoolProcesses:
             pids = pool_up(worker, client, 2)
             post_event(http, sync_id="s1")
             busy = poll_until(
-                lambda: busy_members(client) if airflow2_standin.uncommitted == 1 else None,
+                lambda: busy_members(client) if standin.uncommitted == 1 else None,
                 "a member posting s1",
                 30,
                 0.02,
@@ -166,4 +164,4 @@ class TestPoolProcesses:
             worker.stop()
         d = delivery(fw, "s1")
         assert d is not None and d.get("recovered") == "1", d
-        assert len(airflow2_standin.posts) == 1 and len(airflow2_standin.events) == 1
+        assert len(standin.posts) == 1 and len(standin.events) == 1

@@ -39,7 +39,7 @@ from .dagtest import sync
 
 # The first run of a machine installs Airflow 2.11 (bounded by the harness's own timeout);
 # once the venv exists the module takes well under three minutes.
-pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SCRIPT = Path(__file__).with_name("airflow2_dagtest.py")
 VARIANTS = {

@@ -29,7 +29,7 @@ from testkit.support import pattern_listeners, payload
 
 from .watchers import POLL, position_key, watch
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 #: Seconds before Airflow fails a wake whose event was not confirmed persisted. Longer
 #: than a tick (POLL) plus a state sync, so the second sync's wake is resolved cleanly

@@ -26,18 +26,9 @@ from testkit.own_redis import OwnRedis, own_redis
 from testkit.support import SECRET, TOKEN, pattern_listeners, payload, signed
 from testkit.support import deliver as post
 
-from .watchers import POLL, position_key, uri, watch
+from .watchers import POLL, position_key, trigger_events, watch
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
-
-
-def trigger_events(airflow3: AirflowServer, connector: str) -> list[dict[str, Any]]:
-    """The payloads of the asset's events that came from a trigger, oldest first."""
-    return [
-        e["extra"]["payload"]
-        for e in airflow3.asset_events(uri(connector))
-        if (e.get("extra") or {}).get("from_trigger")
-    ]
+pytestmark = pytest.mark.slow
 
 
 def wait_sync_ids(

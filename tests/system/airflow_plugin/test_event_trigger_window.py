@@ -17,14 +17,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
 import redis.asyncio as aioredis
 
 from fivetran_events import HistoryWriter, parse_event
 from fivetran_events.timeutil import iso, to_ms
 from testkit.support import UTC, encode, payload
-
-pytestmark = [pytest.mark.redis]
 
 CONNECTOR = "late_c"
 KEY = f"fivetran_events.position:{CONNECTOR}"

@@ -21,10 +21,7 @@ from testkit.support import deliver as post
 
 from .dagtest import run
 
-pytestmark = [
-    pytest.mark.airflow,
-    pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning"),
-]
+pytestmark = pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning")
 
 MODES = ["poke", "reschedule", "deferrable"]
 #: flag given to the sensor -> the task's end state on a FAIL decision

@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 import redis
 
-pytestmark = pytest.mark.airflow
-
 
 def connection(uri: str, conn_id: str = "x"):  # type: ignore[no-untyped-def]
     from airflow_plugin.compat import Connection

@@ -23,7 +23,7 @@ from testkit.processes import poll_until
 from testkit.sentinel import SentinelSetup, sentinel_setup
 from testkit.support import at, ev
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 PREFIX = "ha:"
 

@@ -11,8 +11,6 @@ from testkit.support import at, conn_uri
 
 from .dagtest import sync
 
-pytestmark = pytest.mark.airflow
-
 
 def connection(uri: str, conn_id: str = "x"):  # type: ignore[no-untyped-def]
     from airflow_plugin.compat import Connection

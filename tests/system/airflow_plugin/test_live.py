@@ -35,7 +35,7 @@ from testkit.support import (
 
 from .dagtest import sync
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 DAG_FILE = """
 from datetime import datetime, timezone

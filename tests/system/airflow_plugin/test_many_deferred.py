@@ -20,8 +20,6 @@ from testkit.airflow_harness import AirflowServer
 from testkit.servers import webhook_server
 from testkit.support import WEBHOOK_PATH, at, pattern_listeners, payload, signed
 
-pytestmark = [pytest.mark.airflow, pytest.mark.redis]
-
 N = 100
 DAG_ID = "many_deferred"
 #: Before every sync the test sends, after none it does not: each sensor waits until its

@@ -13,8 +13,6 @@ from testkit.support import at
 
 from .dagtest import run, sync
 
-pytestmark = pytest.mark.airflow
-
 
 @pytest.fixture
 def fivetran(dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch) -> Any:

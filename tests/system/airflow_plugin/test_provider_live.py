@@ -14,7 +14,7 @@ from testkit.airflow_harness import AirflowServer, airflow_bin
 from testkit.support import SECRET, TOKEN, at, payload
 from testkit.support import deliver as post
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 DAG_FILE = """
 from datetime import datetime, timezone

@@ -17,8 +17,6 @@ from testkit.support import deliver as post
 
 from .dagtest import run
 
-pytestmark = pytest.mark.airflow
-
 FAST: dict[str, Any] = {"poke_interval": 0.2, "timeout": 2, "soft_fail": True}
 
 

@@ -26,10 +26,7 @@ from testkit.support import SECRET, TOKEN, at, deliver, payload
 from .dagtest import run
 from .outage import PREFIX, OwnRedis
 
-pytestmark = [
-    pytest.mark.airflow,
-    pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning"),
-]
+pytestmark = pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning")
 
 CONN_ID = "outage_redis"
 MODES = ["poke", "reschedule", "deferrable"]

@@ -13,12 +13,9 @@ from testkit.support import at, deliver
 
 from .dagtest import daily_syncs, one_sensor_dag, result, run, sync, z
 
-pytestmark = [
-    pytest.mark.airflow,
-    # Short reschedule intervals keep dag.test() fast; the scheduler race they warn of
-    # does not exist in dag.test(), which runs every poke in this process.
-    pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning"),
-]
+# Short reschedule intervals keep dag.test() fast; the scheduler race they warn of
+# does not exist in dag.test(), which runs every poke in this process.
+pytestmark = pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning")
 
 
 class TestTimetables:

@@ -25,12 +25,9 @@ from testkit.support import at, pattern_listeners
 
 from .dagtest import run, sync
 
-pytestmark = [
-    pytest.mark.airflow,
-    # Short reschedule intervals keep dag.test() fast; the scheduler race they warn of
-    # does not exist in dag.test(), which runs every poke in this process.
-    pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning"),
-]
+# Short reschedule intervals keep dag.test() fast; the scheduler race they warn of
+# does not exist in dag.test(), which runs every poke in this process.
+pytestmark = pytest.mark.filterwarnings("ignore:.*apache/airflow#71172:UserWarning")
 
 DAYS = range(1, 16)
 SENSORS = {

@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.airflow
-
 CONTEXT: dict[str, Any] = {"ds_nodash": "20260110", "params": {}}
 
 

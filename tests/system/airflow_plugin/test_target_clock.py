@@ -13,15 +13,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
 from flask.testing import FlaskClient
 from freezegun import freeze_time
 
 from testkit.support import at
 
 from .dagtest import daily_syncs, one_sensor_dag, result, run, sync, z
-
-pytestmark = [pytest.mark.airflow]
 
 NOWS = (at(16), datetime(2031, 6, 1, 12, tzinfo=at(1).tzinfo))
 

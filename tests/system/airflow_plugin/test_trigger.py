@@ -20,9 +20,6 @@ from fivetran_events import HistoryWriter, parse_event
 from fivetran_events.timeutil import to_ms
 from testkit.support import at, encode, lose_change_messages, payload
 
-pytestmark = [pytest.mark.airflow, pytest.mark.redis]
-
-
 TARGET = at(10)
 ENDED = at(11)
 

@@ -19,8 +19,6 @@ from fivetran_events import HistoryWriter, parse_event
 from fivetran_events.timeutil import to_ms
 from testkit.support import at, encode, payload
 
-pytestmark = [pytest.mark.airflow, pytest.mark.redis]
-
 TARGET = at(1, month=6)
 
 

@@ -23,8 +23,6 @@ from testkit.support import at, deliver, encode, payload
 
 from .dagtest import PAGE, seed, sync
 
-pytestmark = pytest.mark.airflow
-
 
 def view(airflow3: Any, path: str, token: str | None = None, **kw: Any) -> requests.Response:
     headers = {"Authorization": f"Bearer {token or airflow3.token()}"}

@@ -26,7 +26,7 @@ from testkit.support import at, deliver, payload
 
 from .dagtest import PAGE, seed, sync
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

@@ -1,6 +1,11 @@
-"""The history watchers' DAG on the session's real Airflow, shared by the watcher tests."""
+"""The history watchers' DAG on the session's Airflow 3: deployed, and their events read.
+
+Shared by ``test_event_trigger_live.py`` and ``test_event_trigger_failed_ack.py``.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from testkit.airflow_harness import AirflowServer
 
@@ -31,6 +36,15 @@ def uri(connector: str) -> str:
 
 def position_key(connector: str) -> str:
     return f"fivetran_events.position:{connector}"
+
+
+def trigger_events(airflow3: AirflowServer, connector: str) -> list[dict[str, Any]]:
+    """The payloads of the asset's events that came from a trigger, oldest first."""
+    return [
+        e["extra"]["payload"]
+        for e in airflow3.asset_events(uri(connector))
+        if (e.get("extra") or {}).get("from_trigger")
+    ]
 
 
 def watch(airflow3: AirflowServer, filename: str, watchers: list[tuple[str, str]]) -> None:

@@ -20,7 +20,7 @@ from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import forwarder, post_event, run_worker
 from webhook_app.forwarding.worker import Forwarder
 
-pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sql" / "sales"
 CONNECTOR = "sql_e2e_conn"

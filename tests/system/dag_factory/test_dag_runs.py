@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sql" / "sales"
 

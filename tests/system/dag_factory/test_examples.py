@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.airflow
-
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "dags"
 
 

@@ -20,7 +20,7 @@ from testkit.worker_process import WorkerProcess
 from webhook_app.forwarding import Delivery, DeliveryState
 from webhook_app.forwarding.worker import Forwarder
 
-pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.timeout(480)]
+pytestmark = pytest.mark.timeout(480)
 
 COMPOSE = Path(__file__).resolve().parents[3] / "deploy" / "compose.yaml"
 CONNECTOR = "e2e_conn"  # testkit/airflow_dags has a DAG on its dataset

@@ -15,7 +15,7 @@ import yaml
 
 from testkit.servers import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[3]
 
 

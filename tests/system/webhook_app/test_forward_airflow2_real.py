@@ -16,7 +16,7 @@ from webhook_app.airflow_client import AirflowClient, AirflowRejected, AssetNotF
 from webhook_app.forwarding import DeliveryState
 
 # Includes installing Airflow 2 into its own venv on a fresh machine (about a minute).
-pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 CID = "af2_conn"
 URI = f"fivetran://connector/{CID}"

@@ -31,7 +31,7 @@ from webhook_app.forwarding.worker import DeliveryState, Forwarder
 from .forwarding import events_of, start_worker, unread_bytes, uri, wait_state
 
 # Includes starting Airflow (bounded by FTE_AIRFLOW_START_TIMEOUT) for the first test.
-pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.timeout(480)]
+pytestmark = pytest.mark.timeout(480)
 
 
 class TestClient:

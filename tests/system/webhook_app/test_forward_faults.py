@@ -35,7 +35,7 @@ from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 from .forwarding import events_of, start_worker, uri, wait_state
 
-pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture

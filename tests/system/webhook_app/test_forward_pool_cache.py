@@ -25,7 +25,7 @@ from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 from .forwarding import events_of, uri
 
-pytestmark = [pytest.mark.airflow, pytest.mark.redis, pytest.mark.timeout(480)]
+pytestmark = pytest.mark.timeout(480)
 
 CID = "e2e_conn"
 

@@ -73,7 +73,6 @@ class TestFormat:
         assert "hunter2" not in text and "pw-42" not in text and "10.0.0.1" in text
 
 
-@pytest.mark.redis
 @pytest.mark.slow
 class TestIds:
     def test_a_delivery_is_one_line_with_its_ids_and_outcome(
@@ -120,8 +119,6 @@ def _lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-@pytest.mark.redis
-@pytest.mark.airflow
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_no_secret_in_the_logs_of_a_delivery_and_a_failed_login(

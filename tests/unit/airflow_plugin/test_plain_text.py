@@ -11,8 +11,6 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from airflow_plugin.plain_text import renders_to_itself
 
-pytestmark = pytest.mark.unit
-
 ENVS = {
     # Airflow renders in a sandboxed environment with Jinja's default delimiters.
     "default": SandboxedEnvironment(undefined=jinja2.StrictUndefined),

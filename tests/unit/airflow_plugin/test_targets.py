@@ -10,8 +10,6 @@ import pytest
 
 from testkit.support import at
 
-pytestmark = pytest.mark.unit
-
 
 def ctx(**values: Any) -> Any:
     """The parts of a task's context that resolve_target reads."""

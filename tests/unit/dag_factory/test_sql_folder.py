@@ -8,8 +8,6 @@ import pytest
 
 from airflow_plugin.sql_folder import SqlFolderError, resolve, scan_folder, tables_of
 
-pytestmark = pytest.mark.unit
-
 
 def write(root: Path, files: dict[str, str]) -> Path:
     for rel, sql in files.items():

@@ -11,8 +11,6 @@ from fivetran_events.migration import KeyKind, Scan, UnreadableV1, V1Rows, class
 from fivetran_events.model import EventKind
 from testkit.history_v1 import event
 
-pytestmark = pytest.mark.unit
-
 
 class TestClassify:
     @pytest.mark.parametrize(

@@ -10,8 +10,6 @@ from fivetran_events import EventKind, InvalidPayload, parse_event
 from fivetran_events.model import is_valid_id
 from testkit.support import payload
 
-pytestmark = pytest.mark.unit
-
 REAL_CAPTURE = (
     b'{"event":"sync_end","created":"2026-05-22T00:06:08.638Z",'
     b'"connector_type":"google_cloud_postgresql","connector_id":"assimilate_seem",'

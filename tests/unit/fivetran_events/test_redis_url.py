@@ -15,8 +15,6 @@ from fivetran_events.redis_url import (
     parse_sentinel_url,
 )
 
-pytestmark = pytest.mark.unit
-
 
 class TestParse:
     def test_full_url(self) -> None:

@@ -8,8 +8,6 @@ import pytest
 
 from fivetran_events import ConfigurationError, load_settings
 
-pytestmark = pytest.mark.unit
-
 
 class TestSecretsDir:
     def test_files_fill_settings_and_the_environment_wins(

@@ -9,8 +9,6 @@ import pytest
 
 from fivetran_events.signature import sign, verify
 
-pytestmark = pytest.mark.unit
-
 BODY = b'{"event":"test_event"}'
 
 

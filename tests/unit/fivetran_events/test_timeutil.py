@@ -12,8 +12,6 @@ from fivetran_events import parse_event
 from fivetran_events.timeutil import from_ms, iso, parse_iso, to_ms
 from testkit.support import encode, payload
 
-pytestmark = pytest.mark.unit
-
 #: Every instant ``datetime`` can hold, at millisecond precision (what the history keeps).
 MS_INSTANTS = st.datetimes(
     min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59, 999_000)

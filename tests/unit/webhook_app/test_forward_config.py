@@ -19,8 +19,6 @@ from fivetran_events.uris import DEFAULT_URI_TEMPLATE, dataset_uri, dataset_uris
 from webhook_app.airflow_client import read_credentials, retry_after_seconds
 from webhook_app.forwarding.attempt import backoff_seconds
 
-pytestmark = pytest.mark.unit
-
 
 class TestDatasetUris:
     def test_default_template(self) -> None:

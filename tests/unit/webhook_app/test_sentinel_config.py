@@ -9,8 +9,6 @@ from click.testing import CliRunner
 
 from webhook_app.cli import main
 
-pytestmark = pytest.mark.unit
-
 BAD = "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380"  # no service name
 
 
