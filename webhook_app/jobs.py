@@ -19,19 +19,20 @@ from fivetran_events import Settings, load_settings
 
 from . import logs
 from .airflow_client import AirflowClient
+from .forwarding.enqueue import Enqueuer, delivery_store
 from .forwarding.worker import Forwarder
 
 
 def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
     """Build a Forwarder from ``settings`` (without Airflow: replay and listings only)."""
     client = settings.redis_client()
-    airflow = AirflowClient.from_settings(settings) if with_airflow else None
+    store = delivery_store(settings, client)
+    queue = Queue(settings.queue_name, connection=client)
     return Forwarder(
         settings,
-        client,
-        airflow,
-        Queue(settings.queue_name, connection=client),
-        settings.uri_map(),
+        store,
+        Enqueuer(settings, store, queue, settings.uri_map()),
+        AirflowClient.from_settings(settings) if with_airflow else None,
     )
 
 
@@ -52,7 +53,7 @@ class ForwardingWorker(SimpleWorker):
     job_class = ForwardingJob
 
     def __init__(self, forwarder: Forwarder, name: str | None = None) -> None:
-        super().__init__([forwarder.queue], connection=forwarder.redis, name=name)
+        super().__init__([forwarder.enqueuer.queue], connection=forwarder.redis, name=name)
         self.forwarder = forwarder
 
     def execute_job(self, job: Job, queue: Queue) -> None:

@@ -11,6 +11,7 @@ from rq import Queue
 from fivetran_events import HistoryReader, HistoryWriter, Settings
 
 from .forwarding import Enqueuer
+from .forwarding.enqueue import delivery_store
 
 EXTENSION = "fivetran_events"
 
@@ -35,7 +36,9 @@ class State:
             reader=HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms),
             queue=queue,
             # The web process only creates deliveries; workers talk to Airflow.
-            enqueuer=Enqueuer(settings, client, queue, settings.uri_map()),
+            enqueuer=Enqueuer(
+                settings, delivery_store(settings, client), queue, settings.uri_map()
+            ),
         )
 
     @property
@@ -45,7 +48,7 @@ class State:
 
     @property
     def on_success(self) -> Enqueuer | None:
-        """What a successful sync's write adds: its deliveries and their RQ jobs.
+        """What a successful sync's write adds: its deliveries, then their RQ jobs.
 
         One delivery and one RQ job per dataset URI of the connector (forwarding/enqueue.py).
         Without ``FIVETRAN_EVENTS_AIRFLOW_URL`` nothing: no worker would ever take those

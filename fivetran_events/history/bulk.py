@@ -1,7 +1,7 @@
 """Load many events at once, with exactly the Redis contents ``HistoryWriter.record`` leaves.
 
 For benchmarks, tests and imports: each event goes through the record script itself
-(``EVALSHA``, pipelined), so the layout has one implementation. What it skips is what
+(redis-py's ``Script``, pipelined), so the layout has one implementation. What it skips is what
 only a live delivery needs: the change notification and a caller's chunk.
 """
 
@@ -11,10 +11,10 @@ from collections.abc import Iterable
 
 import redis
 
-from .._history_lua import RECORD_NUMKEYS
+from .._history_lua import RECORD_NUMKEYS, record_script
 from ..model import Event, EventKind
 from ..timeutil import now_ms
-from .writer import TRIM_EVERY, RecordScript, history_keys, script_args
+from .writer import TRIM_EVERY, history_keys, script_args
 
 #: Events per pipelined round trip.
 BATCH = 2000
@@ -33,8 +33,7 @@ def load(
     Events ``record`` would ignore (test events, unknown kinds, older than the retention)
     are skipped the same way; the caller checks clock skew if it cares.
     """
-    script = RecordScript()
-    client.script_load(script.text)
+    script = client.register_script(record_script())
     cutoff = (now_ms() if now is None else now) - retention_ms
     pipe = client.pipeline(transaction=False)
     written = 0
@@ -42,7 +41,8 @@ def load(
         if event.kind in (EventKind.OTHER, EventKind.TEST) or event.created_ms < cutoff:
             continue
         args = script_args(history_keys(prefix, event.connector_id)[0], event, cutoff, trim_every)
-        pipe.evalsha(script.sha, RECORD_NUMKEYS, *args, "", "")  # no notification
+        # No notification: an empty channel.
+        script(keys=args[:RECORD_NUMKEYS], args=[*args[RECORD_NUMKEYS:], "", ""], client=pipe)
         written += 1
         if written % BATCH == 0:
             pipe.execute()

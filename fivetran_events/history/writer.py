@@ -1,14 +1,14 @@
 """The history writer: one event, deduplicated, recorded by one script in one round trip.
 
 The dedup mark, the history write, the change notification and what the caller adds for
-a successful sync (the webhook app adds its deliveries and RQ jobs) are one Lua script
+a successful sync (the webhook app adds its deliveries) are one Lua script
 (``_history_lua.record_script``): Redis runs it as one step, so they are written
-together, and a redelivery writes nothing.
+together, and a redelivery writes nothing. What cannot be in the script (the webhook
+app's RQ jobs, queued with RQ's own API) the caller does once it has run.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 import redis
-from redis.exceptions import NoScriptError
+from redis.commands.core import Script
 from redis.typing import EncodableT
 
 from .._history_lua import RECORD_NUMKEYS, record_script
@@ -25,7 +25,6 @@ from ..keys import ConnectorKeys, connectors_key, last_test_event_key
 from ..model import Event, EventKind, check_not_future, lifecycle_name
 from ..timeutil import iso, now_ms
 from .codec import completion_parts
-from .command import call
 
 #: One write in this many also trims the connector's sets to the retention window.
 #: Trimming is maintenance, not correctness (older events are refused on arrival), and
@@ -57,12 +56,13 @@ class WriteResult:
 
 
 class OnSuccess(Protocol):
-    """What a caller adds to a successful sync_end's write, in the same script.
+    """What a caller adds to a successful sync_end's write: in the script, then after it.
 
     ``lua`` is a chunk of Lua run after the history write; it reads its keys from
     ``KEYS[k0 + 1]`` on and its arguments from ``ARGV[a0 + 1]`` on. Calling the object
-    returns those keys and arguments for one event (the webhook app's: its deliveries
-    and RQ jobs, webhook_app/forwarding/enqueue.py).
+    returns those keys and arguments for one event; ``recorded`` runs once the script
+    has recorded it (never for a duplicate). The webhook app's creates the deliveries,
+    then queues their RQ jobs (webhook_app/forwarding/enqueue.py).
     """
 
     @property
@@ -70,24 +70,7 @@ class OnSuccess(Protocol):
 
     def __call__(self, event: Event) -> tuple[Sequence[str], Sequence[EncodableT]]: ...
 
-
-class RecordScript:
-    """The record script with one caller's chunk, sent by its SHA (text only when missing)."""
-
-    def __init__(self, chunk: str = "") -> None:
-        self.text = record_script(chunk)
-        # Redis names a script by the SHA-1 of its text (a name, not a security measure).
-        self.sha = hashlib.sha1(self.text.encode(), usedforsecurity=False).hexdigest()
-
-    def run(self, client: redis.Redis, numkeys: int, *keys_and_args: EncodableT) -> Any:
-        """EVALSHA, and EVAL once if Redis does not have it (after a restart or a flush).
-
-        A NOSCRIPT answer means nothing ran, so sending the text then is the same write.
-        """
-        try:
-            return call(client, "EVALSHA", self.sha, numkeys, *keys_and_args)
-        except NoScriptError:
-            return call(client, "EVAL", self.text, numkeys, *keys_and_args)
+    def recorded(self, event: Event) -> None: ...
 
 
 class HistoryWriter:
@@ -100,7 +83,10 @@ class HistoryWriter:
         self.prefix = prefix
         self.retention_ms = retention_ms
         self.trim_every = trim_every
-        self._scripts: dict[str, RecordScript] = {"": RecordScript()}
+        #: The record script with each caller's chunk, sent by its SHA (redis-py's
+        #: ``Script`` sends the text once when Redis does not have it: NOSCRIPT means
+        #: nothing ran, so that is the same write).
+        self._scripts: dict[str, Script] = {}
 
     def record(
         self,
@@ -146,18 +132,18 @@ class HistoryWriter:
             chunk = on_success.lua
             if event.is_success:
                 extra_keys, extra_args = on_success(event)
-        script = self._scripts.get(chunk) or self._scripts.setdefault(chunk, RecordScript(chunk))
-        recorded = script.run(
-            self.client,
-            RECORD_NUMKEYS + len(extra_keys),
-            *args[:RECORD_NUMKEYS],
-            *extra_keys,
-            *args[RECORD_NUMKEYS:],
-            channel,
-            event.event,
-            *extra_args,
+        script = self._scripts.get(chunk)
+        if script is None:
+            script = self._scripts[chunk] = self.client.register_script(record_script(chunk))
+        recorded = script(
+            keys=[*args[:RECORD_NUMKEYS], *extra_keys],
+            args=[*args[RECORD_NUMKEYS:], channel, event.event, *extra_args],
         )
-        return WriteResult(WriteStatus.RECORDED if recorded else WriteStatus.DUPLICATE)
+        if not recorded:
+            return WriteResult(WriteStatus.DUPLICATE)
+        if on_success is not None and event.is_success:
+            on_success.recorded(event)
+        return WriteResult(WriteStatus.RECORDED)
 
 
 #: The history's keys in the record script, in its order (ConnectorKeys' property names),

@@ -292,9 +292,9 @@ def check(as_json: bool) -> None:
     reader = HistoryReader(fw.redis, settings.key_prefix, settings.max_sync_duration_ms)
     recorded = {c["connector_id"]: c for c in reader.connectors()}
     rows = []
-    for cid in sorted(set(recorded) | set(fw.uri_map.mapped_connectors())):
+    for cid in sorted(set(recorded) | set(fw.enqueuer.uri_map.mapped_connectors())):
         meta = recorded.get(cid, {})
-        for uri in fw.uri_map.uris(
+        for uri in fw.enqueuer.uri_map.uris(
             cid, meta.get("connector_name"), meta.get("connector_type"), meta.get("group_id")
         ):
             assert fw.airflow is not None

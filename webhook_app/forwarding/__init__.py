@@ -5,8 +5,8 @@ One module per concept, split so that the web process imports only what it needs
 - ``states``: the delivery states and which are final;
 - ``record``: one delivery as stored (``Delivery``) and its RQ job's name;
 - ``store``: the Redis records, their listing and the per-state index;
-- ``enqueue``: the web side, creating deliveries inside the webhook's transaction (it
-  imports no HTTP client), and ``rq_job``, the RQ job writes it queues with them;
+- ``enqueue``: the web side, creating deliveries inside the webhook's one script and
+  queuing their RQ jobs after it (it imports no HTTP client);
 - ``listing``: the deliveries shaped for the API and the CLI.
 
 The worker side (``attempt``, ``sweep``, ``replay``, ``worker``) talks to

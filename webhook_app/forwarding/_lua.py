@@ -5,37 +5,34 @@ from __future__ import annotations
 from .states import DeliveryState
 
 # Create each delivery of a sync unless it exists (a second success under one sync id
-# must not reset a delivered record), name the RQ job queued for it, index it, make it
-# due, and queue that job as RQ's Queue.enqueue would. A chunk of the history's record
-# script (the webhook's one script per delivery, fivetran_events/_history_lua.py), or a
-# script of its own (create_script) for a replay. A new record enters the pending index;
-# the listing and the state indexes drop entries older than the retention, whose records
-# have expired (on one sync in TRIM_EVERY: trimming is maintenance, and five more
-# commands a delivery). What every delivery of the sync shares is passed once; the job's fields
-# that never change are in the text ({job_fields}: rq_job.JobWriter.static_fields).
+# must not reset a delivered record), name the RQ job to be queued for it, index it and
+# make it due: the lease's end, so that if its job is never queued (a crash right after
+# this script) the sweeper queues one then. A chunk of the history's record script (the
+# webhook's one script per delivery, fivetran_events/_history_lua.py), or a script of its
+# own (CREATE) for a replay; the caller queues the jobs with RQ's Queue.enqueue once it
+# has run. A new record enters the pending index; the listing and the state indexes drop
+# entries older than the retention, whose records have expired (on one sync in
+# TRIM_EVERY: trimming is maintenance, and five more commands a delivery). What every
+# delivery of the sync shares is passed once.
 # KEYS: the sync's set, listing, due set, the state indexes (states.INDEXED order, pending
-# first), the queue, RQ's set of queues; then per delivery: its record, its job's hash.
-# ARGV: ttl s, received ms, due ms, listing cutoff ms ('' trims nothing), the job's stamp, connector
-# id, sync id, name, type, group, status, ended ms; then per delivery: id, uri, job id,
-# the job's data and description.
+# first); then per delivery: its record.
+# ARGV: ttl s, received ms, due ms, listing cutoff ms ('' trims nothing), connector id,
+# sync id, name, type, group, status, ended ms; then per delivery: id, uri, job id.
 _CREATE = """
 local K, A = k0, a0
-local ttl, received, stamp = ARGV[A + 1], ARGV[A + 2], ARGV[A + 5]
-local k, a = K + 9, A + 12
-if k < #KEYS then
-  if ARGV[A + 4] ~= '' then
-    for i = 2, 7 do
-      if i ~= 3 then redis.call('ZREMRANGEBYSCORE', KEYS[K + i], '-inf', '(' .. ARGV[A + 4]) end
-    end
+local ttl, received = ARGV[A + 1], ARGV[A + 2]
+local k, a = K + 7, A + 11
+if k < #KEYS and ARGV[A + 4] ~= '' then
+  for i = 2, 7 do
+    if i ~= 3 then redis.call('ZREMRANGEBYSCORE', KEYS[K + i], '-inf', '(' .. ARGV[A + 4]) end
   end
-  redis.call('SADD', KEYS[K + 9], KEYS[K + 8])
 end
 while k < #KEYS do
   local rec, id, job = KEYS[k + 1], ARGV[a + 1], ARGV[a + 3]
   if redis.call('EXISTS', rec) == 0 then
-    redis.call('HSET', rec, 'connector_id', ARGV[A + 6], 'sync_id', ARGV[A + 7],
-      'uri', ARGV[a + 2], 'connector_name', ARGV[A + 8], 'connector_type', ARGV[A + 9],
-      'group_id', ARGV[A + 10], 'status', ARGV[A + 11], 'ended_ms', ARGV[A + 12],
+    redis.call('HSET', rec, 'connector_id', ARGV[A + 5], 'sync_id', ARGV[A + 6],
+      'uri', ARGV[a + 2], 'connector_name', ARGV[A + 7], 'connector_type', ARGV[A + 8],
+      'group_id', ARGV[A + 9], 'status', ARGV[A + 10], 'ended_ms', ARGV[A + 11],
       'received_ms', received, 'window_ms', received, 'updated_ms', received,
       'state', '{pending}', 'attempts', '0', 'job', job)
     redis.call('ZADD', KEYS[K + 4], received, id)
@@ -46,31 +43,13 @@ while k < #KEYS do
   redis.call('SADD', KEYS[K + 1], id)
   redis.call('ZADD', KEYS[K + 2], 'NX', received, id)
   redis.call('ZADD', KEYS[K + 3], 'NX', ARGV[A + 3], id)
-  redis.call('HSET', KEYS[k + 2], 'data', ARGV[a + 4], 'description', ARGV[a + 5],
-    'created_at', stamp, 'enqueued_at', stamp, {job_fields})
-  redis.call('RPUSH', KEYS[K + 8], job)
-  k, a = k + 2, a + 5
+  k, a = k + 1, a + 3
 end
-if k > K + 9 then redis.call('EXPIRE', KEYS[K + 1], ttl) end
+if k > K + 7 then redis.call('EXPIRE', KEYS[K + 1], ttl) end
 """
-
-
-def lua_string(value: str) -> str:
-    """Return ``value`` as a Lua string literal (every byte but plain ones escaped)."""
-    plain = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/ ")
-    return "'" + "".join(chr(b) if b in plain else f"\\{b:03d}" for b in value.encode()) + "'"
-
-
-def create_chunk(job_fields: list[str]) -> str:
-    """Return the creation chunk with the job's unchanging field/value strings in it."""
-    return _CREATE.format(
-        pending=DeliveryState.PENDING.value, job_fields=", ".join(map(lua_string, job_fields))
-    )
-
-
-def create_script(chunk: str) -> str:
-    """Return ``chunk`` as a script of its own: its keys and arguments start at 1."""
-    return "local k0, a0 = 0, 0\n" + chunk + "return 1\n"
+CREATE_CHUNK = _CREATE.replace("{pending}", DeliveryState.PENDING.value)
+#: CREATE_CHUNK as a script of its own: its keys and arguments start at 1.
+CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 
 
 # Queue ``id`` when it is due (score <= now), unless the RQ job last queued for it is still

@@ -29,29 +29,49 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
+import redis
 from redis.exceptions import LockError
 
+from fivetran_events import Settings
 from fivetran_events.asset_extra import SyncRef, extra_for
 from fivetran_events.keys import delivery_lock_key, due_key, undelivered_key
 from fivetran_events.timeutil import iso
 
 from .. import metrics
 from ..airflow_client import (
+    AirflowClient,
     AirflowEvent,
     AirflowRejected,
     AirflowUnavailable,
     AssetNotFound,
     lookup_window_start,
 )
-from .parts import WorkerParts
 from .record import Delivery
 from .states import FINAL, DeliveryState
+from .store import DeliveryStore
 
 log = logging.getLogger(__name__)
+
+
+class Parts(Protocol):
+    """What an attempt works with: ``worker.Forwarder`` (its clock and jitter are read at
+    each call, so a test can swap them)."""
+
+    settings: Settings
+    redis: redis.Redis
+    store: DeliveryStore
+    airflow: AirflowClient | None
+    clock: Callable[[], int]
+    rng: Callable[[], float]
+    lease_ms: int
+    margin_ms: int
+    keep_ms: int
+    record_ttl_ms: int
 
 
 class AttemptOutcome(str, Enum):
@@ -86,12 +106,12 @@ class AttemptResult:
         return out
 
 
-def build_extra(fw: WorkerParts, d: Delivery) -> dict[str, Any]:
+def build_extra(fw: Parts, d: Delivery) -> dict[str, Any]:
     """Build the event's ``extra`` from the history (``fivetran_events.asset_extra``)."""
     return extra_for(fw.redis, fw.settings.key_prefix, SyncRef.from_fields(d.fields))
 
 
-def attempt(fw: WorkerParts, did: str) -> AttemptResult:
+def attempt(fw: Parts, did: str) -> AttemptResult:
     """Make one attempt at delivery ``did``; return what happened."""
     lock = fw.redis.lock(
         delivery_lock_key(fw.settings.key_prefix, did),
@@ -112,7 +132,7 @@ def attempt(fw: WorkerParts, did: str) -> AttemptResult:
             log.warning("delivery %s: lease expired during the attempt", did)
 
 
-def settles_at(fw: WorkerParts, d: Delivery) -> int | None:
+def settles_at(fw: Parts, d: Delivery) -> int | None:
     """Return when an earlier POST of unknown outcome can no longer create an event.
 
     Airflow may commit a POST after the client gave up on it (a timeout, a reset after
@@ -129,7 +149,7 @@ def settles_at(fw: WorkerParts, d: Delivery) -> int | None:
     return gave_up + fw.margin_ms
 
 
-def not_before(fw: WorkerParts, d: Delivery) -> int | None:
+def not_before(fw: Parts, d: Delivery) -> int | None:
     """Return the earliest time an attempt may talk to Airflow about ``d``."""
     times = [
         t
@@ -142,7 +162,7 @@ def not_before(fw: WorkerParts, d: Delivery) -> int | None:
     return max(times) if times else None
 
 
-def _attempt_locked(fw: WorkerParts, did: str) -> AttemptResult:
+def _attempt_locked(fw: Parts, did: str) -> AttemptResult:
     d = fw.store.get(did)
     due = due_key(fw.settings.key_prefix)
     if d is None or d.state in FINAL or d.get("event_id"):
@@ -216,7 +236,7 @@ class ReplicasShort(Exception):
     maybe_sent = False
 
 
-def _mark_inflight(fw: WorkerParts, key: str) -> None:
+def _mark_inflight(fw: Parts, key: str) -> None:
     """Write the in-flight mark a POST leaves open (``settles_at``), before the POST.
 
     With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n, also wait until n replicas hold it
@@ -242,9 +262,7 @@ def _mark_inflight(fw: WorkerParts, key: str) -> None:
         )
 
 
-def _set_mark(
-    fw: WorkerParts, key: str, inflight: int | None = None, unknown: int | None = None
-) -> None:
+def _set_mark(fw: Parts, key: str, inflight: int | None = None, unknown: int | None = None) -> None:
     with fw.redis.pipeline(transaction=True) as pipe:
         if inflight is not None:
             pipe.hset(key, "inflight_ms", str(inflight))
@@ -255,7 +273,7 @@ def _set_mark(
 
 
 def _after_failure(
-    fw: WorkerParts, d: Delivery, posting: bool, maybe_sent: bool, resolved: bool
+    fw: Parts, d: Delivery, posting: bool, maybe_sent: bool, resolved: bool
 ) -> int | None:
     """Record what a failed attempt leaves open; return when it settles (or None)."""
     key = fw.store.key(d.id)
@@ -270,7 +288,7 @@ def _after_failure(
 
 
 def _finish(
-    fw: WorkerParts, d: Delivery, state: DeliveryState, fields: dict[str, str], drop: list[str]
+    fw: Parts, d: Delivery, state: DeliveryState, fields: dict[str, str], drop: list[str]
 ) -> None:
     """Record a final ``state``: the record, the due set, the given-up set and the index.
 
@@ -298,7 +316,7 @@ def _finish(
         pipe.execute()
 
 
-def final_ttl_ms(fw: WorkerParts, state: DeliveryState, d: Delivery, now: int) -> int:
+def final_ttl_ms(fw: Parts, state: DeliveryState, d: Delivery, now: int) -> int:
     """Return how long a record in a final ``state`` stays from ``now``.
 
     Delivered: the keep time. Given up: until its retry window plus the keep time are
@@ -314,7 +332,7 @@ def _ms(seconds: float) -> str:
 
 
 def _delivered(
-    fw: WorkerParts, d: Delivery, event: AirflowEvent, recovered: bool, took: str = ""
+    fw: Parts, d: Delivery, event: AirflowEvent, recovered: bool, took: str = ""
 ) -> AttemptResult:
     _finish(
         fw,
@@ -344,7 +362,7 @@ def _delivered(
 
 
 def _give_up(
-    fw: WorkerParts, d: Delivery, state: DeliveryState, reason: str, clear_mark: bool
+    fw: Parts, d: Delivery, state: DeliveryState, reason: str, clear_mark: bool
 ) -> AttemptResult:
     drop = ["next_attempt_ms"] + (["inflight_ms", "unknown_ms"] if clear_mark else [])
     _finish(fw, d, state, {"reason": reason}, drop)
@@ -353,7 +371,7 @@ def _give_up(
     return AttemptResult(d.id, AttemptOutcome(state.value), reason=reason)
 
 
-def backoff_seconds(fw: WorkerParts, attempts: int, retry_after: float | None) -> float:
+def backoff_seconds(fw: Parts, attempts: int, retry_after: float | None) -> float:
     """Exponential backoff with jitter (half fixed, half random), at least Retry-After.
 
     A Retry-After that is not a number (NaN) is ignored; one asking for more than
@@ -372,7 +390,7 @@ def backoff_seconds(fw: WorkerParts, attempts: int, retry_after: float | None) -
 
 
 def _retry(
-    fw: WorkerParts, d: Delivery, exc: AirflowUnavailable | ReplicasShort, settles: int | None
+    fw: Parts, d: Delivery, exc: AirflowUnavailable | ReplicasShort, settles: int | None
 ) -> AttemptResult:
     now = fw.clock()
     attempts = int(fw.redis.hget(fw.store.key(d.id), "attempts") or 1)

@@ -1,20 +1,21 @@
 """The web side of forwarding: create a sync's deliveries and queue their first attempts.
 
-Runs in the webhook's process, as a chunk of the history's one write script
-(``HistoryWriter.record``'s ``on_success``). It names the job by its dotted path and
-imports no HTTP client, so the web process never loads the worker side.
+Runs in the webhook's process: the deliveries are a chunk of the history's one write
+script (``HistoryWriter.record``'s ``on_success``), their RQ jobs are queued with RQ's
+``Queue.enqueue`` once that script has recorded the sync (``recorded``). A crash between
+the two leaves deliveries due at their lease's end with no job: the sweeper queues them
+then. It names the job by its dotted path and imports no HTTP client, so the web process
+never loads the worker side.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import redis
 from redis.client import Pipeline
 from redis.typing import EncodableT
 from rq import Queue
-from rq.job import Job
 
 from fivetran_events import Event, Settings
 from fivetran_events.history.writer import TRIM_EVERY, trims
@@ -22,9 +23,8 @@ from fivetran_events.keys import deliveries_key, due_key, sync_deliveries_key
 from fivetran_events.timeutil import now_ms
 from fivetran_events.urimap import UriMap
 
-from ._lua import create_chunk, create_script
+from ._lua import CREATE, CREATE_CHUNK
 from .record import forward_job_id
-from .rq_job import JobWriter
 from .store import DeliveryStore
 
 #: The dotted path of the job; a string, so the web process never imports the worker side.
@@ -64,13 +64,23 @@ def record_ttl_ms(settings: Settings) -> int:
     return int(window + last) + keep_delivered_ms(settings)
 
 
+def delivery_store(settings: Settings, client: redis.Redis) -> DeliveryStore:
+    """Return the delivery store of ``settings``: its records live ``record_ttl_ms``."""
+    return DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
+
+
 class Enqueuer:
-    """Create deliveries and queue their RQ jobs; shared by the web process and the worker."""
+    """Create deliveries in a store and queue their RQ jobs; used by the web process and
+    the worker's sweeper and replay."""
+
+    #: The chunk of the history's record script that creates a success's deliveries
+    #: (``OnSuccess.lua``; ``__call__`` gives its keys and arguments).
+    lua = CREATE_CHUNK
 
     def __init__(
         self,
         settings: Settings,
-        client: redis.Redis,
+        store: DeliveryStore,
         queue: Queue,
         uri_map: UriMap,
         *,
@@ -79,43 +89,47 @@ class Enqueuer:
     ) -> None:
         """``trim_every``: one sync in this many trims the listing and the state indexes."""
         self.settings = settings
-        self.redis = client
+        self.store = store
         self.queue = queue
         self.uri_map = uri_map
-        self.store = DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
         self.clock = clock
         self.lease_ms = lease_ms(settings)
         self.trim_every = trim_every
-        # New deliveries' jobs, written as Queue.enqueue writes them at a fraction of the
-        # cost (rq_job.py); the worker side's few re-queues go through enqueue_job.
-        self.jobs = JobWriter(queue, FORWARD_JOB, "delivery", **self._job_options())
-        #: The chunk of the history's record script that runs ``__call__``'s parts
-        #: (``OnSuccess``), and the same as a script of its own, for ``create``.
-        self.lua = create_chunk(self.jobs.static_fields)
-        self.create_script = create_script(self.lua)
+        self.create_script = store.client.register_script(CREATE)
         self.shared_keys = [
             deliveries_key(settings.key_prefix),
             due_key(settings.key_prefix),
             *self.store.state_keys,
-            queue.key,
-            queue.redis_queues_keys,
         ]
 
     def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
-        """Return the keys and arguments that create the deliveries of a successful sync
-        and queue their first attempts, in the script that records it (``lua``): all of
-        it is written with the history or none of it is."""
-        uris = self.uri_map.uris(
-            event.connector_id, event.connector_name, event.connector_type, event.group_id
-        )
-        return self._parts(event, self.clock(), [(uri, None) for uri in uris])
+        """Return the keys and arguments that create the deliveries of a successful sync,
+        in the script that records it (``lua``): all of it is written with the history or
+        none of it is."""
+        return self._parts(event, self.clock(), [(uri, None) for uri in self._uris(event)])
+
+    def recorded(self, event: Event) -> None:
+        """Queue the first attempt of each delivery of ``event``, which the record script
+        has just created (in one MULTI: one round trip)."""
+        with self.store.client.pipeline(transaction=True) as pipe:
+            for uri in self._uris(event):
+                did = self.store.id_of(event, uri)
+                self.enqueue_job(did, pipe, forward_job_id(did))
+            pipe.execute()
 
     def create(self, event: Event, uri: str, now: int, tag: str) -> str:
         """Create one delivery of ``event`` to ``uri`` (kept if it exists) and queue a job
-        for it named with ``tag``, in one script of its own (a replay of the past)."""
+        for it named with ``tag`` (a replay of the past): the script, then the job."""
         keys, args = self._parts(event, now, [(uri, tag)])
-        self.redis.eval(self.create_script, len(keys), *keys, *args)
-        return self.store.id_of(event, uri)
+        self.create_script(keys=keys, args=args)
+        did = self.store.id_of(event, uri)
+        self.enqueue_job(did, None, forward_job_id(did, tag))
+        return did
+
+    def _uris(self, event: Event) -> list[str]:
+        return self.uri_map.uris(
+            event.connector_id, event.connector_name, event.connector_type, event.group_id
+        )
 
     def _parts(
         self, event: Event, now: int, uris: list[tuple[str, str | None]]
@@ -133,7 +147,6 @@ class Enqueuer:
             now + self.lease_ms,
             # The listing keeps as long as the records; trimmed as often as the history.
             now - self.store.retention_s * 1000 if trims(event, self.trim_every) else "",
-            self.jobs.stamp(),
             event.connector_id,
             event.sync_id,
             event.connector_name or "",
@@ -144,29 +157,28 @@ class Enqueuer:
         ]
         for uri, tag in uris:
             did = self.store.id_of(event, uri)
-            job = forward_job_id(did, tag)
-            keys += [self.store.key(did), Job.key_for(job)]
-            args += [did, uri, job, *self.jobs.per_job(did)]
+            keys.append(self.store.key(did))
+            args += [did, uri, forward_job_id(did, tag)]
         return keys, args
 
-    def _job_options(self) -> dict[str, Any]:
-        """What every attempt's job is queued with (``Queue.enqueue``'s options)."""
-        return {
-            "result_ttl": RESULT_TTL,
-            "failure_ttl": FAILURE_TTL,
-            "job_timeout": int(self.lease_ms / 1000),
-            "describe": "forward {}",
-        }
-
     def enqueue_job(self, did: str, pipe: Pipeline | None, job_id: str) -> None:
-        """Queue an attempt at ``did`` as RQ job ``job_id`` (in ``pipe`` when given)."""
-        options = self._job_options()
-        description = options.pop("describe").format(did)
+        """Queue an attempt at ``did`` as RQ job ``job_id`` (in ``pipe`` when given).
+
+        No ``ttl``: a job that expired before it ran would leave its delivery waiting
+        for the sweeper.
+        """
         self.queue.enqueue(
             FORWARD_JOB,
             kwargs={"delivery": did},
             job_id=job_id,
             pipeline=pipe,
-            description=description,
-            **options,
+            description=f"forward {did}",
+            result_ttl=RESULT_TTL,
+            failure_ttl=FAILURE_TTL,
+            job_timeout=self.lease_ms // 1000,
         )
+
+    @property
+    def job_prefix(self) -> str:
+        """The key prefix of RQ's job hashes (the sweeper reads a queued job's status)."""
+        return str(self.queue.job_class.redis_job_namespace_prefix)

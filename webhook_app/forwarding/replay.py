@@ -8,7 +8,7 @@ successes recorded while forwarding was off (``replay --since``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 from redis.exceptions import WatchError
@@ -27,29 +27,30 @@ from fivetran_events.timeutil import from_ms, iso
 from .enqueue import Enqueuer, record_ttl_ms
 from .record import Delivery, forward_job_id, text
 from .states import DeliveryState
+from .store import DeliveryStore
 
 
-def replay(fw: Enqueuer, ids: Iterable[str]) -> list[str]:
+def replay(enq: Enqueuer, ids: Iterable[str], clock: Callable[[], int]) -> list[str]:
     """Give given-up (or stuck) deliveries a new retry window and queue them now."""
-    return [did for did in ids if _replay_one(fw, did)]
+    return [did for did in ids if _replay_one(enq, did, clock)]
 
 
-def _replay_one(fw: Enqueuer, did: str) -> bool:
+def _replay_one(enq: Enqueuer, did: str, clock: Callable[[], int]) -> bool:
     """Reset ``did`` unless Airflow has its event, in one optimistic transaction.
 
     The delivery is WATCHed before it is read: a worker that records the event between
     this read and the write below aborts the write, and the read is made again.
     """
-    key = fw.store.key(did)
-    prefix = fw.settings.key_prefix
-    with fw.redis.pipeline(transaction=True) as pipe:
+    key = enq.store.key(did)
+    prefix = enq.settings.key_prefix
+    with enq.store.client.pipeline(transaction=True) as pipe:
         while True:
             try:
                 pipe.watch(key)
-                d = fw.store.get(did)
+                d = enq.store.get(did)
                 if d is None or d.state is DeliveryState.DELIVERED or d.get("event_id"):
                     return False
-                now = fw.clock()
+                now = clock()
                 job = forward_job_id(did, f"r{now}")
                 pipe.multi()  # RQ's enqueue(pipeline=) expects the MULTI already open
                 pipe.hset(
@@ -64,38 +65,40 @@ def _replay_one(fw: Enqueuer, did: str) -> bool:
                 )
                 pipe.hdel(key, "next_attempt_ms")
                 pipe.zrem(undelivered_key(prefix), did)
-                pipe.zadd(due_key(prefix), {did: now + fw.lease_ms})
+                pipe.zadd(due_key(prefix), {did: now + enq.lease_ms})
                 # A new window: listed as new, and its record (and its sync's set) lives a
                 # whole window again.
                 pipe.zadd(deliveries_key(prefix), {did: now})
                 fresh = Delivery(did, {**d.fields, "window_ms": str(now)})
-                fw.store.expire(pipe, fresh, record_ttl_ms(fw.settings))
-                fw.store.index_state(pipe, fresh, DeliveryState.PENDING)
-                fw.enqueue_job(did, pipe, job)
+                enq.store.expire(pipe, fresh, record_ttl_ms(enq.settings))
+                enq.store.index_state(pipe, fresh, DeliveryState.PENDING)
+                enq.enqueue_job(did, pipe, job)
                 pipe.execute()
                 return True
             except WatchError:
                 continue
 
 
-def forward_since(fw: Enqueuer, since_ms: int) -> tuple[list[str], list[str], int]:
+def forward_since(
+    enq: Enqueuer, since_ms: int, clock: Callable[[], int]
+) -> tuple[list[str], list[str], int]:
     """Forward every success that ended at or after ``since_ms``.
 
     Creates and queues the deliveries that do not exist (successes recorded while
     forwarding was off) and replays existing ones that were not delivered. Returns
     (created, replayed, already delivered).
     """
-    prefix = fw.settings.key_prefix
-    now = fw.clock()
+    prefix = enq.settings.key_prefix
+    now = clock()
     created: list[str] = []
     existing: list[str] = []
-    connectors = fw.redis.hgetall(connectors_key(prefix))
+    connectors = enq.store.client.hgetall(connectors_key(prefix))
     for cid_raw, meta_raw in sorted(connectors.items()):
         cid = text(cid_raw)
         meta = json.loads(meta_raw)
         rows = cast(
             "list[tuple[bytes, float]]",
-            fw.redis.zrangebyscore(
+            enq.store.client.zrangebyscore(
                 ConnectorKeys(prefix, cid).ok, since_ms, "+inf", withscores=True
             ),
         )
@@ -112,21 +115,23 @@ def forward_since(fw: Enqueuer, since_ms: int) -> tuple[list[str], list[str], in
                 sync_id=c.sync_id,
                 status=c.status,
             )
-            for uri in fw.uri_map.uris(
+            for uri in enq.uri_map.uris(
                 cid, event.connector_name, event.connector_type, event.group_id
             ):
-                did = fw.store.id_of(event, uri)
-                if fw.redis.exists(fw.store.key(did)):
+                did = enq.store.id_of(event, uri)
+                if enq.store.client.exists(enq.store.key(did)):
                     existing.append(did)
                     continue
-                created.append(fw.create(event, uri, now, f"s{now}"))
-    replayed = replay(fw, existing)
+                created.append(enq.create(event, uri, now, f"s{now}"))
+    replayed = replay(enq, existing, clock)
     return created, replayed, len(existing) - len(replayed)
 
 
-def deliveries_of_sync(fw: Enqueuer, sync_id: str, connector_id: str | None = None) -> list[str]:
+def deliveries_of_sync(
+    store: DeliveryStore, sync_id: str, connector_id: str | None = None
+) -> list[str]:
     """Return the delivery ids of ``sync_id`` (of any connector unless one is named)."""
-    ids = [text(m) for m in fw.redis.zrange(deliveries_key(fw.settings.key_prefix), 0, -1)]
+    ids = [text(m) for m in store.client.zrange(deliveries_key(store.prefix), 0, -1)]
     return [
         i
         for i in ids

@@ -36,6 +36,7 @@ class DeliveryStore:
         self.prefix = prefix
         self.retention_s = retention_s
         self.state_keys = [self.state_key(s) for s in INDEXED]
+        self.set_expiry = client.register_script(SET_EXPIRY)
 
     def key(self, did: str) -> str:
         return delivery_key(self.prefix, did)
@@ -69,7 +70,7 @@ class DeliveryStore:
         sync_key = sync_deliveries_key(self.prefix, d.fields["connector_id"], d.fields["sync_id"])
         ids = sorted({text(m) for m in self.client.smembers(sync_key)} | {d.id})
         pipe.pexpire(self.key(d.id), max(1, ttl_ms))
-        pipe.eval(SET_EXPIRY, 1 + len(ids), sync_key, *(self.key(i) for i in ids))
+        self.set_expiry(keys=[sync_key, *(self.key(i) for i in ids)], client=pipe)
 
     def forget(self, pipe: Pipeline, did: str) -> None:
         """Queue dropping ``did`` from the due set and the state indexes (record gone)."""

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Any
+import random
+from collections.abc import Callable, Iterable
 
-from ..airflow_client import AirflowError
+from fivetran_events import Settings
+from fivetran_events.timeutil import now_ms
+
+from ..airflow_client import AirflowClient, AirflowError
 from . import attempt as _attempt
 from . import replay as _replay
 from .asset_ids import RedisAssetIds
 from .attempt import AttemptResult
-from .parts import WorkerParts
-from .record import Delivery
+from .enqueue import Enqueuer, keep_delivered_ms, record_ttl_ms
 from .states import DeliveryState
+from .store import DeliveryStore
 from .sweep import SWEEP_BATCH, sweep
 
 __all__ = ["AttemptResult", "DeliveryState", "Forwarder"]
@@ -21,14 +24,38 @@ __all__ = ["AttemptResult", "DeliveryState", "Forwarder"]
 log = logging.getLogger(__name__)
 
 
-class Forwarder(WorkerParts):
-    """Make forwarding attempts, schedule retries, sweep due deliveries, replay."""
+class Forwarder:
+    """Make forwarding attempts, schedule retries, sweep due deliveries, replay.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.airflow is not None and self.airflow.shared_assets is None:
+    It has a delivery store, an enqueuer (to queue attempts) and an Airflow client (None:
+    replay and listings only). The clock and the jitter are read at each call, so a test
+    can swap them.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: DeliveryStore,
+        enqueuer: Enqueuer,
+        airflow: AirflowClient | None,
+        *,
+        clock: Callable[[], int] = now_ms,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.enqueuer = enqueuer
+        self.airflow = airflow
+        self.redis = store.client
+        self.clock = clock
+        self.rng = rng
+        self.lease_ms = enqueuer.lease_ms
+        self.margin_ms = int(settings.forward_unknown_outcome_seconds * 1000)
+        self.keep_ms = keep_delivered_ms(settings)
+        self.record_ttl_ms = record_ttl_ms(settings)
+        if airflow is not None and airflow.shared_assets is None:
             # The pool's processes find each other's asset ids (asset_ids.py).
-            self.airflow.shared_assets = RedisAssetIds(self.redis, self.settings.key_prefix)
+            airflow.shared_assets = RedisAssetIds(self.redis, settings.key_prefix)
 
     def warm_up(self) -> bool:
         """Fetch Airflow's version and a token now, so the first delivery does not wait.
@@ -49,25 +76,17 @@ class Forwarder(WorkerParts):
         """Make one attempt at delivery ``did`` (attempt.py)."""
         return _attempt.attempt(self, did)
 
-    def settles_at(self, d: Delivery) -> int | None:
-        return _attempt.settles_at(self, d)
-
-    def backoff_seconds(self, attempts: int, retry_after: float | None) -> float:
-        return _attempt.backoff_seconds(self, attempts, retry_after)
-
-    def build_extra(self, d: Delivery) -> dict[str, Any]:
-        return _attempt.build_extra(self, d)
-
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
         """Queue every due delivery (sweep.py)."""
-        return sweep(self, now, limit)
+        return sweep(self.enqueuer, self.clock() if now is None else now, limit)
 
     def replay(self, ids: Iterable[str]) -> list[str]:
         """Replay deliveries that were not delivered (replay.py)."""
-        return _replay.replay(self, ids)
+        return _replay.replay(self.enqueuer, ids, self.clock)
 
     def forward_since(self, since_ms: int) -> tuple[list[str], list[str], int]:
-        return _replay.forward_since(self, since_ms)
+        """Forward every success that ended at or after ``since_ms`` (replay.py)."""
+        return _replay.forward_since(self.enqueuer, since_ms, self.clock)
 
     def deliveries_of_sync(self, sync_id: str, connector_id: str | None = None) -> list[str]:
-        return _replay.deliveries_of_sync(self, sync_id, connector_id)
+        return _replay.deliveries_of_sync(self.store, sync_id, connector_id)

@@ -8,17 +8,19 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
 import requests
 from rq import Queue
 
-from fivetran_events import parse_event
-from fivetran_events.keys import ConnectorKeys
+from fivetran_events import Settings, parse_event
+from fivetran_events.keys import ConnectorKeys, deliveries_key, due_key
 from testkit.processes import stop_group
 from testkit.servers import webhook_server
 from testkit.support import job_sync_id, payload, recorded_ends, signed
+from webhook_app.jobs import build_forwarder
 
 pytestmark = pytest.mark.slow
 
@@ -35,9 +37,10 @@ def bodies(n: int) -> list[bytes]:
 
 
 def test_sigkill_under_load_keeps_every_ack(
-    redis_url: str, client: redis.Redis, tmp_path: Path
+    redis_url: str, client: redis.Redis, settings: Settings, tmp_path: Path
 ) -> None:
-    """SIGKILL mid-load: every 200 is recorded with its job; nothing is half-written;
+    """SIGKILL mid-load: every 200 is recorded with its job; nothing is half-written (a
+    delivery the kill left without its job is due, and the sweeper queues it);
     redelivering everything afterwards records each delivery exactly once."""
     sent = [bodies(MAX_PER_THREAD) for _ in range(THREADS)]
     acked: list[bytes] = []
@@ -83,9 +86,14 @@ def test_sigkill_under_load_keeps_every_ack(
         keys = ConnectorKeys("test:", f"c{c}")
         ok = client.zrange(keys.ok, 0, -1)
         recorded_total += len(ok)
-        # No half-written delivery: each completion has its dedup mark and its job.
+        # No half-written delivery: each completion has its dedup mark and its delivery.
         assert client.zcard(keys.seen) == len(ok) == recorded_ends(client, keys)
-    assert recorded_total == len(queued)
+    assert recorded_total == client.zcard(deliveries_key("test:"))
+    # The kill may fall between the script and the enqueue: those deliveries are due.
+    listed = cast("list[bytes]", client.zrange(deliveries_key("test:"), 0, -1))
+    jobless = {d.decode() for d in listed} - {j.kwargs["delivery"] for j in q.get_jobs()}
+    assert len(queued) + len(jobless) == recorded_total
+    assert all(client.zscore(due_key("test:"), did) is not None for did in jobless)
     for raw in acked:
         ev = parse_event(raw)
         keys = ConnectorKeys("test:", ev.connector_id)
@@ -102,6 +110,9 @@ def test_sigkill_under_load_keeps_every_ack(
             _, headers = signed(raw)
             r = s.post(base + "/webhooks/fivetran", data=raw, headers=headers, timeout=5)
             assert r.status_code == 200 and r.json()["status"] in ("recorded", "duplicate")
+    # The sweeper queues what the kill left without a job (due at its lease's end).
+    fw = build_forwarder(settings, with_airflow=False)
+    assert fw.sweep(now=int(time.time() * 1000) + fw.lease_ms + 1_000) == len(jobless)
     final_jobs = Queue("fivetran-events", connection=client).job_ids
     assert len(final_jobs) == len(set(final_jobs))
     expected = {json.loads(r)["sync_id"] for r in everything} | acked_ids

@@ -28,6 +28,7 @@ from testkit.forward_support import (
 )
 from testkit.support import at
 from webhook_app.airflow_client import AirflowClient, AirflowRejected
+from webhook_app.forwarding.attempt import backoff_seconds, build_extra, settles_at
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 pytestmark = pytest.mark.timeout(60)
@@ -59,14 +60,14 @@ class TestDelivery:
         post_event(http, sync_id="s1")
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.PENDING
-        assert fw.queue.count == 1
-        job = fw.queue.jobs[0]
+        assert fw.enqueuer.queue.count == 1
+        job = fw.enqueuer.queue.jobs[0]
         assert job.kwargs == {"delivery": d.id}
         assert syncs(http, CID)[0]["forwarding"][0]["state"] == "pending"
 
     def test_failed_sync_is_not_forwarded(self, http: Any, fw: Forwarder) -> None:
         post_event(http, sync_id="s1", status="FAILURE")
-        assert fw.queue.count == 0
+        assert fw.enqueuer.queue.count == 0
 
     def test_delivered_with_extra(self, http: Any, fw: Forwarder, standin: Airflow2StandIn) -> None:
         """The worker posts one event with the sync's extra and records Airflow's id."""
@@ -228,13 +229,13 @@ class TestFailures:
 
     def test_backoff_grows_with_jitter_and_is_capped(self, fw: Forwarder) -> None:
         fw.rng = lambda: 0.0
-        low = [fw.backoff_seconds(n, None) for n in range(1, 14)]
+        low = [backoff_seconds(fw, n, None) for n in range(1, 14)]
         fw.rng = lambda: 1.0
-        high = [fw.backoff_seconds(n, None) for n in range(1, 14)]
+        high = [backoff_seconds(fw, n, None) for n in range(1, 14)]
         assert low[0] == 0.5 and high[0] == 1.0
         assert high == sorted(high)
         assert max(high) == fw.settings.forward_backoff_max_seconds
-        assert fw.backoff_seconds(1, 120.0) == 120.0
+        assert backoff_seconds(fw, 1, 120.0) == 120.0
 
     def test_connection_refused_retries_until_the_window_closes(
         self, http: Any, settings: Settings
@@ -281,14 +282,14 @@ class TestExactlyOnce:
         clock = Clock(fw)
         post_event(http, sync_id="s1")
         d = state_of(fw, "s1")
-        extra = fw.build_extra(d)
+        extra = build_extra(fw, d)
         # What the dead attempt did: the in-flight mark, then the POST.
         fw.redis.hset(
             fw.store.key(d.id), mapping={"inflight_ms": str(fw.clock()), "extra": json.dumps(extra)}
         )
         assert fw.airflow is not None
         fw.airflow.post_event(URI, extra)
-        clock.now = fw.settles_at(state_of(fw, "s1")) or 0  # its lease and margin are over
+        clock.now = settles_at(fw, state_of(fw, "s1")) or 0  # its lease and margin are over
         run_worker(fw)
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.DELIVERED
@@ -329,7 +330,7 @@ class TestExactlyOnce:
         post_event(http, sync_id="s1")
         d = state_of(fw, "s1")
         fw.redis.hset(fw.store.key(d.id), "inflight_ms", str(fw.clock()))
-        clock.now = fw.settles_at(state_of(fw, "s1")) or 0
+        clock.now = settles_at(fw, state_of(fw, "s1")) or 0
         run_worker(fw)
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED
         assert len(standin.posts) == 1
@@ -340,7 +341,7 @@ class TestExactlyOnce:
         """A job lost with its worker is queued again once its lease runs out."""
         clock = Clock(fw)
         post_event(http, sync_id="s1")
-        fw.queue.empty()  # type: ignore[no-untyped-call]  # the job died with its worker; rq leaves it untyped
+        fw.enqueuer.queue.empty()  # type: ignore[no-untyped-call]  # the job died with its worker; rq leaves it untyped
         assert fw.sweep() == 0
         clock.now += fw.lease_ms + 60_000
         assert fw.sweep() == 1
@@ -395,7 +396,7 @@ class TestClient:
 
 
 def test_queue_name_is_the_settings(fw: Forwarder, settings: Settings) -> None:
-    assert isinstance(fw.queue, Queue) and fw.queue.name == settings.queue_name
+    assert isinstance(fw.enqueuer.queue, Queue) and fw.enqueuer.queue.name == settings.queue_name
 
 
 def test_non_json_answer_is_retried(http: Any, fw: Forwarder, standin: Airflow2StandIn) -> None:
