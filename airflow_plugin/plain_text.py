@@ -2,11 +2,11 @@
 
 A sensor's ``connector_id`` is a template field and nearly always plain text
 (``"bf_conn"``). Airflow hands every string field to Jinja, which renders such a string
-to itself; in a task's process that first compile builds Jinja's lexer (about 1 ms here,
-against 0.2 ms for a second template), paid by every sensor task of a backfill and by no
-no-op. ``renders_to_itself`` says when Jinja could not change a string, from the
-environment Airflow renders with (its delimiters and prefixes, however a DAG set them),
-so skipping the compile changes no result.
+to itself; in a task's process that first compile also builds Jinja's lexer, a cost
+every sensor task of a backfill pays and a no-op does not. ``renders_to_itself`` says
+when Jinja could not change a string, from the environment Airflow renders with (its
+delimiters and prefixes, however a DAG set them), so skipping the compile changes no
+result.
 """
 
 from __future__ import annotations

@@ -372,7 +372,7 @@ def _refuse_unencodable(event: Event) -> Event:
     """Refuse text that no UTF-8 can carry, naming its field; return ``event``.
 
     JSON may escape a lone surrogate (``"\\ud800"``); the parser takes it, but the dedup
-    hash and Redis cannot, and it used to end in a 500 (table names reached it).
+    hash and Redis cannot: refused here, it is a 400 naming the field, never a 500.
     """
     for f in fields(event):
         value = getattr(event, f.name)
