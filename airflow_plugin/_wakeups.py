@@ -6,6 +6,10 @@ triggers of one event loop that read the same Redis share one ``Hub``: a single
 PSUBSCRIBE on ``{prefix}changes:*`` (the webhook server publishes there inside every
 history write) wakes the triggers of the connector named in the channel, and a bounded
 pool serves their reads. The hub closes itself when its last trigger leaves.
+
+``changes()`` is that subscription as an async generator, the one pub/sub loop of the
+triggerer: the hub consumes it, and so does the history watcher's shared stream
+(``event_triggers.HistoryWakeProducer``).
 """
 
 from __future__ import annotations
@@ -13,11 +17,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections import defaultdict
-from typing import Any
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import redis
 
+from fivetran_events import as_text
 from fivetran_events.keys import changes_pattern
 from fivetran_events.redis_url import async_client_from_url
 
@@ -25,8 +34,10 @@ log = logging.getLogger(__name__)
 
 #: Connections the shared pool may open; reads beyond that queue for a free one.
 POOL_SIZE = 16
-#: Seconds between attempts to re-subscribe after the listener lost Redis.
+#: Seconds between attempts to re-subscribe after the subscription lost Redis.
 RECONNECT_DELAY = 1.0
+#: Longest wait for a message: how soon a lost cancel is seen while nothing is published.
+MESSAGE_WAIT = 5.0
 
 _hubs: dict[tuple[int, str, str], Hub] = {}
 
@@ -45,6 +56,54 @@ def stop_if_cancelled() -> None:
     cancelling = getattr(task, "cancelling", None)
     if cancelling is not None and cancelling() > 0:
         raise asyncio.CancelledError
+
+
+@dataclass(frozen=True)
+class Change:
+    """One item of ``changes()``: re-read ``connector_id``'s history, or everyone's (None).
+
+    ``reason``: ``"message"`` (a history write named the connector), ``"subscribed"``
+    (after every (re)subscribe: what was published while nobody listened is lost),
+    ``"tick"`` (the caller's interval passed) or ``"lost"`` (Redis is gone, ``error``
+    says why; the next subscription is tried ``RECONNECT_DELAY`` later).
+    """
+
+    connector_id: str | None
+    reason: Literal["message", "subscribed", "tick", "lost"]
+    error: Exception | None = None
+
+
+async def changes(client: Any, prefix: str, tick: float | None = None) -> AsyncIterator[Change]:
+    """Subscribe to the history's change channels and yield what happens, for ever.
+
+    Never raises a Redis error: on losing Redis it yields a ``"lost"`` change, waits
+    ``RECONNECT_DELAY`` and subscribes again. With ``tick``, a ``"tick"`` every ``tick``
+    seconds while subscribed. Checks each turn for a cancel that got lost.
+    """
+    pattern = changes_pattern(prefix)
+    channel_prefix = pattern[:-1]
+    while True:
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.psubscribe(pattern)
+            yield Change(None, "subscribed")
+            next_tick = time.monotonic() + tick if tick else math.inf
+            while True:
+                wait = min(MESSAGE_WAIT, max(0.0, next_tick - time.monotonic()))
+                msg = await pubsub.get_message(timeout=wait)
+                stop_if_cancelled()
+                if msg is not None and msg.get("type") == "pmessage":
+                    yield Change(as_text(msg["channel"])[len(channel_prefix) :], "message")
+                if tick and time.monotonic() >= next_tick:
+                    yield Change(None, "tick")
+                    next_tick = time.monotonic() + tick
+        except (redis.RedisError, OSError) as exc:
+            stop_if_cancelled()  # a cancel may arrive as a Redis error: the caller waits
+            yield Change(None, "lost", exc)
+            await asyncio.sleep(RECONNECT_DELAY)
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
 
 
 class Hub:
@@ -109,29 +168,14 @@ class Hub:
                 event.set()
 
     async def _listen(self) -> None:
-        pattern = changes_pattern(self.prefix)
-        channel_prefix = pattern[:-1]
-        while True:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.psubscribe(pattern)
+        async for change in changes(self.client, self.prefix):
+            if change.reason == "message":
+                self.messages += 1
+                self._wake(change.connector_id)
+            elif change.reason == "subscribed":
                 self._subscribed.set()
-                # Whatever was published while we were not listening is lost: re-check all.
-                self._wake(None)
-                while True:
-                    msg = await pubsub.get_message(timeout=30.0)
-                    stop_if_cancelled()
-                    if msg is None or msg.get("type") != "pmessage":
-                        continue
-                    channel = msg["channel"]
-                    if isinstance(channel, bytes):
-                        channel = channel.decode()
-                    self.messages += 1
-                    self._wake(channel[len(channel_prefix) :])
-            except asyncio.CancelledError:
-                raise
-            except (redis.RedisError, OSError) as exc:
-                stop_if_cancelled()  # a cancel may arrive as a Redis error: close() waits
+                self._wake(None)  # what was published while we were not listening is lost
+            elif change.reason == "lost":
                 # Losing Redis wakes every trigger too: each then reads, meets the outage
                 # and starts its retry window now, rather than at its next re-check, so a
                 # deferred sensor learns of an outage as soon as a poking one would.
@@ -141,12 +185,8 @@ class Hub:
                 log.warning(
                     "change listener lost Redis (%s); triggers fall back to their "
                     "re-check interval until it is back",
-                    exc,
+                    change.error,
                 )
-                await asyncio.sleep(RECONNECT_DELAY)
-            finally:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()
 
 
 def hub_for(url: str, prefix: str, redis_kwargs: dict[str, Any]) -> Hub:

@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from fivetran_events import as_text
+
 from .exceptions import ConnectorNameError
 
 
@@ -27,7 +29,7 @@ def resolve_connector_name(
     known = []
     for cid, raw in connectors.items():
         meta = json.loads(raw)
-        known.append((_text(cid), meta.get("name"), meta.get("group")))
+        known.append((as_text(cid), meta.get("name"), meta.get("group")))
     named = sorted(k for k in known if k[1] == name)
     found = [k for k in named if destination_name is None or k[2] == destination_name]
     if len(found) == 1:
@@ -48,10 +50,6 @@ def resolve_connector_name(
         f"(known names: {', '.join(names) or 'none yet'}); a connector is known once one "
         f"of its webhooks has been recorded"
     )
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _listing(candidates: list[tuple[str, Any, Any]]) -> str:

@@ -36,11 +36,8 @@ How it keeps its place (docs/architecture.md, "The watcher", says why this way):
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,18 +52,17 @@ from airflow.triggers.shared_stream import (
 
 from fivetran_events.asset_extra import SyncRef, aextra_for
 from fivetran_events.history import decode_completion
-from fivetran_events.keys import ConnectorKeys, changes_pattern, connectors_key
+from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.redis_url import async_client_from_url
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 
+from ._wakeups import changes
 from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 
 log = logging.getLogger(__name__)
 
 #: Seconds between ticks that make every watcher re-read the history (a lost message).
 DEFAULT_POLL_INTERVAL = 30.0
-#: Seconds between attempts to re-subscribe after the poll lost Redis.
-RECONNECT_DELAY = 1.0
 #: Successes read per page; a wake keeps reading pages until it has caught up.
 PAGE = 100
 #: The asset state store key of a connector's watcher state (named when it held only
@@ -140,39 +136,15 @@ class HistoryWakeProducer(SharedStreamProducer):
     async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
         cfg = await FivetranEventsRedisHook(self.redis_conn_id).aconfig()
         self.client = async_client_from_url(cfg.url, **cfg.to_redis_kwargs())
-        pattern = changes_pattern(cfg.key_prefix)
-        channel_prefix = pattern[:-1]
-
-        def wake(connector_id: str | None) -> tuple[Wake, Wake]:
-            w = Wake(connector_id, self.client, cfg.key_prefix)
-            return w, w
-
-        while True:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.psubscribe(pattern)
-                # What was published while nobody listened is lost: everyone re-reads.
-                yield wake(None)
-                next_tick = time.monotonic() + self.poll_interval
-                while True:
-                    wait = max(0.0, next_tick - time.monotonic())
-                    msg = await pubsub.get_message(timeout=min(wait, 5.0))
-                    if msg is not None and msg.get("type") == "pmessage":
-                        channel = msg["channel"]
-                        if isinstance(channel, bytes):
-                            channel = channel.decode()
-                        yield wake(channel[len(channel_prefix) :])
-                    if time.monotonic() >= next_tick:
-                        yield wake(None)
-                        next_tick = time.monotonic() + self.poll_interval
-            except (redis.RedisError, OSError) as exc:
+        async for change in changes(self.client, cfg.key_prefix, tick=self.poll_interval):
+            if change.reason == "lost":
                 # Never raise: that would fail every watcher of the triggerer. The history
-                # is durable, so after the reconnect's wake nothing is missed.
-                log.warning("history watcher lost Redis (%s); re-subscribing", exc)
-                await asyncio.sleep(RECONNECT_DELAY)
-            finally:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                # is durable, so after the re-subscribe's wake nothing is missed.
+                log.warning("history watcher lost Redis (%s); re-subscribing", change.error)
+                continue
+            # A message wakes its connector's watchers; a (re)subscribe or a tick, all.
+            wake = Wake(change.connector_id, self.client, cfg.key_prefix)
+            yield wake, wake
 
     async def advance(self, batch: Sequence[AdvanceItem]) -> None:
         for item in batch:

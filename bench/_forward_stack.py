@@ -16,13 +16,14 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import requests
+from typing import Any
 
 from fivetran_events import Settings
 from testkit.airflow_harness import AirflowServer
 from testkit.delaying_proxy import Holds, delaying_proxy
-from testkit.processes import free_port, poll_until, stop_group
+from testkit.own_redis import own_redis
+from testkit.processes import stop_group
+from testkit.servers import webhook_server
 from testkit.support import conn_uri
 
 CONNECTOR = "bench_conn"
@@ -79,12 +80,8 @@ def forward_stack(work: Path, concurrency: int | None) -> Iterator[Stack]:
     """Start the stack (a minute or so on 2 cores); stop exactly what it started."""
     bin_dir = Path(sys.executable).parent
     with ExitStack() as stack:
-        redis_port = free_port()
-        redis_argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port)]
-        rproc = _spawn(
-            [*redis_argv, "--save", "", "--appendonly", "no"], dict(os.environ), work / "redis.log"
-        )
-        stack.callback(stop_group, rproc)
+        redis_server = stack.enter_context(own_redis(work / "redis"))
+        redis_port = redis_server.port
         airflow = AirflowServer(
             home=work / "airflow",
             extra_env={
@@ -108,32 +105,21 @@ def forward_stack(work: Path, concurrency: int | None) -> Iterator[Stack]:
         # REST path's POSTs are the measured connector's only.
         mapping = work / "datasets.toml"
         mapping.write_text(f'[connectors]\n{WATCHED} = "{UNFORWARDED_URI}"\n')
+        ours: dict[str, Any] = {  # the webhook server and the worker alike
+            "FIVETRAN_EVENTS_KEY_PREFIX": "fte:",
+            "FIVETRAN_EVENTS_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+            "FIVETRAN_EVENTS_WEBHOOK_SECRETS": SECRET,
+            "FIVETRAN_EVENTS_AIRFLOW_URL": proxy_url,
+            "FIVETRAN_EVENTS_DATASET_MAPPING_FILE": str(mapping),
+            "FIVETRAN_EVENTS_AIRFLOW_USERNAME": airflow.username,
+            "FIVETRAN_EVENTS_AIRFLOW_PASSWORD": airflow.password,
+            # In the bench's folder (serve would make one in /tmp and leave it).
+            "PROMETHEUS_MULTIPROC_DIR": str(work / "metrics"),
+        }
+        url, _web = stack.enter_context(webhook_server(redis_server.url, work, **ours))
         env = {k: v for k, v in os.environ.items() if not k.startswith("FIVETRAN_EVENTS_")}
-        env.update(
-            {
-                "FIVETRAN_EVENTS_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-                "FIVETRAN_EVENTS_WEBHOOK_SECRETS": SECRET,
-                "FIVETRAN_EVENTS_AIRFLOW_URL": proxy_url,
-                "FIVETRAN_EVENTS_DATASET_MAPPING_FILE": str(mapping),
-                "FIVETRAN_EVENTS_AIRFLOW_USERNAME": airflow.username,
-                "FIVETRAN_EVENTS_AIRFLOW_PASSWORD": airflow.password,
-                # In the bench's folder (serve would make one in /tmp and leave it).
-                "PROMETHEUS_MULTIPROC_DIR": str(work / "metrics"),
-            }
-        )
-        cli = str(bin_dir / "fivetran-events")
-        web_port = free_port()
-        serve = [cli, "serve", "--host", "127.0.0.1", "--port", str(web_port), "--workers", "2"]
-        stack.callback(stop_group, _spawn(serve, env, work / "web.log"))
+        env.update(ours)
         pool = ["--concurrency", str(concurrency)] if concurrency else []
+        cli = str(bin_dir / "fivetran-events")
         stack.callback(stop_group, _spawn([cli, "worker", *pool], env, work / "worker.log"))
-        url = f"http://127.0.0.1:{web_port}"
-
-        def ready() -> bool:
-            try:
-                return requests.get(f"{url}/readyz", timeout=2).ok
-            except requests.RequestException:
-                return False
-
-        poll_until(ready, "the webhook server", 60, interval=0.2)
         yield Stack(url, airflow, holds, redis_port, work)

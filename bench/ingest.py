@@ -30,7 +30,9 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,13 +48,55 @@ import redis
 from fivetran_events.keys import ConnectorKeys
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso, now_ms
+from testkit.own_redis import own_redis
+from testkit.processes import free_port, stop_group
+from testkit.servers import wait_ready
 from webhook_app.cli import DEFAULT_WORKERS
-
-from ._servers import start_gunicorn, start_redis, stop_group
 
 SECRET = "bench-secret"
 CONNECTORS = 20
 PREFIX = "bench:"
+
+
+#: The production gunicorn configuration: the benchmark serves the app as deploy/ does.
+GUNICORN_CONF = Path(__file__).resolve().parents[1] / "deploy" / "gunicorn.conf.py"
+#: AOF everysec, as deploy/ runs Redis in production.
+REDIS_AOF = ("--appendonly", "yes", "--appendfsync", "everysec")
+
+
+def start_gunicorn(
+    app: str, env: dict[str, str], workers: int, log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Serve ``app`` with deploy/gunicorn.conf.py on a free loopback port; logs go to ``log``.
+
+    The production file, so the benchmark pays what production pays per request (its
+    access record, multiprocess metrics); only the bind address and the worker count are
+    the benchmark's. The logs go to a file: one line per request would bury the results.
+    (testkit's ``webhook_server`` serves the app alone; this serves ``bench/_app.py``'s,
+    which adds the trivial endpoint.)
+    """
+    port = free_port()
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF), app],
+            env={
+                **os.environ,
+                "GUNICORN_BIND": f"127.0.0.1:{port}",
+                "GUNICORN_WORKERS": str(workers),
+                "FIVETRAN_EVENTS_LOG_FORMAT": "json",
+                **env,
+            },
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base + "/readyz", proc=proc)
+    except (TimeoutError, RuntimeError):
+        stop_group(proc, timeout=15)
+        sys.exit(f"gunicorn did not become ready (its log: {log})")
+    return proc, base
 
 
 def make_bodies(n: int) -> list[bytes]:
@@ -246,8 +290,11 @@ def main() -> int:
         ap.error("--paced must be between 100 and 100000")
     log = Path(tempfile.mkstemp(prefix="fte-bench-ingest-", suffix=".log")[1])
 
-    with tempfile.TemporaryDirectory(prefix="fte-bench-") as tmp:
-        redis_proc, url = start_redis(Path(tmp))
+    with (
+        tempfile.TemporaryDirectory(prefix="fte-bench-") as tmp,
+        own_redis(Path(tmp) / "redis", *REDIS_AOF) as redis_server,
+    ):
+        url = redis_server.url
         # Forwarding on, so each delivery also queues its job (the bench never calls Airflow).
         env = {
             "FIVETRAN_EVENTS_REDIS_URL": url,
@@ -289,7 +336,6 @@ def main() -> int:
             check = verify(client, acked)
         finally:
             stop_group(gunicorn, timeout=15)
-            stop_group(redis_proc, timeout=15)
 
     ratios = [
         h["rate"] / ((before_["rate"] + after_["rate"]) / 2)  # type: ignore[operator]

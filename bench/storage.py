@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -42,8 +41,7 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._servers import start_redis, stop_group  # noqa: E402 (after the path insertion)
-from bench.storage_forwarding import (  # noqa: E402
+from bench.storage_forwarding import (  # noqa: E402 (after the path insertion)
     SampleResult,
     family,
     run_sample,
@@ -52,6 +50,7 @@ from bench.storage_forwarding import (  # noqa: E402
 from fivetran_events.model import Event, EventKind  # noqa: E402
 from fivetran_events.settings import Settings  # noqa: E402
 from testkit.airflow2_standin import running_airflow2_standin  # noqa: E402
+from testkit.own_redis import own_redis  # noqa: E402
 from webhook_app.forwarding.enqueue import (  # noqa: E402
     RESULT_TTL,
     keep_delivered_ms,
@@ -301,22 +300,17 @@ def sizing(per_sync: float) -> None:
 
 def forwarding_sample(args: argparse.Namespace, work: Path) -> SampleResult:
     """Run the forwarding sample in a redis-server of its own (storage_forwarding.py)."""
-    (work / "sample").mkdir()
-    proc, url = start_redis(work / "sample", appendonly=False)
-    try:
+    with own_redis(work / "sample") as server, running_airflow2_standin() as airflow:
         now = int(time.time() * 1000)
         per = max(1, args.sample // args.connectors)
         n = per * min(args.connectors, args.sample)
         stream = list(events(n + 1, min(args.connectors, n), now - 600_000, span=3_000_000))
-        with running_airflow2_standin() as airflow:
-            settings = sample_settings(url, PREFIX, airflow, SAMPLE_KEEP_S)
-            # Hold back the last success: written after the wait, its creation trims.
-            end = max(i for i, e in enumerate(stream) if e.is_success)
-            held = stream[end - 1 : end + 1]
-            kept = stream[: end - 1] + stream[end + 1 :]
-            return run_sample(settings, airflow, kept, held, wait_rq=args.wait_rq)
-    finally:
-        stop_group(proc, timeout=10)
+        settings = sample_settings(server.url, PREFIX, airflow, SAMPLE_KEEP_S)
+        # Hold back the last success: written after the wait, its creation trims.
+        end = max(i for i, e in enumerate(stream) if e.is_success)
+        held = stream[end - 1 : end + 1]
+        kept = stream[: end - 1] + stream[end + 1 :]
+        return run_sample(settings, airflow, kept, held, wait_rq=args.wait_rq)
 
 
 def main() -> None:
@@ -331,22 +325,19 @@ def main() -> None:
     args = parser.parse_args()
     if args.syncs < args.connectors or args.connectors < 1:
         parser.error("--syncs must be at least --connectors, and both positive")
-    work = Path(tempfile.mkdtemp(prefix="fte-storage-"))
-    proc, url = start_redis(work, appendonly=False)
-    try:
-        client = redis.Redis.from_url(url)
-        before = int(client.info("memory")["used_memory"])
-        now = int(time.time() * 1000)
-        took = load(client, args.writer, args.syncs, args.connectors, now)
-        used_delta = int(client.info("memory")["used_memory"]) - before
-        sizes = measure(client)
+    with tempfile.TemporaryDirectory(prefix="fte-storage-") as tmp:
+        work = Path(tmp)
+        with own_redis(work / "redis") as server:
+            client = redis.Redis.from_url(server.url)
+            before = int(client.info("memory")["used_memory"])
+            now = int(time.time() * 1000)
+            took = load(client, args.writer, args.syncs, args.connectors, now)
+            used_delta = int(client.info("memory")["used_memory"]) - before
+            sizes = measure(client)
         report(args.syncs, used_delta, sizes, took)
         if args.sample:
             sample = forwarding_sample(args, work)
             sizing(all_in(args.syncs, used_delta, sizes, sample))
-    finally:
-        stop_group(proc, timeout=10)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from .history import (
     encode_completion,
 )
 from .model import Event, EventKind, parse_event
+from .redis_url import as_text
 from .settings import Settings, load_settings
 
 __version__ = "0.1.0"
@@ -50,6 +51,7 @@ __all__ = [
     "WriteResult",
     "WriteStatus",
     "__version__",
+    "as_text",
     "decide",
     "decode_completion",
     "encode_completion",

@@ -17,6 +17,7 @@ from typing import Any
 
 from .history import decode_completion
 from .keys import ConnectorKeys
+from .redis_url import as_text
 from .timeutil import iso
 
 #: What ``extra["source"]`` says, so a consumer can tell our events from others.
@@ -63,10 +64,6 @@ class SyncRef:
         )
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def queue_reads(pipe: Any, keys: ConnectorKeys, ref: SyncRef) -> None:
     """Queue the first round trip: the success's records, its first start, the success before."""
     pipe.zrangebyscore(keys.ok, ref.ended_ms, ref.ended_ms, withscores=True)
@@ -94,7 +91,7 @@ def assemble(
         ),
         first_start,
     )
-    resyncs = [json.loads(_s(m) or "{}") for m in resync_members]
+    resyncs = [json.loads(as_text(m) or "{}") for m in resync_members]
     whole = any(r.get("e") == "resync_connector" for r in resyncs)
     tables = sorted(
         {t for r in resyncs if r.get("e") == "resync_table" for t in r.get("tables") or []}

@@ -14,6 +14,9 @@ private CA file for every TLS connection). Ports default to 26379, the database 
 Clients ask the sentinels for the primary on every new connection, so after a
 failover they reach the new primary by themselves. Plain ``redis://``, ``rediss://``
 and ``unix://`` URLs go to redis-py's ``from_url`` unchanged.
+
+Replies come as bytes from these clients and as ``str`` from a decoding one (a caller's
+own, a test's): ``as_text`` reads either.
 """
 
 from __future__ import annotations
@@ -181,6 +184,11 @@ def async_client_from_url(
         url, max_connections=max_connections, timeout=None, **kwargs
     )
     return aioredis.Redis(connection_pool=pool)
+
+
+def as_text(value: object) -> str:
+    """Decode a Redis reply (bytes, or str on a decoding client) to ``str``."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _host_port(text: str) -> tuple[str, int]:

@@ -179,10 +179,11 @@ def write_v1(client: redis.Redis, prefix: str, events: Sequence[Event], batch: i
     Each event is the script 0.1's webhook ran, so the keys hold what 0.1 wrote; the dedup
     check is left out (a fixture has no redeliveries) and nothing is published.
     """
-    sha = client.script_load(WRITE_V1)
+    script = client.register_script(WRITE_V1)
     pipe = client.pipeline(transaction=False)
     for i, event in enumerate(events, 1):
-        pipe.evalsha(sha, 10, *write_args_v1(prefix, event))
+        argv = write_args_v1(prefix, event)
+        script(keys=argv[:10], args=argv[10:], client=pipe)
         if i % batch == 0:
             pipe.execute()
     pipe.execute()

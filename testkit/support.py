@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote
 
-from fivetran_events import Event, parse_event
+from fivetran_events import Event, as_text, parse_event
 from fivetran_events.keys import ConnectorKeys
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso
@@ -130,7 +130,7 @@ def job_sync_id(client: Any, job: Any, prefix: str = "test:") -> str:
     from fivetran_events.keys import delivery_key
 
     value = client.hget(delivery_key(prefix, job.kwargs["delivery"]), "sync_id")
-    return value.decode() if isinstance(value, bytes) else value
+    return as_text(value)
 
 
 def days(n: float) -> timedelta:

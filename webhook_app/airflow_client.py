@@ -8,9 +8,8 @@ the id cached. Airflow 2.9-2.11 (``/api/v1``): basic auth, events posted by
 ``dataset_uri``. Airflow has no idempotency key, so ``find_event`` lets the caller look
 an event up by its ``extra`` before posting a second time.
 
-Errors say what the caller should do: ``AirflowUnavailable`` (retry later, perhaps after
-``retry_after`` seconds), ``AssetNotFound`` (no DAG uses that URI: record, do not retry
-forever), ``AirflowRejected`` (a 4xx: retrying will not help; ``body`` says why).
+Its errors, and what each asks of the caller, are ``airflow_answers``'s: import them
+from there.
 """
 
 from __future__ import annotations
@@ -28,14 +27,20 @@ import requests
 from fivetran_events import ConfigurationError, Settings
 from fivetran_events.timeutil import iso
 
-from .airflow_answers import TOKEN_MARGIN_SECONDS as TOKEN_MARGIN_SECONDS
+# Re-exported only until webhook_app/forwarding (attempt.py, worker.py) imports them from
+# airflow_answers, where the taxonomy is written; nothing else imports them from here.
 from .airflow_answers import AirflowError as AirflowError
 from .airflow_answers import AirflowEvent as AirflowEvent
 from .airflow_answers import AirflowRejected as AirflowRejected
 from .airflow_answers import AirflowUnavailable as AirflowUnavailable
 from .airflow_answers import AssetNotFound as AssetNotFound
-from .airflow_answers import body_text, maybe_sent, renew_after, unexpected_answer_is_a_retry
-from .airflow_answers import retry_after_seconds as retry_after_seconds
+from .airflow_answers import (
+    body_text,
+    maybe_sent,
+    renew_after,
+    retry_after_seconds,
+    unexpected_answer_is_a_retry,
+)
 
 #: Seconds an asset id found by URI is trusted before it is looked up again.
 ASSET_CACHE_SECONDS = 300.0

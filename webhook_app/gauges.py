@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from fivetran_events import decode_completion
+from fivetran_events import as_text, decode_completion
+from fivetran_events.deliveries import INDEXED
 from fivetran_events.keys import (
     ConnectorKeys,
     connectors_key,
@@ -31,16 +31,10 @@ from fivetran_events.keys import (
 )
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 
-from .forwarding.states import INDEXED
-
 #: The states an on-call person acts on, each with an index of its own in Redis
 #: (``fwd:st:{state}``, kept by webhook_app/forwarding/store.py): a count is one ZCARD
 #: and the oldest one ZRANGE 0 0, however many deliveries there are.
 STATES = tuple(s.value for s in INDEXED)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass
@@ -180,7 +174,7 @@ class RedisGauges(Collector):
             snap.counts[state] = int(count)
             if oldest:
                 snap.oldest_received[state] = int(oldest[0][1])
-        metas = {_text(k): json.loads(v) for k, v in raw.items()}
+        metas = {as_text(k): json.loads(v) for k, v in raw.items()}
         connectors = sorted(metas)
 
         pipe = self.client.pipeline(transaction=False)

@@ -20,8 +20,10 @@ from fivetran_events import (
     Decision,
     HistoryReader,
     RunningSync,
+    as_text,
 )
 from fivetran_events.decision import Lifecycle
+from fivetran_events.deliveries import BY_ATTENTION, Field
 from fivetran_events.history import decode_completion
 from fivetran_events.keys import connectors_key, delivery_key, sync_deliveries_key
 from fivetran_events.model import FAILURE_STATUSES, RESCHEDULED
@@ -33,12 +35,8 @@ MAX_CONNECTORS = 500
 MAX_SYNCS = 500
 #: The most days a calendar decides: a year of backfill and some.
 MAX_DAYS = 400
-#: Forwarding states, the one that needs attention first (webhook_app/deliveries.py).
-FORWARDING_ORDER = ("failed", "undelivered", "retrying", "pending", "delivered")
-
-
-def _str(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+#: Forwarding states, the one that needs attention first.
+FORWARDING_ORDER = tuple(s.value for s in BY_ATTENTION)
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,7 @@ def connector_page(
     """
     client: Any = reader.client
     hash_key = connectors_key(reader.prefix)
-    ids = sorted(_str(k) for k in client.hkeys(hash_key))
+    ids = sorted(as_text(k) for k in client.hkeys(hash_key))
     page = ids[offset : offset + limit]
     if not page:
         return [], len(ids)
@@ -91,7 +89,7 @@ def connector_page(
         (
             decode_completion(*ok[0]) if ok else None,
             decode_completion(*fail[0]) if fail else None,
-            RunningSync(_str(run[0][0]), int(run[0][1])) if run else None,
+            RunningSync(as_text(run[0][0]), int(run[0][1])) if run else None,
         )
         for ok, fail, run in zip(rest[0::3], rest[1::3], rest[2::3], strict=True)
     ]
@@ -133,13 +131,13 @@ def _forwarding(
     pipe = reader.client.pipeline(transaction=False)
     owners = []
     for (i, _, _), ids in zip(with_success, members, strict=True):
-        for did in sorted(_str(d) for d in ids):
-            pipe.hget(delivery_key(reader.prefix, did), "state")
+        for did in sorted(as_text(d) for d in ids):
+            pipe.hget(delivery_key(reader.prefix, did), Field.STATE)
             owners.append(i)
     counts: list[dict[str, int]] = [{} for _ in page]
     for i, state in zip(owners, pipe.execute() if owners else [], strict=True):
         if state is not None:  # an expired record: nothing to show
-            name = _str(state)
+            name = as_text(state)
             counts[i][name] = counts[i].get(name, 0) + 1
     return counts
 

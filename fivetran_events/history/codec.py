@@ -29,6 +29,7 @@ from typing import Any
 
 from ..decision import Completion
 from ..model import Event
+from ..redis_url import as_text
 
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -107,7 +108,7 @@ def decode_completion(
     (``okstart``). Layout v1's JSON members (``{"s":..., "t":...}``) decode too, so a
     history being migrated reads the same.
     """
-    text = member.decode() if isinstance(member, bytes) else member
+    text = as_text(member)
     if text.startswith("{"):
         return _decode_v1(text, score)
     if score is None:

@@ -13,8 +13,8 @@ import redis
 
 from ..decision import Lifecycle, RunningSync
 from ..keys import ConnectorKeys, connectors_key
+from ..redis_url import as_text
 from .codec import decode_completion
-from .queries import as_text
 
 
 def syncs(

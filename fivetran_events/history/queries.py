@@ -13,6 +13,7 @@ from typing import Any
 
 from ..decision import Completion, Criterion, Facts, Lifecycle, RunningSync, parse_criterion
 from ..keys import ConnectorKeys, connectors_key
+from ..redis_url import as_text
 from ..timeutil import now_ms, to_ms, to_utc
 from .codec import decode_completion
 
@@ -50,11 +51,6 @@ def facts_commands(
 
 def _one(rows: Sequence[tuple[Any, float]]) -> Completion | None:
     return decode_completion(*rows[0]) if rows else None
-
-
-def as_text(value: str | bytes) -> str:
-    """Decode a Redis reply (bytes, or str on a decoding client) to ``str``."""
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def running_sync(rows: Sequence[tuple[Any, float]]) -> RunningSync | None:

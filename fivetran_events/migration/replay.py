@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..model import Event, EventKind
+from ..redis_url import as_text
 from ..timeutil import from_ms
-from .scan import UnreadableV1, text
+from .scan import UnreadableV1
 
 Rows = Sequence[tuple[Any, float]]
 T = TypeVar("T")
@@ -28,7 +29,7 @@ class V1Rows:
 
     @property
     def completions(self) -> int:
-        return len({text(m) for m, _ in (*self.ends, *self.ok, *self.fail)})
+        return len({as_text(m) for m, _ in (*self.ends, *self.ok, *self.fail)})
 
 
 def _event(kind: EventKind, name: str, connector: str, ms: int, **more: Any) -> Event:
@@ -49,13 +50,15 @@ def v1_events(connector: str, rows: V1Rows) -> list[Event]:
     is not 0.1's JSON, before anything of the connector is written.
     """
     units: list[tuple[int, list[Event]]] = []
-    for member in {text(m) for m, _ in (*rows.ends, *rows.ok, *rows.fail)}:
+    for member in {as_text(m) for m, _ in (*rows.ends, *rows.ok, *rows.fail)}:
         units.append(_parsed(connector, member, lambda b: _completion(connector, b)))
     for sid, score in (*rows.running, *rows.starts):
-        start = _event(EventKind.SYNC_START, "sync_start", connector, int(score), sync_id=text(sid))
+        start = _event(
+            EventKind.SYNC_START, "sync_start", connector, int(score), sync_id=as_text(sid)
+        )
         units.append((int(score), [start]))
     for member, _score in rows.resyncs:
-        units.append(_parsed(connector, text(member), lambda b: _resync(connector, b)))
+        units.append(_parsed(connector, as_text(member), lambda b: _resync(connector, b)))
     units.sort(key=lambda u: (u[0], [e.dedup_id for e in u[1]]), reverse=True)
     seen: set[str] = set()
     out: list[Event] = []

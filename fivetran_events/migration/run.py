@@ -16,6 +16,7 @@ from ..history import HistoryWriter, WriteStatus
 from ..keys import layout_key, v1_key
 from ..keys import migration_done_key as done_key
 from ..model import Event
+from ..redis_url import as_text
 from .replay import V1Rows, v1_events
 from .scan import (
     LAYOUT_VERSION,
@@ -23,7 +24,6 @@ from .scan import (
     Scan,
     UnknownKeys,
     scan_prefix,
-    text,
 )
 
 #: Times a connector is replayed again when its v1 keys changed during its replay.
@@ -107,7 +107,7 @@ class Migration:
         layout, resumed, *counts = pipe.execute()
         return Plan(
             scan,
-            None if layout is None else text(layout),
+            None if layout is None else as_text(layout),
             int(resumed),
             dict(zip(connectors, (int(n) for n in counts), strict=True)),
         )

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 import redis
 
 from ..exceptions import ConfigurationError
 from ..model import is_valid_id
+from ..redis_url import as_text
 
 #: The layout this release writes; ``{p}layout`` holds it once a migration has ended.
 LAYOUT_VERSION = "2"
@@ -136,10 +136,5 @@ def scan_prefix(client: redis.Redis, prefix: str) -> Scan:
     """Classify every key under ``prefix`` (SCAN: never blocks Redis like KEYS would)."""
     scan = Scan()
     for raw in client.scan_iter(match=f"{_glob_escape(prefix)}*", count=1000):
-        scan.add(prefix, text(raw))
+        scan.add(prefix, as_text(raw))
     return scan
-
-
-def text(value: Any) -> str:
-    """Decode a Redis reply to ``str``."""
-    return value.decode() if isinstance(value, bytes) else str(value)

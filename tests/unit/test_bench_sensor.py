@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bench.sensor import _sample
+import pytest
+
+from bench.sensor import _sample, parse_args
 
 
 class TestInterleavedSampling:
@@ -31,3 +33,24 @@ class TestInterleavedSampling:
         cases = {k: (lambda target: None, 0, 10) for k in ("a", "b")}
         lat = _sample(cases, samples=10**9, budget_s=0.05)
         assert 0 < len(lat["a"]) == len(lat["b"]) < 10**9
+
+
+class TestCommands:
+    @pytest.mark.parametrize(
+        ("argv", "commands"),
+        [
+            ([], ["history", "provider"]),
+            (["local", "--quick"], ["history", "provider"]),
+            (["history"], ["history"]),
+            (["provider", "--trials", "2"], ["provider"]),
+            (["scale", "--sensors", "10"], ["scale"]),
+            (["--scale", "--quick"], ["scale"]),
+            (["--backfill-cost", "--runs", "40"], ["backfill-cost"]),
+            (["--scale", "--backfill-cost"], ["backfill-cost", "scale"]),
+        ],
+    )
+    def test_subcommands_and_the_older_flags_choose_the_sections(
+        self, argv: list[str], commands: list[str]
+    ) -> None:
+        """One module runs every section; `--scale` and `--backfill-cost` still work."""
+        assert parse_args(argv).commands == commands
