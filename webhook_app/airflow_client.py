@@ -27,14 +27,11 @@ import requests
 from fivetran_events import ConfigurationError, Settings
 from fivetran_events.timeutil import iso
 
-# Re-exported only until webhook_app/forwarding (attempt.py, worker.py) imports them from
-# airflow_answers, where the taxonomy is written; nothing else imports them from here.
-from .airflow_answers import AirflowError as AirflowError
-from .airflow_answers import AirflowEvent as AirflowEvent
-from .airflow_answers import AirflowRejected as AirflowRejected
-from .airflow_answers import AirflowUnavailable as AirflowUnavailable
-from .airflow_answers import AssetNotFound as AssetNotFound
 from .airflow_answers import (
+    AirflowEvent,
+    AirflowRejected,
+    AirflowUnavailable,
+    AssetNotFound,
     body_text,
     maybe_sent,
     renew_after,

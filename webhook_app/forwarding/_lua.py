@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .states import DeliveryState
+from fivetran_events.deliveries import DeliveryState
 
 # Create each delivery of a sync unless it exists (a second success under one sync id
 # must not reset a delivered record), name the RQ job to be queued for it, index it and
@@ -14,7 +14,7 @@ from .states import DeliveryState
 # entries older than the retention, whose records have expired (on one sync in
 # TRIM_EVERY: trimming is maintenance, and five more commands a delivery). What every
 # delivery of the sync shares is passed once.
-# KEYS: the sync's set, listing, due set, the state indexes (states.INDEXED order, pending
+# KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order, pending
 # first); then per delivery: its record.
 # ARGV: ttl s, received ms, due ms, listing cutoff ms ('' trims nothing), connector id,
 # sync id, name, type, group, status, ended ms; then per delivery: id, uri, job id.

@@ -34,8 +34,8 @@ from webhook_app.forwarding.enqueue import (
     RESULT_TTL,
     Enqueuer,
     delivery_store,
+    forward_job_id,
 )
-from webhook_app.forwarding.record import forward_job_id
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 pytestmark = pytest.mark.timeout(60)

@@ -27,7 +27,7 @@ from testkit.forward_support import (
 )
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
-from webhook_app.forwarding.record import Delivery
+from fivetran_events.deliveries import Delivery
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 pytestmark = pytest.mark.timeout(120)
