@@ -44,8 +44,8 @@ from fivetran_events.keys import delivery_lock_key, due_key, undelivered_key
 from fivetran_events.timeutil import iso
 
 from .. import metrics
-from ..airflow_answers import AirflowEvent, AirflowRejected, AirflowUnavailable, AssetNotFound
-from ..airflow_client import AirflowClient, lookup_window_start
+from ..airflow_client import AirflowClient, AirflowEvent, lookup_window_start
+from ..airflow_errors import AirflowRejected, AirflowUnavailable, AssetNotFound
 from .store import DeliveryStore
 
 log = logging.getLogger(__name__)

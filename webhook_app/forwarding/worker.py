@@ -25,8 +25,8 @@ from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import asset_id_key, due_key
 from fivetran_events.timeutil import now_ms
 
-from ..airflow_answers import AirflowError
 from ..airflow_client import AirflowClient
+from ..airflow_errors import AirflowError
 from . import attempt as _attempt
 from . import replay as _replay
 from ._lua import CLAIM
