@@ -22,7 +22,7 @@ from fivetran_events import Event, Settings
 from fivetran_events.history.writer import TRIM_EVERY, trims
 from fivetran_events.keys import deliveries_key, due_key, sync_deliveries_key
 from fivetran_events.timeutil import now_ms
-from fivetran_events.urimap import UriMap
+from fivetran_events.uris import UriMap
 
 from ._lua import CREATE, CREATE_CHUNK
 from .store import DeliveryStore

@@ -20,7 +20,7 @@ from rq.job import Job, JobStatus
 from fivetran_events import HistoryWriter, Settings, WriteStatus
 from fivetran_events.keys import due_key
 from fivetran_events.timeutil import to_ms
-from fivetran_events.urimap import UriMap
+from fivetran_events.uris import UriMap
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
     CID,
