@@ -8,7 +8,7 @@ from fivetran_events.deliveries import DeliveryState
 # must not reset a delivered record), name the RQ job to be queued for it, index it and
 # make it due: the lease's end, so that if its job is never queued (a crash right after
 # this script) the sweeper queues one then. A chunk of the history's record script (the
-# webhook's one script per delivery, fivetran_events/_history_lua.py), or a script of its
+# webhook's one script per delivery, fivetran_events/history/_lua.py), or a script of its
 # own (CREATE) for a replay; the caller queues the jobs with RQ's Queue.enqueue once it
 # has run. A new record enters the pending index; the listing and the state indexes drop
 # entries older than the retention, whose records have expired (on one sync in
