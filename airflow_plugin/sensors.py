@@ -37,7 +37,7 @@ from .hooks import (
     FivetranEventsRedisHook,
     read_retrying,
 )
-from .operator_links import FivetranConnectorLink
+from .links import FivetranConnectorLink
 from .plain_text import renders_to_itself
 from .targets import resolve_target
 from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncTrigger
@@ -83,7 +83,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
 
     template_fields = ("connector_id", "target_time", "connector_name", "destination_name")
     ui_color = "#e3f4fc"
-    #: The connector's page in the plugin's UI, at the run's target (operator_links.py).
+    #: The connector's page in the plugin's UI, at the run's target (links.py).
     operator_extra_links = (FivetranConnectorLink(),)
 
     def __init__(
