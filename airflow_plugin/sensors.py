@@ -40,7 +40,7 @@ from .hooks import (
 from .links import FivetranConnectorLink
 from .plain_text import renders_to_itself
 from .targets import resolve_target
-from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncTrigger
+from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncDecisionTrigger
 
 #: Below this, reschedule mode meets an Airflow 3.2-3.3 scheduler race that fails the
 #: sensor whatever it decided (apache/airflow#71172); the sensor warns at parse time.
@@ -290,7 +290,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         # poke mode keeps poking: the deferral's timeout (the sensor's) ends the wait.
         silent = bool(getattr(self, "silent_fail", False))
         self.defer(
-            trigger=FivetranSyncTrigger(
+            trigger=FivetranSyncDecisionTrigger(
                 connector_id=self.connector_id,
                 target_ms=target_ms,
                 propagate_failures_forward=self.propagate_failures_forward,
