@@ -1,8 +1,8 @@
-"""Airflow 3.3+ listens to the history itself: ``FivetranSyncEventTrigger``.
+"""Airflow 3.3+ listens to the history itself: ``FivetranSyncWatcherTrigger``.
 
 Use it in an ``AssetWatcher``::
 
-    Asset(uri, watchers=[AssetWatcher(name="pg", trigger=FivetranSyncEventTrigger(
+    Asset(uri, watchers=[AssetWatcher(name="pg", trigger=FivetranSyncWatcherTrigger(
         connector_id="my_connector"))])
 
 and the triggerer turns every successful sync recorded for the connector into one asset
@@ -165,7 +165,7 @@ class HistoryWakeProducer(SharedStreamProducer):
             await self.client.aclose()
 
 
-class FivetranSyncEventTrigger(BaseEventTrigger):
+class FivetranSyncWatcherTrigger(BaseEventTrigger):
     """Turn each successful sync recorded for ``connector_id`` into one asset event.
 
     ``start``: where a watcher without a stored state begins, ``"now"`` or an ISO time
@@ -205,7 +205,7 @@ class FivetranSyncEventTrigger(BaseEventTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            "airflow_plugin.event_triggers.FivetranSyncEventTrigger",
+            "airflow_plugin.event_triggers.FivetranSyncWatcherTrigger",
             {
                 "connector_id": self.connector_id,
                 "redis_conn_id": self.redis_conn_id,
@@ -371,3 +371,8 @@ class FivetranSyncEventTrigger(BaseEventTrigger):
             ref = SyncRef.from_meta(self.connector_id, sync_id, ended, meta)
             out.append(((ended, sync_id), await aextra_for(wake.client, wake.prefix, ref)))
         return out
+
+
+#: Deprecated alias of ``FivetranSyncWatcherTrigger``, for DAG files and stored triggers
+#: that name the class by its old path.
+FivetranSyncEventTrigger = FivetranSyncWatcherTrigger

@@ -25,6 +25,10 @@ the extra ``url`` holding the URL the webhook server is given
 
     AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='{"conn_type": "fivetran_events", "extra":
         {"url": "redis+sentinel://:secret@s1:26379,s2:26379,s3:26379/mymaster/0"}}'
+
+A connector named by its Fivetran name is resolved from the recorded connectors by
+``resolve_connector_name``, pure, so it is tested without Redis; ``connector_id_for``
+reads the connectors hash and calls it.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import copy
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
@@ -50,7 +54,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from fivetran_events import AsyncHistoryReader, HistoryReader, decode_completion
+from fivetran_events import AsyncHistoryReader, HistoryReader, as_text, decode_completion
 from fivetran_events.decision import Completion
 from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.redis_url import check_url, client_from_url, is_sentinel, parse_sentinel_url
@@ -58,8 +62,7 @@ from fivetran_events.settings import history_defaults
 
 from .compat import AIRFLOW_V_3, BaseHook, Connection, aget_connection
 from .connection_form import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
-from .connector_names import resolve_connector_name
-from .exceptions import FivetranHistoryUnavailable
+from .exceptions import ConnectorNameError, FivetranHistoryUnavailable
 
 DEFAULT_CONN_ID = "fivetran_events_redis"
 _TRUE = {"1", "true", "yes", "on"}
@@ -359,3 +362,44 @@ async def aread_retrying(
     except UNREACHABLE as exc:
         raise _unavailable(what, cfg, conn_id, timeout, exc) from exc
     raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+
+
+def resolve_connector_name(
+    connectors: Mapping[Any, Any], name: str, destination_name: str | None = None
+) -> str:
+    """Return the id of the one recorded connector called ``name`` (in that destination).
+
+    ``connectors`` is the history's connectors hash (id -> JSON with ``name`` and
+    ``group``). Fivetran's webhooks carry the destination's group id, not its display
+    name, so ``destination_name`` is matched against that group id. No match, or several
+    without a destination to tell them apart, raises ``ConnectorNameError`` naming the
+    candidates.
+    """
+    known = []
+    for cid, raw in connectors.items():
+        meta = json.loads(raw)
+        known.append((as_text(cid), meta.get("name"), meta.get("group")))
+    named = sorted(k for k in known if k[1] == name)
+    found = [k for k in named if destination_name is None or k[2] == destination_name]
+    if len(found) == 1:
+        return found[0][0]
+    where = f" in destination (group) {destination_name!r}" if destination_name else ""
+    if found:
+        raise ConnectorNameError(
+            f"connector name {name!r} is ambiguous: {_listing(found)}; "
+            f"give destination_name (the group) or connector_id"
+        )
+    if named:
+        raise ConnectorNameError(
+            f"no connector named {name!r}{where}; connectors of that name: {_listing(named)}"
+        )
+    names = sorted({k[1] for k in known if k[1]})
+    raise ConnectorNameError(
+        f"no connector named {name!r}{where} in the recorded history "
+        f"(known names: {', '.join(names) or 'none yet'}); a connector is known once one "
+        f"of its webhooks has been recorded"
+    )
+
+
+def _listing(candidates: list[tuple[str, Any, Any]]) -> str:
+    return ", ".join(f"{cid} (group {group})" for cid, _, group in candidates)

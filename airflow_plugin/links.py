@@ -1,19 +1,32 @@
-"""URLs of the "Fivetran syncs" view that the plugin's FastAPI app serves in Airflow 3.3+.
+"""Links to the "Fivetran syncs" view the plugin's FastAPI app serves in Airflow 3.3+.
 
-One function builds them, so an extra link, a task log line and the view itself agree
-on the URL contract: the list of connectors is ``/fivetran-events/``, one connector's
-page ``/fivetran-events/connectors/{connector_id}`` with the optional query parameters
-``target`` (ISO 8601), ``criterion``, ``propagate_failures_forward``,
+One function builds its URLs, so the sensor's extra link, a task log line and the view
+itself agree on the URL contract: the list of connectors is ``/fivetran-events/``, one
+connector's page ``/fivetran-events/connectors/{connector_id}`` with the optional query
+parameters ``target`` (ISO 8601), ``criterion``, ``propagate_failures_forward``,
 ``always_wait_when_syncing`` and ``wait_when_paused``.
+
+The extra link (``FivetranConnectorLink``) opens that page at the run's target. Airflow 3
+computes an extra link in the task's own process when the task ends and keeps it as an
+XCom (the API server only reads it back), so ``get_link`` sees the rendered sensor, its
+resolved connector id and the run's context: the link names the target the sensor
+judged, with the same flags. Airflow 2 computes it in the webserver from a
+TaskInstanceKey, without a context: the link then opens the connector without a target.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from fivetran_events.timeutil import iso
+
+from .compat import BaseOperatorLink
+from .targets import resolve_target
+
+log = logging.getLogger(__name__)
 
 #: Where the AirflowPlugin mounts the view's FastAPI app in Airflow's API server.
 URL_PREFIX = "/fivetran-events"
@@ -50,3 +63,45 @@ def connector_view_url(connector_id: str, target: datetime | None = None, **flag
             params[name] = str(getattr(value, "value", value))
     path = f"{URL_PREFIX}/connectors/{quote(connector_id, safe='')}"
     return f"{path}?{urlencode(params)}" if params else path
+
+
+def under_base_url(relative: str) -> str:
+    """Prefix ``relative`` with the path of Airflow's ``[api] base_url``, if it has one.
+
+    Behind a proxy that serves Airflow at a sub-path (``https://host/airflow``) the
+    plugin's UI is under that path too; a bare ``/fivetran-events/...`` would miss it.
+    """
+    from airflow.configuration import conf
+
+    base = conf.get("api", "base_url", fallback="") or ""
+    return f"{urlsplit(base).path.rstrip('/')}{relative}"
+
+
+class FivetranConnectorLink(BaseOperatorLink):
+    """Open the sensor's connector in the fivetran-events UI, at the run's target."""
+
+    name = "Fivetran syncs"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        connector_id = getattr(operator, "connector_id", None)
+        if not connector_id or "{{" in str(connector_id):
+            # A name that did not resolve, or an unrendered template (Airflow 2's webserver).
+            return under_base_url(CONNECTORS_LIST_URL)
+        target = None
+        context_of = getattr(ti_key, "get_template_context", None)
+        if context_of is not None:  # Airflow 3: the task's own RuntimeTaskInstance
+            try:
+                target, _ = resolve_target(getattr(operator, "target_time", None), context_of())
+            except (TypeError, ValueError) as exc:
+                log.warning("extra link without a target: %s", exc)
+        return under_base_url(
+            connector_view_url(
+                str(connector_id),
+                target,
+                criterion=getattr(operator, "criterion", None),
+                propagate_failures_forward=getattr(operator, "propagate_failures_forward", None),
+                always_wait_when_syncing=getattr(operator, "always_wait_when_syncing", None),
+                # A sensor from before wait_when_paused decides as if it were False.
+                wait_when_paused=getattr(operator, "wait_when_paused", False),
+            )
+        )

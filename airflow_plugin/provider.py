@@ -65,7 +65,7 @@ def get_provider_info() -> dict[str, Any]:
                 },
             }
         ],
-        "extra-links": ["airflow_plugin.operator_links.FivetranConnectorLink"],
+        "extra-links": ["airflow_plugin.links.FivetranConnectorLink"],
         "plugins": [
             {
                 "name": "fivetran_events",

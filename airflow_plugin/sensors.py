@@ -37,10 +37,9 @@ from .hooks import (
     FivetranEventsRedisHook,
     read_retrying,
 )
-from .operator_links import FivetranConnectorLink
-from .plain_text import renders_to_itself
+from .links import FivetranConnectorLink
 from .targets import resolve_target
-from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncTrigger
+from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncDecisionTrigger
 
 #: Below this, reschedule mode meets an Airflow 3.2-3.3 scheduler race that fails the
 #: sensor whatever it decided (apache/airflow#71172); the sensor warns at parse time.
@@ -83,7 +82,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
 
     template_fields = ("connector_id", "target_time", "connector_name", "destination_name")
     ui_color = "#e3f4fc"
-    #: The connector's page in the plugin's UI, at the run's target (operator_links.py).
+    #: The connector's page in the plugin's UI, at the run's target (links.py).
     operator_extra_links = (FivetranConnectorLink(),)
 
     def __init__(
@@ -145,7 +144,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         seen_oids: set[int] | None = None,
     ) -> Any:
         """Render as Airflow does; a string with no template in it is returned as it is
-        (``plain_text.py``: Jinja would give it back unchanged, after a compile)."""
+        (``renders_to_itself``: Jinja would give it back unchanged, after a compile)."""
         if (
             type(content) is str
             and jinja_env is not None
@@ -290,7 +289,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         # poke mode keeps poking: the deferral's timeout (the sensor's) ends the wait.
         silent = bool(getattr(self, "silent_fail", False))
         self.defer(
-            trigger=FivetranSyncTrigger(
+            trigger=FivetranSyncDecisionTrigger(
                 connector_id=self.connector_id,
                 target_ms=target_ms,
                 propagate_failures_forward=self.propagate_failures_forward,
@@ -316,3 +315,33 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         if not event or "decision" not in event:
             raise FivetranSyncFailed(f"trigger ended without a decision: {event!r}")
         return self._outcome(Decision.from_dict(event["decision"]))
+
+
+# Template fields that hold no template are returned as they are, not compiled by Jinja.
+# A sensor's ``connector_id`` is a template field and nearly always plain text
+# (``"bf_conn"``). Airflow hands every string field to Jinja, which renders such a string
+# to itself; in a task's process that first compile also builds Jinja's lexer, a cost
+# every sensor task of a backfill pays and a no-op does not. ``renders_to_itself`` says
+# when Jinja could not change a string, from the environment Airflow renders with (its
+# delimiters and prefixes, however a DAG set them), so skipping the compile changes no
+# result.
+def renders_to_itself(text: str, env: Any) -> bool:
+    """True when rendering ``text`` in ``env`` can only give ``text`` back.
+
+    No delimiter or line prefix of ``env`` occurs in it, and no line break (Jinja rewrites
+    line endings and drops a final newline). A native environment (a DAG's
+    ``render_template_as_native_obj``) turns ``"123"`` into ``123``, so nothing is
+    plain text there.
+    """
+    from jinja2.nativetypes import NativeEnvironment
+
+    if isinstance(env, NativeEnvironment) or "\n" in text or "\r" in text:
+        return False
+    markers = (
+        env.variable_start_string,
+        env.block_start_string,
+        env.comment_start_string,
+        env.line_statement_prefix,
+        env.line_comment_prefix,
+    )
+    return not any(marker and marker in text for marker in markers)

@@ -75,8 +75,8 @@ async def changed_within(changed: asyncio.Event, seconds: float) -> bool:
     return not due
 
 
-class FivetranSyncTrigger(BaseTrigger):
-    """Fire once the connector's history decides SUCCESS or FAIL for the target."""
+class FivetranSyncDecisionTrigger(BaseTrigger):
+    """Fire once the history decides SUCCESS or FAIL for the target: the sensor's deferral."""
 
     def __init__(
         self,
@@ -104,7 +104,7 @@ class FivetranSyncTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            "airflow_plugin.triggers.FivetranSyncTrigger",
+            "airflow_plugin.triggers.FivetranSyncDecisionTrigger",
             {
                 "connector_id": self.connector_id,
                 "target_ms": self.target_ms,
@@ -200,3 +200,8 @@ class FivetranSyncTrigger(BaseTrigger):
                 return until, "the sync's rescheduledAt"
         jittered = self.recheck_interval * random.uniform(1.0 - RECHECK_JITTER, 1.0)  # noqa: S311
         return jittered, "the periodic re-check"
+
+
+#: Deprecated alias of ``FivetranSyncDecisionTrigger``: Airflow stores a deferred task's
+#: trigger by its dotted path, so one deferred before the rename resumes through it.
+FivetranSyncTrigger = FivetranSyncDecisionTrigger

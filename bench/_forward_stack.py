@@ -35,10 +35,10 @@ WATCHER_DAG = f"""
 from datetime import datetime, timezone
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, AssetWatcher
-from airflow_plugin.event_triggers import FivetranSyncEventTrigger
+from airflow_plugin.event_triggers import FivetranSyncWatcherTrigger
 
 asset = Asset(uri="{WATCHED_URI}", name="bench_watch", watchers=[AssetWatcher(
-    name="bench_watch", trigger=FivetranSyncEventTrigger(connector_id="{WATCHED}"))])
+    name="bench_watch", trigger=FivetranSyncWatcherTrigger(connector_id="{WATCHED}"))])
 with DAG("bench_on_watch", schedule=[asset], catchup=False,
          start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
     EmptyOperator(task_id="consume")

@@ -9,7 +9,7 @@ which the worker reaches through a loopback proxy that can hold a POST
 done running their DAGs: steady state) it sends N signed ``sync_end`` deliveries to
 each of two connectors, a few seconds apart so each gets a DAG run of its own
 (bench/_forward_measure.py): one connector's successes reach Airflow through the REST
-worker, the other's through the watcher (``FivetranSyncEventTrigger`` in Airflow's own
+worker, the other's through the watcher (``FivetranSyncWatcherTrigger`` in Airflow's own
 triggerer, reading the same Redis; its REST deliveries go to a URI no DAG uses, so
 nothing else posts to Airflow). It prints, side by side for both paths:
 

@@ -371,7 +371,7 @@ async def deferred_latency(redis_url: str, prefix: str, trials: int, provider_po
     from fivetran_provider_async.hooks import FivetranHook
     from fivetran_provider_async.triggers import FivetranTrigger
 
-    from airflow_plugin.triggers import FivetranSyncTrigger
+    from airflow_plugin.triggers import FivetranSyncDecisionTrigger
     from fivetran_events import HistoryWriter, parse_event
     from fivetran_events.timeutil import to_ms
     from testkit.fivetran_api import FivetranStandIn, serving
@@ -390,7 +390,7 @@ async def deferred_latency(redis_url: str, prefix: str, trials: int, provider_po
                 now = datetime.now(UTC)
                 api.connector(cid, succeeded_at=now - timedelta(hours=1))
                 if who == "ours":
-                    trig: Any = FivetranSyncTrigger(cid, to_ms(now), recheck_interval=60)
+                    trig: Any = FivetranSyncDecisionTrigger(cid, to_ms(now), recheck_interval=60)
                 else:
                     trig = FivetranTrigger(
                         task_id="t",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import string
 from typing import Annotated, Literal, TypeVar
 
 import redis
@@ -18,11 +19,30 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from .exceptions import ConfigurationError
 from .keys import DEFAULT_PREFIX
 from .redis_url import check_url, client_from_url
-from .urimap import DEFAULT_URI_TEMPLATE, UriMap, check_template, load_uri_map
 
 DAY_S = 86_400
 #: Every setting's environment variable starts with this.
 ENV_PREFIX = "FIVETRAN_EVENTS_"
+#: Dataset URI of a connector without a mapping entry (``fivetran_events.uris``).
+DEFAULT_URI_TEMPLATE = "fivetran://connector/{connector_id}"
+#: The placeholders a URI template may use.
+FIELDS = ("connector_id", "connector_name", "connector_type", "group_id")
+
+
+def check_template(template: str) -> str:
+    """Return ``template`` if it names only known placeholders; raise ValueError if not."""
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"invalid URI template {template!r}: {exc}") from None
+    unknown = sorted(set(names) - set(FIELDS))
+    if unknown:
+        known = ", ".join("{" + f + "}" for f in FIELDS)
+        raise ValueError(f"URI template {template!r} uses {unknown}; it may use {known}")
+    if "://" not in template:
+        raise ValueError(f"URI template {template!r} must be a URI (scheme://...)")
+    return template
+
 
 #: A list of secrets read by ``_secret_list``: the model's whitespace stripping does not
 #: apply to the items, so a JSON list's secret may begin or end with a space.
@@ -138,7 +158,7 @@ class Settings(HistoryDefaults):
     airflow_verify_tls: bool = True
     #: CA bundle for Airflow's certificate (implies verification).
     airflow_ca_bundle: str | None = None
-    #: Dataset URI of a connector without a mapping entry (see fivetran_events.urimap).
+    #: Dataset URI of a connector without a mapping entry (see fivetran_events.uris).
     dataset_uri_template: str = DEFAULT_URI_TEMPLATE
     #: TOML or YAML file mapping connector ids to one or more dataset URIs.
     dataset_mapping_file: str | None = None
@@ -200,10 +220,6 @@ class Settings(HistoryDefaults):
     @property
     def max_clock_skew_ms(self) -> int:
         return int(self.max_clock_skew_seconds * 1000)
-
-    def uri_map(self) -> UriMap:
-        """Build the dataset URI map these settings describe (template and mapping file)."""
-        return load_uri_map(self.dataset_uri_template, self.dataset_mapping_file)
 
     def redis_client(self) -> redis.Redis:
         """Return a client for ``redis_url`` whose commands time out (the one factory).

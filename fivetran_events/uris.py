@@ -1,20 +1,155 @@
-"""Dataset (Asset) URIs per connector, for DAG authors and the forwarding worker alike.
+"""Dataset (Asset) URIs per connector: the URI map, for DAG authors and the forwarder alike.
 
 The webhook's worker posts events to these URIs and DAG authors schedule on them, so
-both sides build them from the same settings, and nobody types a URI by hand. The map
-itself (template, mapping file) is ``urimap.py``; this module adds the environment.
+both sides build them from the same settings, and nobody types a URI by hand. The map is
+a template, or an explicit mapping file (TOML, or YAML when PyYAML is installed) naming
+one or more URIs per connector; a connector it does not name gets the template::
+
+    # fivetran-datasets.toml
+    [connectors]
+    assimilate_seem = ["postgres://warehouse/public/orders", "fivetran://connector/{connector_id}"]
+    other_connector = "s3://lake/raw/other"
+
+Templates and mapped URIs may use ``{connector_id}``, ``{connector_name}``,
+``{connector_type}`` and ``{group_id}`` (``settings.check_template``, which validates
+the template setting too, so ``settings.py`` never imports this module).
 """
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .exceptions import ConfigurationError
-from .settings import load_settings
-from .urimap import DEFAULT_URI_TEMPLATE, UriMap, load_uri_map
+from .settings import DEFAULT_URI_TEMPLATE, Settings, check_template, load_settings
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as a backport (a core dependency there)
+    import tomli as tomllib
 
 __all__ = ["DEFAULT_URI_TEMPLATE", "UriMap", "dataset_uri", "dataset_uris", "load_uri_map"]
+
+
+def render(
+    template: str,
+    connector_id: str,
+    connector_name: str | None = None,
+    connector_type: str | None = None,
+    group_id: str | None = None,
+) -> str:
+    """Fill ``template`` in; a missing name, type or group renders as an empty string."""
+    return template.format(
+        connector_id=connector_id,
+        connector_name=connector_name or "",
+        connector_type=connector_type or "",
+        group_id=group_id or "",
+    )
+
+
+@dataclass(frozen=True)
+class UriMap:
+    """The template and the per-connector mapping, loaded once."""
+
+    template: str = DEFAULT_URI_TEMPLATE
+    mapping: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def uris(
+        self,
+        connector_id: str,
+        connector_name: str | None = None,
+        connector_type: str | None = None,
+        group_id: str | None = None,
+    ) -> list[str]:
+        """Return the URIs a successful sync of ``connector_id`` updates, without duplicates."""
+        templates = self.mapping.get(connector_id, (self.template,))
+        out: list[str] = []
+        for t in templates:
+            uri = render(t, connector_id, connector_name, connector_type, group_id)
+            if uri not in out:
+                out.append(uri)
+        return out
+
+    def mapped_connectors(self) -> list[str]:
+        return sorted(self.mapping)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> UriMap:
+        """Build the map ``settings`` describe (template and mapping file)."""
+        return load_uri_map(settings.dataset_uri_template, settings.dataset_mapping_file)
+
+
+def load_uri_map(
+    template: str = DEFAULT_URI_TEMPLATE, mapping_file: str | Path | None = None
+) -> UriMap:
+    """Load the mapping file (if any); raise ConfigurationError saying what to fix."""
+    try:
+        check_template(template)
+    except ValueError as exc:
+        raise ConfigurationError(f"FIVETRAN_EVENTS_DATASET_URI_TEMPLATE: {exc}") from None
+    if not mapping_file:
+        return UriMap(template=template)
+    path = Path(mapping_file)
+    data = _read_mapping(path)
+    return UriMap(template=template, mapping=_parse_mapping(data, path))
+
+
+def _read_mapping(path: Path) -> Any:
+    where = f"FIVETRAN_EVENTS_DATASET_MAPPING_FILE ({path})"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"{where}: cannot read it: {exc.strerror}") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            return tomllib.loads(text)
+        if suffix in (".yaml", ".yml"):
+            try:
+                import yaml
+            except ImportError:
+                raise ConfigurationError(
+                    f"{where}: reading YAML needs PyYAML (pip install pyyaml), or use TOML"
+                ) from None
+            return yaml.safe_load(text)
+        if suffix == ".json":
+            return json.loads(text)
+    except ConfigurationError:
+        raise
+    except Exception as exc:  # each parser has its own error class; all mean "bad syntax"
+        raise ConfigurationError(f"{where}: not valid {suffix[1:].upper()}: {exc}") from None
+    raise ConfigurationError(f"{where}: name it .toml, .yaml, .yml or .json")
+
+
+def _parse_mapping(data: Any, path: Path) -> dict[str, tuple[str, ...]]:
+    where = f"FIVETRAN_EVENTS_DATASET_MAPPING_FILE ({path})"
+    if not isinstance(data, dict) or not isinstance(data.get("connectors"), dict):
+        raise ConfigurationError(
+            f"{where}: expected a 'connectors' table mapping connector "
+            "ids to a URI or a list of URIs"
+        )
+    out: dict[str, tuple[str, ...]] = {}
+    for cid, value in data["connectors"].items():
+        uris = [value] if isinstance(value, str) else value
+        if (
+            not isinstance(uris, list)
+            or not uris
+            or not all(isinstance(u, str) and u for u in uris)
+        ):
+            raise ConfigurationError(
+                f"{where}: connector '{cid}' must map to a URI or a non-empty list of URIs"
+            )
+        for u in uris:
+            try:
+                check_template(u)
+            except ValueError as exc:
+                raise ConfigurationError(f"{where}: connector '{cid}': {exc}") from None
+        out[str(cid)] = tuple(uris)
+    return out
 
 
 def dataset_uris(
@@ -35,7 +170,7 @@ def dataset_uris(
     """
     if uri_map is None:
         if template is None and mapping_file is None:
-            uri_map = load_settings().uri_map()
+            uri_map = UriMap.from_settings(load_settings())
         else:
             uri_map = load_uri_map(template or DEFAULT_URI_TEMPLATE, mapping_file)
     return uri_map.uris(connector_id, connector_name, connector_type, group_id)

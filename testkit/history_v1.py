@@ -3,7 +3,7 @@
 v1 is the layout of release 0.1 (per connector ``{p}c:{c}:{ok,okstart,fail,ends,ended,
 starts,running,resyncs,seen}``). The package itself has moved on, so the migration's
 tests need v1 as it was: the WRITE script and the member encoding are copied
-from 0.1 (``fivetran_events/_history_lua.py``, ``history/codec.py``) and the reads from
+from 0.1 (``fivetran_events/history/_lua.py``, ``history/codec.py``) and the reads from
 its ``history/queries.py``, building the same ``Facts``, so that
 ``fivetran_events.decision.decide`` gives the decision a 0.1 sensor gave. Nothing here
 imports ``fivetran_events.history`` or ``fivetran_events.keys``: only the stable
@@ -36,7 +36,7 @@ def v1_connectors_key(prefix: str) -> str:
     return f"{prefix}connectors"
 
 
-# 0.1's WRITE from _history_lua.py, line for line but for its comments and the retention
+# 0.1's WRITE from history/_lua.py, line for line but for its comments and the retention
 # trim (a fixture is younger than any retention); LATE_START_SCAN = 64 written out.
 WRITE_V1 = """
 local t = tonumber(ARGV[2])

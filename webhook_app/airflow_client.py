@@ -8,15 +8,18 @@ the id cached. Airflow 2.9-2.11 (``/api/v1``): basic auth, events posted by
 ``dataset_uri``. Airflow has no idempotency key, so ``find_event`` lets the caller look
 an event up by its ``extra`` before posting a second time.
 
-Its errors, and what each asks of the caller, are ``airflow_answers``'s: import them
+Its errors, and what each asks of the caller, are ``airflow_errors``'s: import them
 from there.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,23 +28,20 @@ from urllib.parse import quote
 import requests
 
 from fivetran_events import ConfigurationError, Settings
-from fivetran_events.timeutil import iso
+from fivetran_events.timeutil import iso, parse_iso
 
-# Re-exported only until webhook_app/forwarding (attempt.py, worker.py) imports them from
-# airflow_answers, where the taxonomy is written; nothing else imports them from here.
-from .airflow_answers import AirflowError as AirflowError
-from .airflow_answers import AirflowEvent as AirflowEvent
-from .airflow_answers import AirflowRejected as AirflowRejected
-from .airflow_answers import AirflowUnavailable as AirflowUnavailable
-from .airflow_answers import AssetNotFound as AssetNotFound
-from .airflow_answers import (
+from .airflow_errors import (
+    AirflowRejected,
+    AirflowUnavailable,
+    AssetNotFound,
     body_text,
     maybe_sent,
-    renew_after,
     retry_after_seconds,
     unexpected_answer_is_a_retry,
 )
 
+#: Renew a cached JWT this long before Airflow would refuse it.
+TOKEN_MARGIN_SECONDS = 60.0
 #: Seconds an asset id found by URI is trusted before it is looked up again.
 ASSET_CACHE_SECONDS = 300.0
 #: Events examined per page when looking one up (newest first).
@@ -62,6 +62,44 @@ class SharedAssetIds(Protocol):
     def put(self, uri: str, asset_id: int, ttl_s: float) -> None: ...
 
     def drop(self, uri: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class AirflowEvent:
+    """An asset/dataset event as Airflow reports it."""
+
+    id: int
+    uri: str | None
+    timestamp: datetime
+    extra: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> AirflowEvent:
+        return cls(
+            id=int(body["id"]),
+            uri=body.get("uri") or body.get("dataset_uri"),
+            timestamp=parse_iso(str(body["timestamp"])),
+            extra=dict(body.get("extra") or {}),
+        )
+
+
+def renew_after(token: str) -> float:
+    """Seconds after fetching a JWT to fetch the next one, before Airflow refuses it.
+
+    The token's life is ``exp - iat``, both Airflow's clock, so a worker whose clock is
+    off still renews in time (``exp - time.time()`` would be off by the skew). Renewal
+    comes ``TOKEN_MARGIN_SECONDS`` before the end, or half-way through a shorter life.
+    A token without those claims is renewed after an hour (or on a 401).
+    """
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        life = float(claims["exp"]) - float(claims["iat"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        return 3600.0
+    if not math.isfinite(life) or life <= 0:
+        return 0.0
+    return life - min(TOKEN_MARGIN_SECONDS, life / 2)
 
 
 def read_credentials(settings: Settings) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from rq import Queue, SimpleWorker
 from rq.job import Job, get_current_job
 
 from fivetran_events import Settings, load_settings
+from fivetran_events.uris import UriMap
 
 from . import logs
 from .airflow_client import AirflowClient
@@ -31,7 +32,7 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
     return Forwarder(
         settings,
         store,
-        Enqueuer(settings, store, queue, settings.uri_map()),
+        Enqueuer(settings, store, queue, UriMap.from_settings(settings)),
         AirflowClient.from_settings(settings) if with_airflow else None,
     )
 

@@ -9,6 +9,7 @@ from flask import current_app
 from rq import Queue
 
 from fivetran_events import HistoryReader, HistoryWriter, Settings
+from fivetran_events.uris import UriMap
 
 from .forwarding import Enqueuer
 from .forwarding.enqueue import delivery_store
@@ -37,7 +38,7 @@ class State:
             queue=queue,
             # The web process only creates deliveries; workers talk to Airflow.
             enqueuer=Enqueuer(
-                settings, delivery_store(settings, client), queue, settings.uri_map()
+                settings, delivery_store(settings, client), queue, UriMap.from_settings(settings)
             ),
         )
 

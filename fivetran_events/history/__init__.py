@@ -2,7 +2,7 @@
 
 - ``codec``: how a completion is stored as a sorted-set member;
 - ``writer``: ``HistoryWriter``, one event recorded idempotently and atomically by one
-  script (``_history_lua.record_script``);
+  script (``_lua.record_script``);
 - ``queries``: the reads behind one decision, shared by both readers;
 - ``reader`` / ``async_reader``: ``HistoryReader`` and ``AsyncHistoryReader``, whose
   ``decide`` is the one decision entry point;

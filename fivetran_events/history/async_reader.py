@@ -14,7 +14,7 @@ from typing import Any
 
 from ..decision import Criterion, Decision, Facts, decide
 from ..keys import ConnectorKeys
-from .queries import facts_commands, facts_from_results, question, running_from
+from .queries import facts_commands, facts_from_results, running_from, target_and_criterion
 
 
 class AsyncHistoryReader:
@@ -40,7 +40,7 @@ class AsyncHistoryReader:
         now: int | None = None,
     ) -> Decision:
         """Decide for ``connector_id`` at ``target``, as ``HistoryReader.decide`` does."""
-        target_ms, crit = question(target, criterion)
+        target_ms, crit = target_and_criterion(target, criterion)
         facts = await self.facts(
             connector_id, target_ms, now=now, started_after=crit is Criterion.STARTED_AFTER
         )

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 
 import redis
 
-from .._history_lua import RECORD_NUMKEYS, record_script
 from ..model import Event, EventKind
 from ..timeutil import now_ms
+from ._lua import RECORD_NUMKEYS, record_script
 from .writer import TRIM_EVERY, history_keys, script_args
 
 #: Events per pipelined round trip.

@@ -16,7 +16,7 @@ has the measurements)::
 
 The end is the member's score in ``ok``/``fail``/``other`` and start + delta in
 ``okstart`` (scored by start). Sync ids never contain "," or " " (model.ID_PATTERN).
-The write script (``_history_lua.py``) only ever rewrites the delta.
+The write script (``_lua.py``) only ever rewrites the delta.
 """
 
 from __future__ import annotations

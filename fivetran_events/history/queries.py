@@ -100,7 +100,9 @@ def running_from(now: int | None, max_sync_duration_ms: int) -> int:
     return (now_ms() if now is None else now) - max_sync_duration_ms
 
 
-def question(target: datetime | int, criterion: Criterion | str) -> tuple[int, Criterion]:
+def target_and_criterion(
+    target: datetime | int, criterion: Criterion | str
+) -> tuple[int, Criterion]:
     """Return the target in epoch ms and the parsed criterion of one decision.
 
     Both readers' ``decide`` start here, so no caller derives ``started_after`` itself.

@@ -15,7 +15,13 @@ import redis
 from ..decision import Criterion, Decision, Facts, RunningSync, decide
 from ..keys import ConnectorKeys, connectors_key
 from . import listings
-from .queries import facts_commands, facts_from_results, question, running_from, running_sync
+from .queries import (
+    facts_commands,
+    facts_from_results,
+    running_from,
+    running_sync,
+    target_and_criterion,
+)
 
 
 class HistoryReader:
@@ -47,7 +53,7 @@ class HistoryReader:
 
         Raises ValueError naming the valid criteria for an unknown ``criterion``.
         """
-        target_ms, crit = question(target, criterion)
+        target_ms, crit = target_and_criterion(target, criterion)
         facts = self.facts(
             connector_id, target_ms, now=now, started_after=crit is Criterion.STARTED_AFTER
         )

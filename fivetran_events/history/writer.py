@@ -2,7 +2,7 @@
 
 The dedup mark, the history write, the change notification and what the caller adds for
 a successful sync (the webhook app adds its deliveries) are one Lua script
-(``_history_lua.record_script``): Redis runs it as one step, so they are written
+(``_lua.record_script``): Redis runs it as one step, so they are written
 together, and a redelivery writes nothing. What cannot be in the script (the webhook
 app's RQ jobs, queued with RQ's own API) the caller does once it has run.
 """
@@ -20,10 +20,10 @@ import redis
 from redis.commands.core import Script
 from redis.typing import EncodableT
 
-from .._history_lua import RECORD_NUMKEYS, record_script
 from ..keys import ConnectorKeys, connectors_key, last_test_event_key
 from ..model import Event, EventKind, check_not_future, lifecycle_name
 from ..timeutil import iso, now_ms
+from ._lua import RECORD_NUMKEYS, record_script
 from .codec import completion_parts
 
 #: One write in this many also trims the connector's sets to the retention window.

@@ -27,7 +27,7 @@ from fivetran_events import (
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import parse_iso, to_ms
 
-from ..airflow_answers import AirflowError, AirflowRejected, AirflowUnavailable
+from ..airflow_errors import AirflowError, AirflowRejected, AirflowUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -1,26 +1,24 @@
 """Forwarding successful syncs to Airflow datasets, exactly once per (sync, URI).
 
-One module per concept, split so that the web process imports only what it needs:
+One module per concept, split so that the web process imports only what it needs (what
+a delivery record holds, its states and its reader are ``fivetran_events.deliveries``):
 
-- ``states``: the delivery states and which are final;
-- ``record``: one delivery as stored (``Delivery``) and its RQ job's name;
-- ``store``: the Redis records, their listing and the per-state index;
+- ``store``: the Redis records, their listing, the per-state index, and the deliveries
+  shaped for the syncs listing (``attach_forwarding``);
 - ``enqueue``: the web side, creating deliveries inside the webhook's one script and
-  queuing their RQ jobs after it (it imports no HTTP client);
-- ``listing``: the deliveries shaped for the API and the CLI.
+  queuing their RQ jobs after it (it imports no HTTP client), and the jobs' names.
 
-The worker side (``attempt``, ``sweep``, ``replay``, ``worker``) talks to
-Airflow and is imported only by the worker and the CLI; this ``__init__`` does not import
-it, so ``import webhook_app.forwarding`` stays free of ``requests``.
+The worker side (``attempt``, ``replay``, ``worker`` with the sweeper) talks to Airflow
+and is imported only by the worker and the CLI; this ``__init__`` does not import it, so
+``import webhook_app.forwarding`` stays free of ``requests``.
 """
 
 from __future__ import annotations
 
-from .enqueue import FORWARD_JOB, Enqueuer
-from .listing import attach_forwarding
-from .record import Delivery, forward_job_id
-from .states import FINAL, INDEXED, DeliveryState
-from .store import DeliveryStore
+from fivetran_events.deliveries import FINAL, INDEXED, Delivery, DeliveryState
+
+from .enqueue import FORWARD_JOB, Enqueuer, forward_job_id
+from .store import DeliveryStore, attach_forwarding
 
 __all__ = [
     "FINAL",

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from .states import DeliveryState
+from fivetran_events.deliveries import DeliveryState
 
 # Create each delivery of a sync unless it exists (a second success under one sync id
 # must not reset a delivered record), name the RQ job to be queued for it, index it and
 # make it due: the lease's end, so that if its job is never queued (a crash right after
 # this script) the sweeper queues one then. A chunk of the history's record script (the
-# webhook's one script per delivery, fivetran_events/_history_lua.py), or a script of its
+# webhook's one script per delivery, fivetran_events/history/_lua.py), or a script of its
 # own (CREATE) for a replay; the caller queues the jobs with RQ's Queue.enqueue once it
 # has run. A new record enters the pending index; the listing and the state indexes drop
 # entries older than the retention, whose records have expired (on one sync in
 # TRIM_EVERY: trimming is maintenance, and five more commands a delivery). What every
 # delivery of the sync shares is passed once.
-# KEYS: the sync's set, listing, due set, the state indexes (states.INDEXED order, pending
+# KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order, pending
 # first); then per delivery: its record.
 # ARGV: ttl s, received ms, due ms, listing cutoff ms ('' trims nothing), connector id,
 # sync id, name, type, group, status, ended ms; then per delivery: id, uri, job id.

@@ -39,20 +39,13 @@ from redis.exceptions import LockError
 
 from fivetran_events import Settings
 from fivetran_events.asset_extra import SyncRef, extra_for
+from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
 from fivetran_events.keys import delivery_lock_key, due_key, undelivered_key
 from fivetran_events.timeutil import iso
 
 from .. import metrics
-from ..airflow_client import (
-    AirflowClient,
-    AirflowEvent,
-    AirflowRejected,
-    AirflowUnavailable,
-    AssetNotFound,
-    lookup_window_start,
-)
-from .record import Delivery
-from .states import FINAL, DeliveryState
+from ..airflow_client import AirflowClient, AirflowEvent, lookup_window_start
+from ..airflow_errors import AirflowRejected, AirflowUnavailable, AssetNotFound
 from .store import DeliveryStore
 
 log = logging.getLogger(__name__)

@@ -10,6 +10,7 @@ never loads the worker side.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 
 import redis
@@ -21,10 +22,9 @@ from fivetran_events import Event, Settings
 from fivetran_events.history.writer import TRIM_EVERY, trims
 from fivetran_events.keys import deliveries_key, due_key, sync_deliveries_key
 from fivetran_events.timeutil import now_ms
-from fivetran_events.urimap import UriMap
+from fivetran_events.uris import UriMap
 
 from ._lua import CREATE, CREATE_CHUNK
-from .record import forward_job_id
 from .store import DeliveryStore
 
 #: The dotted path of the job; a string, so the web process never imports the worker side.
@@ -34,6 +34,12 @@ FORWARD_JOB = "webhook_app.jobs.forward_sync"
 RESULT_TTL = 300
 #: How long RQ keeps a failed attempt's job and traceback (a bug of ours) to read it.
 FAILURE_TTL = 3 * 86_400
+
+
+def forward_job_id(delivery: str, tag: str | int | None = None) -> str:
+    """Name an attempt's RQ job (RQ allows only letters, digits, '_' and '-' in ids)."""
+    digest = hashlib.blake2b(delivery.encode(), digest_size=12).hexdigest()
+    return f"fwd-{digest}" if tag is None else f"fwd-{digest}-{tag}"
 
 
 def lease_ms(settings: Settings) -> int:

@@ -13,7 +13,8 @@ from typing import cast
 
 from redis.exceptions import WatchError
 
-from fivetran_events import Event, decode_completion
+from fivetran_events import Event, as_text, decode_completion
+from fivetran_events.deliveries import Delivery, DeliveryState
 from fivetran_events.keys import (
     ConnectorKeys,
     connectors_key,
@@ -24,9 +25,7 @@ from fivetran_events.keys import (
 from fivetran_events.model import EventKind
 from fivetran_events.timeutil import from_ms, iso
 
-from .enqueue import Enqueuer, record_ttl_ms
-from .record import Delivery, forward_job_id, text
-from .states import DeliveryState
+from .enqueue import Enqueuer, forward_job_id, record_ttl_ms
 from .store import DeliveryStore
 
 
@@ -94,7 +93,7 @@ def forward_since(
     existing: list[str] = []
     connectors = enq.store.client.hgetall(connectors_key(prefix))
     for cid_raw, meta_raw in sorted(connectors.items()):
-        cid = text(cid_raw)
+        cid = as_text(cid_raw)
         meta = json.loads(meta_raw)
         rows = cast(
             "list[tuple[bytes, float]]",
@@ -131,7 +130,7 @@ def deliveries_of_sync(
     store: DeliveryStore, sync_id: str, connector_id: str | None = None
 ) -> list[str]:
     """Return the delivery ids of ``sync_id`` (of any connector unless one is named)."""
-    ids = [text(m) for m in store.client.zrange(deliveries_key(store.prefix), 0, -1)]
+    ids = [as_text(m) for m in store.client.zrange(deliveries_key(store.prefix), 0, -1)]
     return [
         i
         for i in ids

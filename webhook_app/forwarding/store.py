@@ -8,11 +8,13 @@ MULTI) and read back; it never talks to Airflow.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import redis
 from redis.client import Pipeline
 
-from fivetran_events import Event
+from fivetran_events import Event, as_text
+from fivetran_events.deliveries import INDEXED, Delivery, DeliveryState
 from fivetran_events.keys import (
     deliveries_key,
     delivery_id,
@@ -24,8 +26,6 @@ from fivetran_events.keys import (
 )
 
 from ._lua import SET_EXPIRY
-from .record import Delivery, text
-from .states import INDEXED, DeliveryState
 
 
 class DeliveryStore:
@@ -68,7 +68,7 @@ class DeliveryStore:
         webhook); the expiries are written in the caller's MULTI.
         """
         sync_key = sync_deliveries_key(self.prefix, d.fields["connector_id"], d.fields["sync_id"])
-        ids = sorted({text(m) for m in self.client.smembers(sync_key)} | {d.id})
+        ids = sorted({as_text(m) for m in self.client.smembers(sync_key)} | {d.id})
         pipe.pexpire(self.key(d.id), max(1, ttl_ms))
         self.set_expiry(keys=[sync_key, *(self.key(i) for i in ids)], client=pipe)
 
@@ -100,11 +100,11 @@ class DeliveryStore:
         for sid in sync_ids:
             pipe.smembers(sync_deliveries_key(self.prefix, connector_id, sid))
         members = pipe.execute()
-        ids = sorted({text(m) for ms in members for m in ms})
+        ids = sorted({as_text(m) for ms in members for m in ms})
         by_id = {d.id: d for d in self.many(ids)}
         out: dict[str, list[Delivery]] = {}
         for sid, ms in zip(sync_ids, members, strict=True):
-            found = [by_id[text(m)] for m in ms if text(m) in by_id]
+            found = [by_id[as_text(m)] for m in ms if as_text(m) in by_id]
             out[sid] = sorted(found, key=lambda d: d.uri)
         return out
 
@@ -117,14 +117,14 @@ class DeliveryStore:
         """
         if state in INDEXED:
             assert state is not None
-            ids = [text(m) for m in self.client.zrevrange(self.state_key(state), 0, limit - 1)]
+            ids = [as_text(m) for m in self.client.zrevrange(self.state_key(state), 0, limit - 1)]
             return [d for d in self.many(ids) if d.state is state]
         out: list[Delivery] = []
         start = 0
         page = max(limit, 200)
         while len(out) < limit and start < scan_limit:
             ids = [
-                text(m)
+                as_text(m)
                 for m in self.client.zrevrange(deliveries_key(self.prefix), start, start + page - 1)
             ]
             if not ids:
@@ -134,4 +134,23 @@ class DeliveryStore:
         return out[:limit]
 
     def given_up(self) -> list[str]:
-        return [text(m) for m in self.client.zrange(undelivered_key(self.prefix), 0, -1)]
+        return [as_text(m) for m in self.client.zrange(undelivered_key(self.prefix), 0, -1)]
+
+
+def attach_forwarding(
+    store: DeliveryStore, connector_id: str, rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Add each successful sync's forwarding state per URI to the syncs listing's rows."""
+    wanted = [r["sync_id"] for r in rows if r.get("status") == "SUCCESSFUL"]
+    found = store.for_syncs(connector_id, wanted) if wanted else {}
+    for r in rows:
+        if r.get("status") == "SUCCESSFUL":
+            r["forwarding"] = [
+                {
+                    k: v
+                    for k, v in d.to_dict().items()
+                    if k not in ("connector_id", "sync_id", "delivery_id")
+                }
+                for d in found.get(r["sync_id"], [])
+            ]
+    return rows

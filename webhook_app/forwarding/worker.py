@@ -1,4 +1,16 @@
-"""The worker's view of forwarding: attempts, the sweeper and replay behind one object."""
+"""The worker's view of forwarding: attempts, the sweeper and replay behind one object.
+
+The sweeper queues an attempt for every delivery whose due time has come: retries, lease
+expiries and deliveries whose first job was never queued (a crash between the webhook's
+script and its enqueue) are due times in one sorted set, and the worker's sweeper thread
+queues whatever is due (never a second job while one is queued), so no RQ scheduler is
+needed and a killed worker's delivery resumes.
+
+A worker pool's processes share Airflow's asset ids through Redis (``RedisAssetIds``):
+without it each process's first delivery to a URI (and each one's again when its cache
+runs out) asks Airflow for the id; with it one lookup serves the pool for the cache
+period (``AirflowClient.asset_cache_seconds``).
+"""
 
 from __future__ import annotations
 
@@ -6,22 +18,67 @@ import logging
 import random
 from collections.abc import Callable, Iterable
 
-from fivetran_events import Settings
+import redis
+
+from fivetran_events import Settings, as_text
+from fivetran_events.deliveries import DeliveryState
+from fivetran_events.keys import asset_id_key, due_key
 from fivetran_events.timeutil import now_ms
 
-from ..airflow_client import AirflowClient, AirflowError
+from ..airflow_client import AirflowClient
+from ..airflow_errors import AirflowError
 from . import attempt as _attempt
 from . import replay as _replay
-from .asset_ids import RedisAssetIds
+from ._lua import CLAIM
 from .attempt import AttemptResult
-from .enqueue import Enqueuer, keep_delivered_ms, record_ttl_ms
-from .states import DeliveryState
+from .enqueue import Enqueuer, forward_job_id, keep_delivered_ms, record_ttl_ms
 from .store import DeliveryStore
-from .sweep import SWEEP_BATCH, sweep
 
 __all__ = ["AttemptResult", "DeliveryState", "Forwarder"]
 
 log = logging.getLogger(__name__)
+
+#: Deliveries the sweeper queues per pass.
+SWEEP_BATCH = 500
+
+
+class RedisAssetIds:
+    """``airflow_client.SharedAssetIds`` in Redis: one string per URI, with an expiry."""
+
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
+        self.redis = client
+        self.prefix = prefix
+
+    def get(self, uri: str) -> int | None:
+        raw = self.redis.get(asset_id_key(self.prefix, uri))
+        try:
+            return int(raw) if raw is not None else None
+        except ValueError:  # not ours to trust: look it up again
+            return None
+
+    def put(self, uri: str, asset_id: int, ttl_s: float) -> None:
+        self.redis.set(asset_id_key(self.prefix, uri), str(asset_id), px=max(1, int(ttl_s * 1000)))
+
+    def drop(self, uri: str) -> None:
+        self.redis.delete(asset_id_key(self.prefix, uri))
+
+
+def sweep(enq: Enqueuer, now: int, limit: int = SWEEP_BATCH) -> int:
+    """Queue an attempt for every delivery due at ``now``; return how many were queued."""
+    client = enq.store.client
+    due = due_key(enq.settings.key_prefix)
+    claim = client.register_script(CLAIM)
+    ids = [as_text(m) for m in client.zrangebyscore(due, "-inf", now, start=0, num=limit)]
+    queued = 0
+    for did in ids:
+        job = forward_job_id(did, now)
+        if claim(
+            keys=[due, enq.store.key(did)],
+            args=[did, now, now + enq.lease_ms, enq.job_prefix, job],
+        ):
+            enq.enqueue_job(did, None, job)
+            queued += 1
+    return queued
 
 
 class Forwarder:
@@ -54,7 +111,7 @@ class Forwarder:
         self.keep_ms = keep_delivered_ms(settings)
         self.record_ttl_ms = record_ttl_ms(settings)
         if airflow is not None and airflow.shared_assets is None:
-            # The pool's processes find each other's asset ids (asset_ids.py).
+            # The pool's processes find each other's asset ids (RedisAssetIds).
             airflow.shared_assets = RedisAssetIds(self.redis, settings.key_prefix)
 
     def warm_up(self) -> bool:
@@ -77,7 +134,7 @@ class Forwarder:
         return _attempt.attempt(self, did)
 
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
-        """Queue every due delivery (sweep.py)."""
+        """Queue every due delivery (``sweep``)."""
         return sweep(self.enqueuer, self.clock() if now is None else now, limit)
 
     def replay(self, ids: Iterable[str]) -> list[str]:

@@ -27,8 +27,8 @@ from testkit.forward_support import (
     syncs,
 )
 from testkit.support import at
-from webhook_app.airflow_answers import AirflowRejected
 from webhook_app.airflow_client import AirflowClient
+from webhook_app.airflow_errors import AirflowRejected
 from webhook_app.forwarding.attempt import backoff_seconds, build_extra, settles_at
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 

@@ -20,7 +20,7 @@ from rq.job import Job, JobStatus
 from fivetran_events import HistoryWriter, Settings, WriteStatus
 from fivetran_events.keys import due_key
 from fivetran_events.timeutil import to_ms
-from fivetran_events.urimap import UriMap
+from fivetran_events.uris import UriMap
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
     CID,
@@ -34,8 +34,8 @@ from webhook_app.forwarding.enqueue import (
     RESULT_TTL,
     Enqueuer,
     delivery_store,
+    forward_job_id,
 )
-from webhook_app.forwarding.record import forward_job_id
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 pytestmark = pytest.mark.timeout(60)

@@ -132,7 +132,7 @@ def misc() -> dict[str, Any]:
     from airflow_plugin.assets import connector_asset, connector_assets
     from airflow_plugin.compat import AIRFLOW_V_3
     from airflow_plugin.operators import FivetranSyncShortCircuitOperator
-    from airflow_plugin.triggers import FivetranSyncTrigger
+    from airflow_plugin.triggers import FivetranSyncDecisionTrigger
 
     out: dict[str, Any] = {"airflow_v_3": AIRFLOW_V_3, "plugin_file": airflow_plugin.__file__}
 
@@ -151,7 +151,7 @@ def misc() -> dict[str, Any]:
         "timetable": type(scheduled.timetable).__name__,
     }
 
-    path, kwargs = FivetranSyncTrigger("sc", 123, recheck_interval=5).serialize()
+    path, kwargs = FivetranSyncDecisionTrigger("sc", 123, recheck_interval=5).serialize()
     out["trigger_roundtrip"] = import_string(path)(**kwargs).serialize() == (path, kwargs)
 
     plugins_manager.ensure_plugins_loaded()

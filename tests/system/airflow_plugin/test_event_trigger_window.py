@@ -1,7 +1,7 @@
 """The watcher's place in the history, on the suite's real Redis, without Airflow's services.
 
 Fivetran delivers out of order and retries a delivery for up to 24 hours, and a retried
-sync id can succeed twice. These tests drive ``FivetranSyncEventTrigger`` the way the
+sync id can succeed twice. These tests drive ``FivetranSyncWatcherTrigger`` the way the
 triggerer's shared-stream manager does (wakes in, events out, ``advance()`` once the
 events are persisted) with a stand-in for Airflow's asset state store, and check that
 every recorded success becomes exactly one event: late ones too, a sync id only once,
@@ -63,9 +63,9 @@ class Watcher:
     """One trigger instance over a state store: a triggerer process's view of a watcher."""
 
     def __init__(self, store: StateStore, client: Any, **kwargs: Any) -> None:
-        from airflow_plugin.event_triggers import FivetranSyncEventTrigger
+        from airflow_plugin.event_triggers import FivetranSyncWatcherTrigger
 
-        self.trigger = FivetranSyncEventTrigger(connector_id=CONNECTOR, **kwargs)
+        self.trigger = FivetranSyncWatcherTrigger(connector_id=CONNECTOR, **kwargs)
         # What the triggerer injects before run(); the stand-in has the accessor calls used.
         self.trigger.asset_state_store = store  # type: ignore[assignment]
         self.client = client

@@ -208,9 +208,9 @@ class TestInEveryMode:
 
 
 def trigger(server: OwnRedis, **kwargs: Any) -> Any:
-    from airflow_plugin.triggers import FivetranSyncTrigger
+    from airflow_plugin.triggers import FivetranSyncDecisionTrigger
 
-    return FivetranSyncTrigger(
+    return FivetranSyncDecisionTrigger(
         "c1", to_ms(at(10)), redis_conn_id=CONN_ID, **{"recheck_interval": 0.5, **kwargs}
     )
 

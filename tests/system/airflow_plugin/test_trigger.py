@@ -25,9 +25,9 @@ ENDED = at(11)
 
 
 def trigger(connector_id: str, target=TARGET, **kwargs: Any):  # type: ignore[no-untyped-def]
-    from airflow_plugin.triggers import FivetranSyncTrigger
+    from airflow_plugin.triggers import FivetranSyncDecisionTrigger
 
-    return FivetranSyncTrigger(connector_id, to_ms(target), **kwargs)
+    return FivetranSyncDecisionTrigger(connector_id, to_ms(target), **kwargs)
 
 
 async def first_event(t: Any) -> dict[str, Any]:
@@ -72,8 +72,18 @@ class TestSerialization:
             "c1", always_wait_when_syncing=True, criterion="started_after", recheck_interval=5
         )
         path, kwargs = t.serialize()
-        assert path == "airflow_plugin.triggers.FivetranSyncTrigger"
+        assert path == "airflow_plugin.triggers.FivetranSyncDecisionTrigger"
         assert import_string(path)(**kwargs).serialize() == (path, kwargs)
+
+    def test_old_path_resumes(self, dagtest_airflow: Path) -> None:
+        """A trigger stored under its name before the rename rebuilds the same trigger."""
+        from airflow.sdk._shared.module_loading import import_string
+
+        path, kwargs = trigger("c1", recheck_interval=5).serialize()
+        old = import_string("airflow_plugin.triggers.FivetranSyncTrigger")(**kwargs)
+        assert old.serialize() == (path, kwargs)
+        watcher = import_string("airflow_plugin.event_triggers.FivetranSyncEventTrigger")
+        assert watcher.__name__ == "FivetranSyncWatcherTrigger"
 
 
 class TestWakeUps:

@@ -23,9 +23,9 @@ TARGET = at(1, month=6)
 
 
 def trigger(connector_id: str, **kwargs: Any) -> Any:
-    from airflow_plugin.triggers import FivetranSyncTrigger
+    from airflow_plugin.triggers import FivetranSyncDecisionTrigger
 
-    return FivetranSyncTrigger(connector_id, to_ms(TARGET), **kwargs)
+    return FivetranSyncDecisionTrigger(connector_id, to_ms(TARGET), **kwargs)
 
 
 async def first_event(t: Any) -> dict[str, Any]:

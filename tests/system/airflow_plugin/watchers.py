@@ -17,10 +17,12 @@ from datetime import datetime, timezone
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, AssetWatcher
 
-from airflow_plugin.event_triggers import FivetranSyncEventTrigger
+from airflow_plugin.event_triggers import FivetranSyncWatcherTrigger
 
 for name, conn in {watchers!r}:
-    trigger = FivetranSyncEventTrigger(connector_id=name, redis_conn_id=conn, poll_interval={poll})
+    trigger = FivetranSyncWatcherTrigger(
+        connector_id=name, redis_conn_id=conn, poll_interval={poll}
+    )
     asset = Asset(uri=f"fivetran://connector/{{name}}", name=f"asset_{{name}}",
                   watchers=[AssetWatcher(name=f"watch_{{name}}", trigger=trigger)])
     with DAG(f"on_{{name}}", schedule=[asset], start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),

@@ -24,8 +24,8 @@ from testkit.forward_support import post_event, run_worker, syncs
 from testkit.processes import poll_until
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess, worker_env
-from webhook_app.airflow_answers import AssetNotFound
 from webhook_app.airflow_client import AirflowClient
+from webhook_app.airflow_errors import AssetNotFound
 from webhook_app.cli import main
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 

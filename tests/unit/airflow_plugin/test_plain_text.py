@@ -1,4 +1,4 @@
-"""plain_text.renders_to_itself: only strings Jinja gives back unchanged skip the compile."""
+"""sensors.renders_to_itself: only strings Jinja gives back unchanged skip the compile."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from jinja2.nativetypes import NativeEnvironment
 from jinja2.sandbox import SandboxedEnvironment
 
-from airflow_plugin.plain_text import renders_to_itself
+from airflow_plugin.sensors import renders_to_itself
 
 ENVS = {
     # Airflow renders in a sandboxed environment with Jinja's default delimiters.

@@ -1,6 +1,7 @@
-"""What Airflow's answers mean to the forwarder: errors, Retry-After, a JWT's life.
+"""Airflow's errors as the forwarder acts on them, and the classifying of its answers.
 
-``airflow_client.py`` sends the requests; this module classifies what comes back, so the
+``airflow_client.py`` sends the requests; this module classifies what comes back
+(status, Retry-After, a transport error, an answer that is not Airflow's JSON), so the
 attempt (``forwarding/attempt.py``) acts on typed errors: ``AirflowUnavailable`` (retry
 later, perhaps after ``retry_after`` seconds; ``maybe_sent`` when the request may have
 reached Airflow), ``AssetNotFound`` (no DAG uses that URI: record, do not retry forever),
@@ -9,24 +10,16 @@ reached Airflow), ``AssetNotFound`` (no DAG uses that URI: record, do not retry 
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
 
 import requests
 from urllib3.exceptions import NewConnectionError
 
-from fivetran_events.timeutil import parse_iso
-
-#: Renew a cached JWT this long before Airflow would refuse it.
-TOKEN_MARGIN_SECONDS = 60.0
 #: Longest response body kept in an error message.
 BODY_LIMIT = 2000
 
@@ -66,25 +59,6 @@ class AirflowRejected(AirflowError):
         super().__init__(f"Airflow answered {status}: {body}")
         self.status = status
         self.body = body
-
-
-@dataclass(frozen=True)
-class AirflowEvent:
-    """An asset/dataset event as Airflow reports it."""
-
-    id: int
-    uri: str | None
-    timestamp: datetime
-    extra: dict[str, Any]
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> AirflowEvent:
-        return cls(
-            id=int(body["id"]),
-            uri=body.get("uri") or body.get("dataset_uri"),
-            timestamp=parse_iso(str(body["timestamp"])),
-            extra=dict(body.get("extra") or {}),
-        )
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -139,22 +113,3 @@ def unexpected_answer_is_a_retry(what: str) -> Iterator[None]:
 def body_text(resp: requests.Response) -> str:
     text = resp.text or resp.reason or ""
     return text[:BODY_LIMIT]
-
-
-def renew_after(token: str) -> float:
-    """Seconds after fetching a JWT to fetch the next one, before Airflow refuses it.
-
-    The token's life is ``exp - iat``, both Airflow's clock, so a worker whose clock is
-    off still renews in time (``exp - time.time()`` would be off by the skew). Renewal
-    comes ``TOKEN_MARGIN_SECONDS`` before the end, or half-way through a shorter life.
-    A token without those claims is renewed after an hour (or on a 401).
-    """
-    try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        life = float(claims["exp"]) - float(claims["iat"])
-    except (IndexError, ValueError, KeyError, TypeError):
-        return 3600.0
-    if not math.isfinite(life) or life <= 0:
-        return 0.0
-    return life - min(TOKEN_MARGIN_SECONDS, life / 2)
