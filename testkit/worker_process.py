@@ -81,5 +81,12 @@ class WorkerProcess:
     def stop(self) -> None:
         stop_group(self.proc, timeout=15)
 
+    def __enter__(self) -> WorkerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop it however the test ends (a failed wait must not leave a worker behind)."""
+        self.stop()
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]

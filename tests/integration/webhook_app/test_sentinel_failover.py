@@ -83,14 +83,17 @@ def test_primary_killed_under_load_loses_no_ack(tmp_path: Path) -> None:
             forward_lease_seconds=5,
             forward_unknown_outcome_seconds=1,
         )
-        with webhook_server(
-            url,
-            tmp_path,
-            FIVETRAN_EVENTS_AIRFLOW_URL=airflow.url,
-            FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS="1",
-            FIVETRAN_EVENTS_REDIS_WAIT_TIMEOUT_MS="500",
-            FIVETRAN_EVENTS_RETRY_AFTER_SECONDS="1",
-        ) as (base, _):
+        with (
+            worker,
+            webhook_server(
+                url,
+                tmp_path,
+                FIVETRAN_EVENTS_AIRFLOW_URL=airflow.url,
+                FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS="1",
+                FIVETRAN_EVENTS_REDIS_WAIT_TIMEOUT_MS="500",
+                FIVETRAN_EVENTS_RETRY_AFTER_SECONDS="1",
+            ) as (base, _),
+        ):
 
             def send() -> None:
                 session = requests.Session()
