@@ -19,6 +19,7 @@ task deferred with nothing in its log but the triggerer's.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import AsyncIterator
@@ -180,7 +181,10 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
                         decision.reason,
                     )
                     return decision
-                self.log.debug("connector %s: %s", self.connector_id, decision.reason)
+                # The first wait is worth a line in the task log (why it defers); later
+                # ones repeat it every re-check, so they stay at debug.
+                level = logging.INFO if woken_by == "the first check" else logging.DEBUG
+                self.log.log(level, "connector %s waits: %s", self.connector_id, decision.reason)
                 pause, why = self._pause(decision)
                 woken_by = "a change message" if await changed_within(changed, pause) else why
         finally:

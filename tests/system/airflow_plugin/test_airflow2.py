@@ -62,7 +62,8 @@ class Airflow2Home:
         (root / "dags").mkdir(parents=True, exist_ok=True)
 
     def env(self, redis_conn: str | None = None) -> dict[str, str]:
-        extra = {"AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"}
+        # Unbuffered: a running part's log is read while it runs.
+        extra = {"AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
         if redis_conn is not None:
             extra["AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS"] = redis_conn
         return airflow2_env(self.root, self.exe, extra)
@@ -207,6 +208,7 @@ class TestDeferrableOnAirflow2:
         # subscription of a new client id, not by the count going up again.
         old = pattern_listener_ids(client)
         proc, out = airflow2_home.start("deferrable", airflow2_conn, progress)
+        part_log = airflow2_home.root / "deferrable.log"
         released: list[str] = []
         deadline = time.monotonic() + PART_TIMEOUT
         while proc.poll() is None and time.monotonic() < deadline:
@@ -214,8 +216,11 @@ class TestDeferrableOnAirflow2:
             announced = [line.split()[1] for line in progress.read_text().splitlines()]
             pending = [c for c in announced if c not in released]
             # A new pattern subscription means the trigger of the run announced last is
-            # listening: the sensor deferred.
-            if pending and listeners - old:
+            # listening: the sensor deferred. Its first read may still be under way, and a
+            # sync recorded before that read decides it on "the first check"; its logged
+            # first wait says the read is done, so the release comes as a change message.
+            log_text = part_log.read_text(errors="replace")
+            if pending and listeners - old and f"connector {pending[0]} waits:" in log_text:
                 status, sid, data = releases[pending[0]]
                 sync(http, pending[0], at(20), status, sync_id=sid, **data)
                 released.append(pending[0])
@@ -235,7 +240,7 @@ class TestDeferrableOnAirflow2:
         failed = result["d_fail"]
         assert failed["tasks"]["wait_for_fivetran"]["state"] == "failed", failed
         assert "release-fail" in failed["error"] and "quota exceeded" in failed["error"]
-        log = (airflow2_home.root / "deferrable.log").read_text(errors="replace")
+        log = part_log.read_text(errors="replace")
         assert "decided success on a change message" in log
         assert "decided fail on a change message" in log
 
