@@ -13,6 +13,7 @@ import pytest
 
 from fivetran_events import Settings
 from testkit.support import conn_uri
+from testkit.trigger_waits import FirstWaits
 
 
 @pytest.fixture
@@ -27,6 +28,14 @@ def redis_conn(redis_url: str, settings: Settings, monkeypatch: pytest.MonkeyPat
 def dagtest_airflow(airflow_db: Path, redis_conn: str) -> Iterator[Path]:
     """Everything a dag.test() of the plugin needs: migrated DB and the Redis connection."""
     yield airflow_db
+
+
+@pytest.fixture
+def first_waits(monkeypatch: pytest.MonkeyPatch) -> FirstWaits:
+    """Which decision triggers are waiting (testkit/trigger_waits.py)."""
+    waits = FirstWaits()
+    waits.install(monkeypatch)
+    return waits
 
 
 # A redis-server of a test's own, to stop and start again (tests/system/airflow_plugin/outage.py).

@@ -19,6 +19,7 @@ import redis
 from fivetran_events import HistoryWriter, parse_event
 from fivetran_events.timeutil import to_ms
 from testkit.support import at, encode, lose_change_messages, payload
+from testkit.trigger_waits import FirstWaits
 
 TARGET = at(10)
 ENDED = at(11)
@@ -95,14 +96,18 @@ class TestWakeUps:
         assert ev["decision"]["sync"]["sync_id"] == "f1"
 
     def test_publish_wakes_within_a_second(
-        self, dagtest_airflow: Path, client: redis.Redis, writer: HistoryWriter
+        self,
+        dagtest_airflow: Path,
+        client: redis.Redis,
+        writer: HistoryWriter,
+        first_waits: FirstWaits,
     ) -> None:
         """A sync recorded while deferred releases the trigger in well under a second."""
 
         async def body() -> float:
             task = asyncio.create_task(first_event(trigger("c1", recheck_interval=60)))
             await subscribed(client)
-            await asyncio.sleep(0.2)
+            await first_waits.of("c1")
             assert not task.done()
             t0 = time.monotonic()
             record(writer, "c1")
@@ -118,6 +123,7 @@ class TestWakeUps:
         client: redis.Redis,
         writer: HistoryWriter,
         monkeypatch: pytest.MonkeyPatch,
+        first_waits: FirstWaits,
     ) -> None:
         """With the publish lost, the re-check finds the sync within one interval."""
         lose_change_messages(monkeypatch)
@@ -125,6 +131,7 @@ class TestWakeUps:
         async def body() -> float:
             task = asyncio.create_task(first_event(trigger("c1", recheck_interval=1.5)))
             await subscribed(client)
+            await first_waits.of("c1")  # else the first read may find the sync itself
             t0 = time.monotonic()
             record(writer, "c1")
             await asyncio.sleep(0.5)
@@ -141,6 +148,7 @@ class TestWakeUps:
         client: redis.Redis,
         writer: HistoryWriter,
         monkeypatch: pytest.MonkeyPatch,
+        first_waits: FirstWaits,
     ) -> None:
         """When Redis drops the subscription, the hub resubscribes and re-checks everyone."""
         lose_change_messages(monkeypatch)
@@ -148,6 +156,7 @@ class TestWakeUps:
         async def body() -> None:
             task = asyncio.create_task(first_event(trigger("c1", recheck_interval=60)))
             await subscribed(client)
+            await first_waits.of("c1")
             record(writer, "c1")  # not published: only the reconnect can find it
             client.client_kill_filter(_type="pubsub")
             ev = await asyncio.wait_for(task, 5)
@@ -158,7 +167,11 @@ class TestWakeUps:
 
 class TestScale:
     def test_thousands_share_one_subscription(
-        self, dagtest_airflow: Path, client: redis.Redis, writer: HistoryWriter
+        self,
+        dagtest_airflow: Path,
+        client: redis.Redis,
+        writer: HistoryWriter,
+        first_waits: FirstWaits,
     ) -> None:
         """2,000 deferred triggers hold one PSUBSCRIBE and a bounded pool; one wakes alone."""
         from airflow_plugin._wakeups import POOL_SIZE
@@ -171,7 +184,7 @@ class TestScale:
                 for i in range(n)
             }
             await subscribed(client)
-            await asyncio.sleep(1.0)  # every trigger did its first read and now waits
+            await first_waits.total(n)  # every trigger did its first read and now waits
             assert client.execute_command("PUBSUB", "NUMPAT") == 1
             clients = len(client.client_list())
             assert clients <= POOL_SIZE + 2, clients  # pool + listener + this test's client
@@ -192,7 +205,11 @@ class TestScale:
 
 class TestLifecycleAndReschedules:
     def test_pause_while_deferred_fails_it(
-        self, dagtest_airflow: Path, client: redis.Redis, writer: HistoryWriter
+        self,
+        dagtest_airflow: Path,
+        client: redis.Redis,
+        writer: HistoryWriter,
+        first_waits: FirstWaits,
     ) -> None:
         """A pause_connector recorded while the trigger waits ends it with FAIL, at once;
         with wait_when_paused the same trigger keeps waiting."""
@@ -203,7 +220,7 @@ class TestLifecycleAndReschedules:
                 first_event(trigger("c1", recheck_interval=60, wait_when_paused=True))
             )
             await subscribed(client)
-            await asyncio.sleep(0.2)
+            await first_waits.of("c1", 2)
             writer.record(parse_event(encode(payload("pause_connector", "c1", at(12)))))
             ev = await asyncio.wait_for(stops, 2)
             assert ev["status"] == "fail" and "paused at 2026-01-12" in ev["message"]
@@ -220,6 +237,7 @@ class TestLifecycleAndReschedules:
         client: redis.Redis,
         writer: HistoryWriter,
         monkeypatch: pytest.MonkeyPatch,
+        first_waits: FirstWaits,
     ) -> None:
         """With change messages lost, a trigger whose decision waits for rescheduledAt reads
         again then, not after its (long) re-check interval."""
@@ -243,6 +261,7 @@ class TestLifecycleAndReschedules:
             t = trigger("c1", target=now - timedelta(hours=1), recheck_interval=60)
             task = asyncio.create_task(first_event(t))
             await subscribed(client)
+            await first_waits.of("c1")
             t0 = time.monotonic()
             record(writer, "c1", now - timedelta(seconds=1), sync_id="r1")  # not published
             ev = await asyncio.wait_for(task, 10)

@@ -18,6 +18,7 @@ import redis
 from fivetran_events import HistoryWriter, parse_event
 from fivetran_events.timeutil import to_ms
 from testkit.support import at, encode, payload
+from testkit.trigger_waits import FirstWaits
 
 TARGET = at(1, month=6)
 
@@ -85,7 +86,11 @@ class TestCancel:
 @pytest.mark.slow
 class TestRecheckSpread:
     def test_triggers_woken_together_recheck_apart(
-        self, dagtest_airflow: Path, client: redis.Redis, redis_url: str
+        self,
+        dagtest_airflow: Path,
+        client: redis.Redis,
+        redis_url: str,
+        first_waits: FirstWaits,
     ) -> None:
         """300 triggers woken together re-check spread over a quarter of their interval.
 
@@ -112,7 +117,7 @@ class TestRecheckSpread:
                 asyncio.create_task(first_event(trigger(f"r{i}", recheck_interval=interval)))
                 for i in range(n)
             ]
-            await asyncio.sleep(1.5)  # the first reads are done
+            await first_waits.total(n)  # the first reads are done
             watcher.start()
             await asyncio.sleep(0.5)
             start = time.time()
