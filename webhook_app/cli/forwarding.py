@@ -53,7 +53,7 @@ def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) 
         try:
             forwarder.wait_for_wake(interval)
             if not stop.is_set():
-                forwarder.sweep()
+                forwarder.sweep_backlog()
         except Exception:  # keep sweeping through a Redis blip; the worker reports it too
             log.exception("sweeping due deliveries failed")
             stop.wait(interval)  # a Redis that refuses at once: not a busy loop
@@ -149,7 +149,7 @@ def worker(
         start_http_server(metrics_port, addr="127.0.0.1")
     stop = threading.Event()
     forwarder.warm_up()  # token and version now, not in the first delivery's time
-    forwarder.sweep()  # what came due while no worker ran (a burst worker's only sweep)
+    forwarder.sweep_backlog()  # what came due while no worker ran (a burst worker's only sweep)
     sweeper = threading.Thread(
         target=sweep_forever, args=(forwarder, sweep_interval, stop), name="sweeper", daemon=True
     )

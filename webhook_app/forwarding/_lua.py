@@ -56,27 +56,34 @@ CREATE_CHUNK = _CREATE.replace("{pending}", DeliveryState.PENDING.value)
 CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 
 
-# Claim ``id`` for a new RQ job when it is due (score <= now), unless the RQ job last
-# queued for it (the record's ``job``; none before its first sweep) is still waiting in
-# the queue; either way push its due time to the lease's end. One step, so two sweepers
-# never both take the same delivery and a backlog never holds two jobs of one delivery;
-# the sweeper queues the claimed jobs once it has claimed them (a crash between the two
-# leaves the delivery due at the lease's end, with a job named that was never queued).
-# KEYS: due set, record. ARGV: id, now, new due, RQ job key prefix, new job id.
-CLAIM = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then
-  return 0
+# Claim the deliveries due at ``now`` (score <= now, at most ``limit``, oldest first) for
+# new RQ jobs: each is skipped if the RQ job last queued for it (the record's ``job``; none
+# before its first sweep) is still waiting in the queue; either way its due time moves to
+# the lease's end. One step, so two sweepers never both take the same delivery and a
+# backlog never holds two jobs of one delivery. A claimed delivery's record names its new
+# job (``enqueue.forward_job_id``: "fwd-", the first 24 hex digits of the id's SHA-1, "-",
+# now), and the sweeper queues the claimed jobs once this has run: a crash between the
+# two leaves the delivery due at the lease's end, naming a job that was never queued.
+# KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix.
+# Returns id, job id, id, job id, ... of the claimed deliveries.
+CLAIM_DUE = """
+local now = ARGV[1]
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+local out = {}
+for _, id in ipairs(ids) do
+  redis.call('ZADD', KEYS[1], ARGV[2], id)
+  local rec = ARGV[5] .. id
+  local job = redis.call('HGET', rec, 'job')
+  if not (job and redis.call('HGET', ARGV[3] .. job, 'status') == 'queued') then
+    local name = 'fwd-' .. string.sub(redis.sha1hex(id), 1, 24) .. '-' .. now
+    if redis.call('EXISTS', rec) == 1 then
+      redis.call('HSET', rec, 'job', name)
+    end
+    out[#out + 1] = id
+    out[#out + 1] = name
+  end
 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-local job = redis.call('HGET', KEYS[2], 'job')
-if job and redis.call('HGET', ARGV[4] .. job, 'status') == 'queued' then
-  return 0
-end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('HSET', KEYS[2], 'job', ARGV[5])
-end
-return 1
+return out
 """
 
 # Make a sync's set of delivery ids live as long as its longest-lived record: the syncs

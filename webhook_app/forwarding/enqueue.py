@@ -39,8 +39,12 @@ FAILURE_TTL = 3 * 86_400
 
 
 def forward_job_id(delivery: str, tag: str | int | None = None) -> str:
-    """Name an attempt's RQ job (RQ allows only letters, digits, '_' and '-' in ids)."""
-    digest = hashlib.blake2b(delivery.encode(), digest_size=12).hexdigest()
+    """Name an attempt's RQ job (RQ allows only letters, digits, '_' and '-' in ids).
+
+    A sweep's claim script (``_lua.CLAIM_DUE``) names its jobs the same way, with the
+    sweep's time as the tag: SHA-1, because Lua in Redis has it.
+    """
+    digest = hashlib.sha1(delivery.encode(), usedforsecurity=False).hexdigest()[:24]
     return f"fwd-{digest}" if tag is None else f"fwd-{digest}-{tag}"
 
 

@@ -32,9 +32,9 @@ from ..airflow_client import AirflowClient
 from ..airflow_errors import AirflowError
 from . import attempt as _attempt
 from . import replay as _replay
-from ._lua import CLAIM
+from ._lua import CLAIM_DUE
 from .attempt import AttemptResult
-from .enqueue import Enqueuer, forward_job_id, keep_delivered_ms, queue_jobs, record_ttl_ms
+from .enqueue import Enqueuer, keep_delivered_ms, queue_jobs, record_ttl_ms
 from .store import DeliveryStore
 
 __all__ = ["AttemptResult", "DeliveryState", "Forwarder"]
@@ -69,22 +69,17 @@ class RedisAssetIds:
 def sweep(fw: Forwarder, now: int, limit: int = SWEEP_BATCH) -> int:
     """Queue an attempt for every delivery due at ``now``; return how many were queued.
 
-    The claims go in one pipeline (a round trip), the claimed jobs in one MULTI.
+    Two round trips: the claim script (``_lua.CLAIM_DUE``), then the claimed jobs in one
+    MULTI.
     """
-    due = due_key(fw.settings.key_prefix)
-    ids = [as_text(m) for m in fw.redis.zrangebyscore(due, "-inf", now, start=0, num=limit)]
-    if not ids:
-        return 0
-    jobs = [(did, forward_job_id(did, now)) for did in ids]
-    with fw.redis.pipeline(transaction=False) as pipe:
-        for did, job in jobs:
-            fw.claim_script(
-                keys=[due, fw.store.key(did)],
-                args=[did, now, now + fw.lease_ms, fw.job_prefix, job],
-                client=pipe,
-            )
-        claimed = pipe.execute()
-    jobs = [j for j, ok in zip(jobs, claimed, strict=True) if ok]
+    claimed = [
+        as_text(x)
+        for x in fw.claim_script(
+            keys=[due_key(fw.settings.key_prefix)],
+            args=[now, now + fw.lease_ms, fw.job_prefix, limit, fw.store.key("")],
+        )
+    ]
+    jobs = list(zip(claimed[::2], claimed[1::2], strict=True))
     if jobs:
         queue_jobs(fw.queue, jobs, fw.lease_ms)
     return len(jobs)
@@ -121,7 +116,7 @@ class Forwarder:
         self.margin_ms = int(settings.forward_unknown_outcome_seconds * 1000)
         self.keep_ms = keep_delivered_ms(settings)
         self.record_ttl_ms = record_ttl_ms(settings)
-        self.claim_script = self.redis.register_script(CLAIM)
+        self.claim_script = self.redis.register_script(CLAIM_DUE)
         #: The key prefix of RQ's job hashes (a claim reads the last job's status).
         self.job_prefix = str(queue.job_class.redis_job_namespace_prefix)
         self.wake_key = sweep_wake_key(settings.key_prefix)
@@ -151,6 +146,15 @@ class Forwarder:
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
         """Queue every due delivery (``sweep``)."""
         return sweep(self, self.clock() if now is None else now, limit)
+
+    def sweep_backlog(self) -> int:
+        """Sweep again while a sweep queues a full batch (a backlog); return how many."""
+        batch = SWEEP_BATCH
+        total = n = self.sweep(limit=batch)
+        while n >= batch:
+            n = self.sweep(limit=batch)
+            total += n
+        return total
 
     def wait_for_wake(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for new due deliveries; return whether woken.

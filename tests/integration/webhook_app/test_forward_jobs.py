@@ -188,6 +188,17 @@ class TestSweepers:
         assert sum(counts) == len(jobs) == len(dids)
         assert sorted(j.kwargs["delivery"] for j in jobs) == sorted(dids)
 
+    def test_a_backlog_is_swept_in_batches_at_once(
+        self, settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """More due than a sweep takes (a worker starting after an outage): the sweeper
+        sweeps again while a sweep fills its batch, instead of waiting an interval."""
+        monkeypatch.setattr(worker_module, "SWEEP_BATCH", 2)
+        fw = _forwarder(settings, client)
+        for i in range(5):
+            _record(settings, client, fw.enqueuer, f"sync-{i}")
+        assert fw.sweep_backlog() == 5 and fw.queue.count == 5
+
     def test_the_sweeper_wakes_at_once_on_a_new_delivery(
         self, settings: Settings, client: redis.Redis
     ) -> None:
