@@ -49,10 +49,10 @@ class State:
         """What a successful sync's write adds: its deliveries, due now, in its script.
 
         One delivery per dataset URI of the connector (forwarding/enqueue.py); a worker's
-        sweeper queues an RQ job for each.
-        Without ``FIVETRAN_EVENTS_AIRFLOW_URL`` nothing: no worker would ever take those
-        jobs, and records and jobs without an expiry would pile up for good (turning
-        forwarding on later forwards the past only when asked: ``replay --since``).
+        sweeper queues an RQ job for each. Without ``FIVETRAN_EVENTS_AIRFLOW_URL``
+        nothing: no worker would ever forward them, and due deliveries would pile up
+        (turning forwarding on later forwards the past only when asked: ``replay
+        --since``).
         """
         return self.enqueuer if self.forwarding else None
 
