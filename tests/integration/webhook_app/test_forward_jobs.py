@@ -218,6 +218,35 @@ class TestSweepers:
         assert not sweeper.is_alive()
         assert fw.queue.count == 1
 
+    def test_a_redis_error_does_not_end_the_sweeper(
+        self, settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Its wait fails once (a Redis blip): the sweeper logs it, waits an interval and
+        goes on, and queues the next delivery."""
+        fw = _forwarder(settings, client)
+        waits: list[float] = []
+        real = fw.wait_for_wake
+
+        def flaky(timeout: float) -> bool:
+            waits.append(timeout)
+            if len(waits) == 1:
+                raise redis.ConnectionError("a blip")
+            return real(timeout)
+
+        monkeypatch.setattr(fw, "wait_for_wake", flaky)
+        stop = threading.Event()
+        sweeper = threading.Thread(target=sweep_forever, args=(fw, 0.2, stop), daemon=True)
+        sweeper.start()
+        try:
+            poll_until(lambda: len(waits) > 1, "a wait after the failed one", timeout=5)
+            _record(settings, client, fw.enqueuer, "sync-1")
+            poll_until(lambda: fw.queue.count == 1, "the sweep after the blip", timeout=5)
+            assert sweeper.is_alive()
+        finally:
+            stop.set()
+            sweeper.join(timeout=10)
+        assert not sweeper.is_alive()
+
 
 class TestCrashBeforeTheSweep:
     def test_a_later_sweep_queues_it_and_it_is_delivered_once(
