@@ -1,8 +1,9 @@
 """The forwarding half of ``bench/storage.py``: what a successful sync leaves besides history.
 
 A sample of syncs goes through the webhook's real write (``HistoryWriter.record`` with
-the app's ``State.on_success``: delivery records, their indexes and RQ jobs in the
-history's MULTI), then a real ``ForwardingWorker`` in burst mode delivers them to the
+the app's ``State.on_success``: delivery records, due now, and their indexes in the
+history's script), then a sweep queues their RQ jobs and a real ``ForwardingWorker`` in
+burst mode (as ``fivetran-events worker --burst``) delivers them to the
 Airflow 2 stand-in (real HTTP on 127.0.0.1), then the bench waits out the expiries that
 settings make short (delivered records kept seconds instead of 72 h, a retry window of a
 second) and writes one more sync, whose creation trims the listing's indexes. Expiries
@@ -180,6 +181,7 @@ def run_sample(
     used_at_write = int(client.info("memory")["used_memory"]) - before
     at_write = measure_all(client, prefix)
     fw = build_forwarder(settings)
+    fw.sweep(limit=10**9)
     ForwardingWorker(fw).work(burst=True, with_scheduler=False, logging_level="WARNING")
     delivered = measure_all(client, prefix)
     states: dict[str, int] = defaultdict(int)
@@ -190,6 +192,7 @@ def run_sample(
     st.enqueuer.trim_every = 1  # this one is the creation that trims
     for e in last:
         st.writer.record(e, on_success=st.on_success)
+    fw.sweep(limit=10**9)
     ForwardingWorker(fw).work(burst=True, with_scheduler=False, logging_level="WARNING")
     for _ in client.scan_iter(count=1000):  # SCAN deletes the expired keys it meets
         pass
@@ -204,7 +207,7 @@ def run_sample(
         time.sleep(longest / 1000 + 1)
         for _ in client.scan_iter(count=1000):
             pass
-        clean_registries(st.queue)
+        clean_registries(fw.queue)
         going = 0
     else:  # minus what is still there but goes before a week is out (RQ's jobs: 300 s)
         going = sum(f.bytes - f.after_week for n, f in after.items() if not n.startswith("h:"))

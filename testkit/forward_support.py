@@ -36,7 +36,9 @@ def forwarder(
 
 
 def run_worker(fw: Forwarder) -> None:
-    """Run every queued job in this process with ``fw`` (the CLI's worker, in burst mode)."""
+    """Queue what is due, then run every queued job in this process with ``fw`` (the CLI's
+    worker in burst mode: it sweeps as it starts, then works the queue empty)."""
+    fw.sweep()
     ForwardingWorker(fw).work(burst=True, with_scheduler=False)
 
 

@@ -28,11 +28,11 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
     """Build a Forwarder from ``settings`` (without Airflow: replay and listings only)."""
     client = settings.redis_client()
     store = delivery_store(settings, client)
-    queue = Queue(settings.queue_name, connection=client)
     return Forwarder(
         settings,
         store,
-        Enqueuer(settings, store, queue, UriMap.from_settings(settings)),
+        Enqueuer(settings, store, UriMap.from_settings(settings)),
+        Queue(settings.queue_name, connection=client),
         AirflowClient.from_settings(settings) if with_airflow else None,
     )
 
@@ -54,7 +54,7 @@ class ForwardingWorker(SimpleWorker):
     job_class = ForwardingJob
 
     def __init__(self, forwarder: Forwarder, name: str | None = None) -> None:
-        super().__init__([forwarder.enqueuer.queue], connection=forwarder.redis, name=name)
+        super().__init__([forwarder.queue], connection=forwarder.redis, name=name)
         self.forwarder = forwarder
 
     def execute_job(self, job: Job, queue: Queue) -> None:

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import redis
 from flask import current_app
-from rq import Queue
 
 from fivetran_events import HistoryReader, HistoryWriter, Settings
 from fivetran_events.uris import UriMap
@@ -23,22 +22,20 @@ class State:
     redis: redis.Redis
     writer: HistoryWriter
     reader: HistoryReader
-    queue: Queue
     enqueuer: Enqueuer
 
     @classmethod
     def from_settings(cls, settings: Settings) -> State:
         client = settings.redis_client()
-        queue = Queue(settings.queue_name, connection=client)
         return cls(
             settings=settings,
             redis=client,
             writer=HistoryWriter(client, settings.key_prefix, settings.retention_ms),
             reader=HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms),
-            queue=queue,
-            # The web process only creates deliveries; workers talk to Airflow.
+            # The web process only creates deliveries, due now; workers queue their RQ
+            # jobs and talk to Airflow.
             enqueuer=Enqueuer(
-                settings, delivery_store(settings, client), queue, UriMap.from_settings(settings)
+                settings, delivery_store(settings, client), UriMap.from_settings(settings)
             ),
         )
 
@@ -49,12 +46,13 @@ class State:
 
     @property
     def on_success(self) -> Enqueuer | None:
-        """What a successful sync's write adds: its deliveries, then their RQ jobs.
+        """What a successful sync's write adds: its deliveries, due now, in its script.
 
-        One delivery and one RQ job per dataset URI of the connector (forwarding/enqueue.py).
-        Without ``FIVETRAN_EVENTS_AIRFLOW_URL`` nothing: no worker would ever take those
-        jobs, and records and jobs without an expiry would pile up for good (turning
-        forwarding on later forwards the past only when asked: ``replay --since``).
+        One delivery per dataset URI of the connector (forwarding/enqueue.py); a worker's
+        sweeper queues an RQ job for each. Without ``FIVETRAN_EVENTS_AIRFLOW_URL``
+        nothing: no worker would ever forward them, and due deliveries would pile up
+        (turning forwarding on later forwards the past only when asked: ``replay
+        --since``).
         """
         return self.enqueuer if self.forwarding else None
 

@@ -3,8 +3,8 @@
 The dedup mark, the history write, the change notification and what the caller adds for
 a successful sync (the webhook app adds its deliveries) are one Lua script
 (``_lua.record_script``): Redis runs it as one step, so they are written
-together, and a redelivery writes nothing. What cannot be in the script (the webhook
-app's RQ jobs, queued with RQ's own API) the caller does once it has run.
+together, and a redelivery writes nothing. Nothing follows the script: the webhook
+app's deliveries are made due in it, and its workers queue their RQ jobs.
 """
 
 from __future__ import annotations
@@ -56,21 +56,19 @@ class WriteResult:
 
 
 class OnSuccess(Protocol):
-    """What a caller adds to a successful sync_end's write: in the script, then after it.
+    """What a caller adds to a successful sync_end's write, in the same script.
 
-    ``lua`` is a chunk of Lua run after the history write; it reads its keys from
-    ``KEYS[k0 + 1]`` on and its arguments from ``ARGV[a0 + 1]`` on. Calling the object
-    returns those keys and arguments for one event; ``recorded`` runs once the script
-    has recorded it (never for a duplicate). The webhook app's creates the deliveries,
-    then queues their RQ jobs (webhook_app/forwarding/enqueue.py).
+    ``lua`` is a chunk of Lua run after the history write (never for a duplicate); it
+    reads its keys from ``KEYS[k0 + 1]`` on and its arguments from ``ARGV[a0 + 1]`` on.
+    Calling the object returns those keys and arguments for one event. The webhook app's
+    creates the deliveries, due now, and wakes the sweepers that queue their RQ jobs
+    (webhook_app/forwarding/enqueue.py).
     """
 
     @property
     def lua(self) -> str: ...
 
     def __call__(self, event: Event) -> tuple[Sequence[str], Sequence[EncodableT]]: ...
-
-    def recorded(self, event: Event) -> None: ...
 
 
 class HistoryWriter:
@@ -141,8 +139,6 @@ class HistoryWriter:
         )
         if not recorded:
             return WriteResult(WriteStatus.DUPLICATE)
-        if on_success is not None and event.is_success:
-            on_success.recorded(event)
         return WriteResult(WriteStatus.RECORDED)
 
 

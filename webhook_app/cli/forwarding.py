@@ -44,12 +44,19 @@ def _forwarder(with_airflow: bool) -> Forwarder:
 
 
 def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) -> None:
-    """Queue due deliveries (retries, dead workers' leases) until ``stop`` is set."""
-    while not stop.wait(interval):
+    """Queue due deliveries until ``stop`` is set: new ones as soon as the webhook wakes
+    this sweeper, retries and dead workers' leases every ``interval`` (or sooner).
+
+    ``stop`` is checked after each wait, which lasts at most ``interval`` seconds.
+    """
+    while not stop.is_set():
         try:
-            forwarder.sweep()
+            forwarder.wait_for_wake(interval)
+            if not stop.is_set():
+                forwarder.sweep_backlog()
         except Exception:  # keep sweeping through a Redis blip; the worker reports it too
             log.exception("sweeping due deliveries failed")
+            stop.wait(interval)  # a Redis that refuses at once: not a busy loop
 
 
 def run_pool(
@@ -94,7 +101,8 @@ def run_pool(
     default=1.0,
     show_default=True,
     type=click.FloatRange(0.05),
-    help="Seconds between checks for due retries and expired leases.",
+    help="Seconds between checks for due retries and expired leases (a new delivery "
+    "wakes the sweeper at once).",
 )
 @click.option(
     "--metrics-port",
@@ -141,7 +149,7 @@ def worker(
         start_http_server(metrics_port, addr="127.0.0.1")
     stop = threading.Event()
     forwarder.warm_up()  # token and version now, not in the first delivery's time
-    forwarder.sweep()  # what came due while no worker ran
+    forwarder.sweep_backlog()  # what came due while no worker ran (a burst worker's only sweep)
     sweeper = threading.Thread(
         target=sweep_forever, args=(forwarder, sweep_interval, stop), name="sweeper", daemon=True
     )

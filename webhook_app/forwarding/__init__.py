@@ -5,8 +5,9 @@ a delivery record holds, its states and its reader are ``fivetran_events.deliver
 
 - ``store``: the Redis records, their listing, the per-state index, and the deliveries
   shaped for the syncs listing (``attach_forwarding``);
-- ``enqueue``: the web side, creating deliveries inside the webhook's one script and
-  queuing their RQ jobs after it (it imports no HTTP client), and the jobs' names.
+- ``enqueue``: the web side, creating deliveries inside the webhook's one script, due
+  now (it imports no HTTP client), and the RQ jobs' names and options (``queue_jobs``,
+  which the worker's sweeper calls).
 
 The worker side (``attempt``, ``replay``, ``worker`` with the sweeper) talks to Airflow
 and is imported only by the worker and the CLI; this ``__init__`` does not import it, so

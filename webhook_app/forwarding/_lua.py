@@ -5,71 +5,85 @@ from __future__ import annotations
 from fivetran_events.deliveries import DeliveryState
 
 # Create each delivery of a sync unless it exists (a second success under one sync id
-# must not reset a delivered record), name the RQ job to be queued for it, index it and
-# make it due: the lease's end, so that if its job is never queued (a crash right after
-# this script) the sweeper queues one then. A chunk of the history's record script (the
-# webhook's one script per delivery, fivetran_events/history/_lua.py), or a script of its
-# own (CREATE) for a replay; the caller queues the jobs with RQ's Queue.enqueue once it
-# has run. A new record enters the pending index; the listing and the state indexes drop
-# entries older than the retention, whose records have expired (on one sync in
+# must not reset a delivered record), index it, make it due now (its receipt) and wake
+# the sweepers: a worker's sweeper queues its RQ job (worker.py), so the webhook does no
+# RQ work and a crash after this script loses nothing (the delivery stays due until a
+# sweep queues it). An existing delivery keeps its due time; one no longer due (final)
+# is made due, and its attempt renews its final expiry. The wake list holds at most one
+# element (pushed only when empty), so it stays bounded while no worker runs. A chunk of
+# the history's record script (the webhook's one script per delivery,
+# fivetran_events/history/_lua.py), or a script of its own (CREATE) for ``replay
+# --since``. A new record enters the pending index; the listing and the state indexes
+# drop entries older than the retention, whose records have expired (on one sync in
 # TRIM_EVERY: trimming is maintenance, and five more commands a delivery). What every
 # delivery of the sync shares is passed once.
-# KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order, pending
-# first); then per delivery: its record.
-# ARGV: ttl s, received ms, due ms, listing cutoff ms ('' trims nothing), connector id,
-# sync id, name, type, group, status, ended ms; then per delivery: id, uri, job id.
+# KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order,
+# pending first), the wake list; then per delivery: its record.
+# ARGV: ttl s, received ms, listing cutoff ms ('' trims nothing), connector id, sync id,
+# name, type, group, status, ended ms; then per delivery: id, uri.
 _CREATE = """
 local K, A = k0, a0
 local ttl, received = ARGV[A + 1], ARGV[A + 2]
-local k, a = K + 7, A + 11
-if k < #KEYS and ARGV[A + 4] ~= '' then
+local k, a = K + 8, A + 10
+if k < #KEYS and ARGV[A + 3] ~= '' then
   for i = 2, 7 do
-    if i ~= 3 then redis.call('ZREMRANGEBYSCORE', KEYS[K + i], '-inf', '(' .. ARGV[A + 4]) end
+    if i ~= 3 then redis.call('ZREMRANGEBYSCORE', KEYS[K + i], '-inf', '(' .. ARGV[A + 3]) end
   end
 end
 while k < #KEYS do
-  local rec, id, job = KEYS[k + 1], ARGV[a + 1], ARGV[a + 3]
+  local rec, id = KEYS[k + 1], ARGV[a + 1]
   if redis.call('EXISTS', rec) == 0 then
-    redis.call('HSET', rec, 'connector_id', ARGV[A + 5], 'sync_id', ARGV[A + 6],
-      'uri', ARGV[a + 2], 'connector_name', ARGV[A + 7], 'connector_type', ARGV[A + 8],
-      'group_id', ARGV[A + 9], 'status', ARGV[A + 10], 'ended_ms', ARGV[A + 11],
+    redis.call('HSET', rec, 'connector_id', ARGV[A + 4], 'sync_id', ARGV[A + 5],
+      'uri', ARGV[a + 2], 'connector_name', ARGV[A + 6], 'connector_type', ARGV[A + 7],
+      'group_id', ARGV[A + 8], 'status', ARGV[A + 9], 'ended_ms', ARGV[A + 10],
       'received_ms', received, 'window_ms', received, 'updated_ms', received,
-      'state', '{pending}', 'attempts', '0', 'job', job)
+      'state', '{pending}', 'attempts', '0')
     redis.call('ZADD', KEYS[K + 4], received, id)
-  else
-    redis.call('HSET', rec, 'job', job)
   end
   redis.call('EXPIRE', rec, ttl)
   redis.call('SADD', KEYS[K + 1], id)
   redis.call('ZADD', KEYS[K + 2], 'NX', received, id)
-  redis.call('ZADD', KEYS[K + 3], 'NX', ARGV[A + 3], id)
-  k, a = k + 1, a + 3
+  redis.call('ZADD', KEYS[K + 3], 'NX', received, id)
+  k, a = k + 1, a + 2
 end
-if k > K + 7 then redis.call('EXPIRE', KEYS[K + 1], ttl) end
+if k > K + 8 then
+  redis.call('EXPIRE', KEYS[K + 1], ttl)
+  if redis.call('LLEN', KEYS[K + 8]) == 0 then redis.call('RPUSH', KEYS[K + 8], 1) end
+end
 """
 CREATE_CHUNK = _CREATE.replace("{pending}", DeliveryState.PENDING.value)
 #: CREATE_CHUNK as a script of its own: its keys and arguments start at 1.
 CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 
 
-# Queue ``id`` when it is due (score <= now), unless the RQ job last queued for it is still
-# waiting in the queue; either way push its due time to the lease's end. One step, so two
-# sweepers never both take the same delivery and a backlog never holds two jobs of one
-# delivery. KEYS: due set, record. ARGV: id, now, new due, RQ job key prefix, new job id.
-CLAIM = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then
-  return 0
+# Claim the deliveries due at ``now`` (score <= now, at most ``limit``, oldest first) for
+# new RQ jobs: each is skipped if the RQ job last queued for it (the record's ``job``; none
+# before its first sweep) is still waiting in the queue; either way its due time moves to
+# the lease's end. One step, so two sweepers never both take the same delivery and a
+# backlog never holds two jobs of one delivery. A claimed delivery's record names its new
+# job (``enqueue.forward_job_id``: "fwd-", the first 24 hex digits of the id's SHA-1, "-",
+# now), and the sweeper queues the claimed jobs once this has run: a crash between the
+# two leaves the delivery due at the lease's end, naming a job that was never queued.
+# KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix.
+# Returns id, job id, id, job id, ... of the claimed deliveries.
+CLAIM_DUE = """
+local now = ARGV[1]
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+local out = {}
+for _, id in ipairs(ids) do
+  redis.call('ZADD', KEYS[1], ARGV[2], id)
+  local rec = ARGV[5] .. id
+  local job = redis.call('HGET', rec, 'job')
+  if not (job and redis.call('HGET', ARGV[3] .. job, 'status') == 'queued') then
+    local name = 'fwd-' .. string.sub(redis.sha1hex(id), 1, 24) .. '-' .. now
+    if redis.call('EXISTS', rec) == 1 then
+      redis.call('HSET', rec, 'job', name)
+    end
+    out[#out + 1] = id
+    out[#out + 1] = name
+  end
 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-local job = redis.call('HGET', KEYS[2], 'job')
-if job and redis.call('HGET', ARGV[4] .. job, 'status') == 'queued' then
-  return 0
-end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('HSET', KEYS[2], 'job', ARGV[5])
-end
-return 1
+return out
 """
 
 # Make a sync's set of delivery ids live as long as its longest-lived record: the syncs

@@ -1,31 +1,33 @@
-"""The web side of forwarding: create a sync's deliveries and queue their first attempts.
+"""The web side of forwarding: create a sync's deliveries, due now; and the RQ jobs.
 
 Runs in the webhook's process: the deliveries are a chunk of the history's one write
-script (``HistoryWriter.record``'s ``on_success``), their RQ jobs are queued with RQ's
-``Queue.enqueue`` once that script has recorded the sync (``recorded``). A crash between
-the two leaves deliveries due at their lease's end with no job: the sweeper queues them
-then. It names the job by its dotted path and imports no HTTP client, so the web process
-never loads the worker side.
+script (``HistoryWriter.record``'s ``on_success``), which makes them due now and wakes
+the workers' sweepers; a sweeper queues their RQ jobs (``queue_jobs``, worker.py). So the
+webhook does no RQ work, and a crash after its script loses nothing: the deliveries stay
+due until a sweep queues them. The jobs are named by their dotted path and this module
+imports no HTTP client, so the web process never loads the worker side.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import redis
-from redis.client import Pipeline
 from redis.typing import EncodableT
-from rq import Queue
 
 from fivetran_events import Event, Settings
 from fivetran_events.history.writer import TRIM_EVERY, trims
-from fivetran_events.keys import deliveries_key, due_key, sync_deliveries_key
+from fivetran_events.keys import deliveries_key, due_key, sweep_wake_key, sync_deliveries_key
 from fivetran_events.timeutil import now_ms
 from fivetran_events.uris import UriMap
 
 from ._lua import CREATE, CREATE_CHUNK
 from .store import DeliveryStore
+
+if TYPE_CHECKING:
+    from rq import Queue
 
 #: The dotted path of the job; a string, so the web process never imports the worker side.
 FORWARD_JOB = "webhook_app.jobs.forward_sync"
@@ -37,8 +39,12 @@ FAILURE_TTL = 3 * 86_400
 
 
 def forward_job_id(delivery: str, tag: str | int | None = None) -> str:
-    """Name an attempt's RQ job (RQ allows only letters, digits, '_' and '-' in ids)."""
-    digest = hashlib.blake2b(delivery.encode(), digest_size=12).hexdigest()
+    """Name an attempt's RQ job (RQ allows only letters, digits, '_' and '-' in ids).
+
+    A sweep's claim script (``_lua.CLAIM_DUE``) names its jobs the same way, with the
+    sweep's time as the tag: SHA-1, because Lua in Redis has it.
+    """
+    digest = hashlib.sha1(delivery.encode(), usedforsecurity=False).hexdigest()[:24]
     return f"fwd-{digest}" if tag is None else f"fwd-{digest}-{tag}"
 
 
@@ -75,9 +81,30 @@ def delivery_store(settings: Settings, client: redis.Redis) -> DeliveryStore:
     return DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
 
 
+def queue_jobs(queue: Queue, jobs: Sequence[tuple[str, str]], lease_ms: int) -> None:
+    """Queue an attempt for each (delivery id, RQ job id) of ``jobs``, in one MULTI.
+
+    No ``ttl``: a job that expired before it ran would leave its delivery waiting for the
+    sweeper. RQ stops a job at the lease's end (``job_timeout``).
+    """
+    with queue.connection.pipeline(transaction=True) as pipe:
+        for did, job_id in jobs:
+            queue.enqueue(
+                FORWARD_JOB,
+                kwargs={"delivery": did},
+                job_id=job_id,
+                pipeline=pipe,
+                description=f"forward {did}",
+                result_ttl=RESULT_TTL,
+                failure_ttl=FAILURE_TTL,
+                job_timeout=lease_ms // 1000,
+            )
+        pipe.execute()
+
+
 class Enqueuer:
-    """Create deliveries in a store and queue their RQ jobs; used by the web process and
-    the worker's sweeper and replay."""
+    """Create deliveries in a store, due now, and wake the sweepers that queue their RQ
+    jobs; used by the web process and by ``replay --since``."""
 
     #: The chunk of the history's record script that creates a success's deliveries
     #: (``OnSuccess.lua``; ``__call__`` gives its keys and arguments).
@@ -87,7 +114,6 @@ class Enqueuer:
         self,
         settings: Settings,
         store: DeliveryStore,
-        queue: Queue,
         uri_map: UriMap,
         *,
         clock: Callable[[], int] = now_ms,
@@ -96,7 +122,6 @@ class Enqueuer:
         """``trim_every``: one sync in this many trims the listing and the state indexes."""
         self.settings = settings
         self.store = store
-        self.queue = queue
         self.uri_map = uri_map
         self.clock = clock
         self.lease_ms = lease_ms(settings)
@@ -106,42 +131,29 @@ class Enqueuer:
             deliveries_key(settings.key_prefix),
             due_key(settings.key_prefix),
             *self.store.state_keys,
+            sweep_wake_key(settings.key_prefix),
         ]
 
     def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
         """Return the keys and arguments that create the deliveries of a successful sync,
         in the script that records it (``lua``): all of it is written with the history or
         none of it is."""
-        return self._parts(event, self.clock(), [(uri, None) for uri in self._uris(event)])
+        return self._parts(event, self.clock(), self._uris(event))
 
-    def recorded(self, event: Event) -> None:
-        """Queue the first attempt of each delivery of ``event``, which the record script
-        has just created (in one MULTI: one round trip)."""
-        with self.store.client.pipeline(transaction=True) as pipe:
-            for uri in self._uris(event):
-                did = self.store.id_of(event, uri)
-                self.enqueue_job(did, pipe, forward_job_id(did))
-            pipe.execute()
-
-    def create(self, event: Event, uri: str, now: int, tag: str) -> str:
-        """Create one delivery of ``event`` to ``uri`` (kept if it exists) and queue a job
-        for it named with ``tag`` (a replay of the past): the script, then the job."""
-        keys, args = self._parts(event, now, [(uri, tag)])
+    def create(self, event: Event, uri: str, now: int) -> str:
+        """Create one delivery of ``event`` to ``uri`` (kept if it exists), due now, and
+        wake the sweepers (a success of the past: ``replay --since``)."""
+        keys, args = self._parts(event, now, [uri])
         self.create_script(keys=keys, args=args)
-        did = self.store.id_of(event, uri)
-        self.enqueue_job(did, None, forward_job_id(did, tag))
-        return did
+        return self.store.id_of(event, uri)
 
     def _uris(self, event: Event) -> list[str]:
         return self.uri_map.uris(
             event.connector_id, event.connector_name, event.connector_type, event.group_id
         )
 
-    def _parts(
-        self, event: Event, now: int, uris: list[tuple[str, str | None]]
-    ) -> tuple[list[str], list[EncodableT]]:
-        """Return the chunk's keys and arguments for ``event``'s deliveries to ``uris``
-        (each with the tag of its job's name, None for the first attempt's)."""
+    def _parts(self, event: Event, now: int, uris: list[str]) -> tuple[list[str], list[EncodableT]]:
+        """Return the chunk's keys and arguments for ``event``'s deliveries to ``uris``."""
         assert event.sync_id is not None
         keys = [
             sync_deliveries_key(self.settings.key_prefix, event.connector_id, event.sync_id),
@@ -150,7 +162,6 @@ class Enqueuer:
         args: list[EncodableT] = [
             self.store.retention_s,
             now,
-            now + self.lease_ms,
             # The listing keeps as long as the records; trimmed as often as the history.
             now - self.store.retention_s * 1000 if trims(event, self.trim_every) else "",
             event.connector_id,
@@ -161,30 +172,8 @@ class Enqueuer:
             event.status or "",
             event.created_ms,
         ]
-        for uri, tag in uris:
+        for uri in uris:
             did = self.store.id_of(event, uri)
             keys.append(self.store.key(did))
-            args += [did, uri, forward_job_id(did, tag)]
+            args += [did, uri]
         return keys, args
-
-    def enqueue_job(self, did: str, pipe: Pipeline | None, job_id: str) -> None:
-        """Queue an attempt at ``did`` as RQ job ``job_id`` (in ``pipe`` when given).
-
-        No ``ttl``: a job that expired before it ran would leave its delivery waiting
-        for the sweeper.
-        """
-        self.queue.enqueue(
-            FORWARD_JOB,
-            kwargs={"delivery": did},
-            job_id=job_id,
-            pipeline=pipe,
-            description=f"forward {did}",
-            result_ttl=RESULT_TTL,
-            failure_ttl=FAILURE_TTL,
-            job_timeout=self.lease_ms // 1000,
-        )
-
-    @property
-    def job_prefix(self) -> str:
-        """The key prefix of RQ's job hashes (the sweeper reads a queued job's status)."""
-        return str(self.queue.job_class.redis_job_namespace_prefix)

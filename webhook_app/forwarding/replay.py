@@ -2,7 +2,8 @@
 
 Both entry points serve ``fivetran-events replay``: ``replay(ids)`` gives deliveries that
 were not delivered a new retry window, ``forward_since(ms)`` creates the deliveries of
-successes recorded while forwarding was off (``replay --since``).
+successes recorded while forwarding was off (``replay --since``). Either makes them due
+now and wakes the workers' sweepers, which queue their jobs: the webhook's path.
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ from fivetran_events.keys import (
     connectors_key,
     deliveries_key,
     due_key,
+    sweep_wake_key,
     undelivered_key,
 )
 from fivetran_events.model import EventKind
 from fivetran_events.timeutil import from_ms, iso
 
-from .enqueue import Enqueuer, forward_job_id, record_ttl_ms
+from .enqueue import Enqueuer, record_ttl_ms
 from .store import DeliveryStore
 
 
 def replay(enq: Enqueuer, ids: Iterable[str], clock: Callable[[], int]) -> list[str]:
-    """Give given-up (or stuck) deliveries a new retry window and queue them now."""
+    """Give given-up (or stuck) deliveries a new retry window, due now."""
     return [did for did in ids if _replay_one(enq, did, clock)]
 
 
@@ -50,8 +52,7 @@ def _replay_one(enq: Enqueuer, did: str, clock: Callable[[], int]) -> bool:
                 if d is None or d.state is DeliveryState.DELIVERED or d.get("event_id"):
                     return False
                 now = clock()
-                job = forward_job_id(did, f"r{now}")
-                pipe.multi()  # RQ's enqueue(pipeline=) expects the MULTI already open
+                pipe.multi()
                 pipe.hset(
                     key,
                     mapping={
@@ -59,19 +60,21 @@ def _replay_one(enq: Enqueuer, did: str, clock: Callable[[], int]) -> bool:
                         "window_ms": str(now),
                         "reason": f"replayed at {iso(now)}",
                         "updated_ms": str(now),
-                        "job": job,
                     },
                 )
                 pipe.hdel(key, "next_attempt_ms")
                 pipe.zrem(undelivered_key(prefix), did)
-                pipe.zadd(due_key(prefix), {did: now + enq.lease_ms})
+                # Due now; the sweeper claims it unless its last job is still queued.
+                pipe.zadd(due_key(prefix), {did: now})
                 # A new window: listed as new, and its record (and its sync's set) lives a
                 # whole window again.
                 pipe.zadd(deliveries_key(prefix), {did: now})
                 fresh = Delivery(did, {**d.fields, "window_ms": str(now)})
                 enq.store.expire(pipe, fresh, record_ttl_ms(enq.settings))
                 enq.store.index_state(pipe, fresh, DeliveryState.PENDING)
-                enq.enqueue_job(did, pipe, job)
+                # Wake a sweeper; the list keeps one element however many replays.
+                pipe.rpush(sweep_wake_key(prefix), 1)
+                pipe.ltrim(sweep_wake_key(prefix), 0, 0)
                 pipe.execute()
                 return True
             except WatchError:
@@ -83,8 +86,8 @@ def forward_since(
 ) -> tuple[list[str], list[str], int]:
     """Forward every success that ended at or after ``since_ms``.
 
-    Creates and queues the deliveries that do not exist (successes recorded while
-    forwarding was off) and replays existing ones that were not delivered. Returns
+    Creates the deliveries that do not exist (successes recorded while forwarding was
+    off) and replays existing ones that were not delivered, all due now. Returns
     (created, replayed, already delivered).
     """
     prefix = enq.settings.key_prefix
@@ -121,7 +124,7 @@ def forward_since(
                 if enq.store.client.exists(enq.store.key(did)):
                     existing.append(did)
                     continue
-                created.append(enq.create(event, uri, now, f"s{now}"))
+                created.append(enq.create(event, uri, now))
     replayed = replay(enq, existing, clock)
     return created, replayed, len(existing) - len(replayed)
 

@@ -1,10 +1,12 @@
 """The worker's view of forwarding: attempts, the sweeper and replay behind one object.
 
-The sweeper queues an attempt for every delivery whose due time has come: retries, lease
-expiries and deliveries whose first job was never queued (a crash between the webhook's
-script and its enqueue) are due times in one sorted set, and the worker's sweeper thread
-queues whatever is due (never a second job while one is queued), so no RQ scheduler is
-needed and a killed worker's delivery resumes.
+The sweeper queues an attempt for every delivery whose due time has come: new deliveries
+(due at receipt: the webhook queues no job), retries, lease expiries and claims whose job
+was never queued (a crash between a sweep's claim and its enqueue) are due times in one
+sorted set, and the worker's sweeper thread queues whatever is due (never a second job
+while one is queued), so no RQ scheduler is needed and a killed worker's delivery
+resumes. The sweeper sweeps when woken (the webhook's script pushes the wake list, which
+it waits on) and every sweep interval.
 
 A worker pool's processes share Airflow's asset ids through Redis (``RedisAssetIds``):
 without it each process's first delivery to a URI (and each one's again when its cache
@@ -19,19 +21,20 @@ import random
 from collections.abc import Callable, Iterable
 
 import redis
+from rq import Queue
 
 from fivetran_events import Settings, as_text
 from fivetran_events.deliveries import DeliveryState
-from fivetran_events.keys import asset_id_key, due_key
+from fivetran_events.keys import asset_id_key, due_key, sweep_wake_key
 from fivetran_events.timeutil import now_ms
 
 from ..airflow_client import AirflowClient
 from ..airflow_errors import AirflowError
 from . import attempt as _attempt
 from . import replay as _replay
-from ._lua import CLAIM
+from ._lua import CLAIM_DUE
 from .attempt import AttemptResult
-from .enqueue import Enqueuer, forward_job_id, keep_delivered_ms, record_ttl_ms
+from .enqueue import Enqueuer, keep_delivered_ms, queue_jobs, record_ttl_ms
 from .store import DeliveryStore
 
 __all__ = ["AttemptResult", "DeliveryState", "Forwarder"]
@@ -63,30 +66,31 @@ class RedisAssetIds:
         self.redis.delete(asset_id_key(self.prefix, uri))
 
 
-def sweep(enq: Enqueuer, now: int, limit: int = SWEEP_BATCH) -> int:
-    """Queue an attempt for every delivery due at ``now``; return how many were queued."""
-    client = enq.store.client
-    due = due_key(enq.settings.key_prefix)
-    claim = client.register_script(CLAIM)
-    ids = [as_text(m) for m in client.zrangebyscore(due, "-inf", now, start=0, num=limit)]
-    queued = 0
-    for did in ids:
-        job = forward_job_id(did, now)
-        if claim(
-            keys=[due, enq.store.key(did)],
-            args=[did, now, now + enq.lease_ms, enq.job_prefix, job],
-        ):
-            enq.enqueue_job(did, None, job)
-            queued += 1
-    return queued
+def sweep(fw: Forwarder, now: int, limit: int = SWEEP_BATCH) -> int:
+    """Queue an attempt for every delivery due at ``now``; return how many were queued.
+
+    Two round trips: the claim script (``_lua.CLAIM_DUE``), then the claimed jobs in one
+    MULTI.
+    """
+    claimed = [
+        as_text(x)
+        for x in fw.claim_script(
+            keys=[due_key(fw.settings.key_prefix)],
+            args=[now, now + fw.lease_ms, fw.job_prefix, limit, fw.store.key("")],
+        )
+    ]
+    jobs = list(zip(claimed[::2], claimed[1::2], strict=True))
+    if jobs:
+        queue_jobs(fw.queue, jobs, fw.lease_ms)
+    return len(jobs)
 
 
 class Forwarder:
     """Make forwarding attempts, schedule retries, sweep due deliveries, replay.
 
-    It has a delivery store, an enqueuer (to queue attempts) and an Airflow client (None:
-    replay and listings only). The clock and the jitter are read at each call, so a test
-    can swap them.
+    It has a delivery store, an enqueuer (to create deliveries), the RQ queue its sweeps
+    fill and an Airflow client (None: replay and listings only). The clock and the
+    jitter are read at each call, so a test can swap them.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class Forwarder:
         settings: Settings,
         store: DeliveryStore,
         enqueuer: Enqueuer,
+        queue: Queue,
         airflow: AirflowClient | None,
         *,
         clock: Callable[[], int] = now_ms,
@@ -102,6 +107,7 @@ class Forwarder:
         self.settings = settings
         self.store = store
         self.enqueuer = enqueuer
+        self.queue = queue
         self.airflow = airflow
         self.redis = store.client
         self.clock = clock
@@ -110,6 +116,10 @@ class Forwarder:
         self.margin_ms = int(settings.forward_unknown_outcome_seconds * 1000)
         self.keep_ms = keep_delivered_ms(settings)
         self.record_ttl_ms = record_ttl_ms(settings)
+        self.claim_script = self.redis.register_script(CLAIM_DUE)
+        #: The key prefix of RQ's job hashes (a claim reads the last job's status).
+        self.job_prefix = str(queue.job_class.redis_job_namespace_prefix)
+        self.wake_key = sweep_wake_key(settings.key_prefix)
         if airflow is not None and airflow.shared_assets is None:
             # The pool's processes find each other's asset ids (RedisAssetIds).
             airflow.shared_assets = RedisAssetIds(self.redis, settings.key_prefix)
@@ -135,7 +145,26 @@ class Forwarder:
 
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
         """Queue every due delivery (``sweep``)."""
-        return sweep(self.enqueuer, self.clock() if now is None else now, limit)
+        return sweep(self, self.clock() if now is None else now, limit)
+
+    def sweep_backlog(self) -> int:
+        """Sweep again while a sweep queues a full batch (a backlog); return how many."""
+        batch = SWEEP_BATCH
+        total = n = self.sweep(limit=batch)
+        while n >= batch:
+            n = self.sweep(limit=batch)
+            total += n
+        return total
+
+    def wait_for_wake(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for new due deliveries; return whether woken.
+
+        One BLPOP of the wake list, which the webhook's script pushes (one element at
+        most); its timeout stays under the client's socket timeout, which would otherwise
+        end the wait with an error.
+        """
+        limit = self.settings.redis_timeout_seconds / 2
+        return self.redis.blpop([self.wake_key], timeout=min(timeout, limit)) is not None
 
     def replay(self, ids: Iterable[str]) -> list[str]:
         """Replay deliveries that were not delivered (replay.py)."""

@@ -27,9 +27,6 @@ class LuaHook:
     def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
         return self.parts(event)
 
-    def recorded(self, event: Event) -> None:
-        """Nothing to do after the script."""
-
 
 #: Writes one more key in the delivery's script.
 set_side = LuaHook(

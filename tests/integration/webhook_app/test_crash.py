@@ -16,7 +16,7 @@ import requests
 from rq import Queue
 
 from fivetran_events import Settings, parse_event
-from fivetran_events.keys import ConnectorKeys, deliveries_key, due_key
+from fivetran_events.keys import ConnectorKeys, deliveries_key, due_key, sweep_wake_key
 from testkit.processes import stop_group
 from testkit.servers import webhook_server
 from testkit.support import job_sync_id, payload, recorded_ends, signed
@@ -39,15 +39,15 @@ def bodies(n: int) -> list[bytes]:
 def test_sigkill_under_load_keeps_every_ack(
     redis_url: str, client: redis.Redis, settings: Settings, tmp_path: Path
 ) -> None:
-    """SIGKILL mid-load: every 200 is recorded with its job; nothing is half-written (a
-    delivery the kill left without its job is due, and the sweeper queues it);
-    redelivering everything afterwards records each delivery exactly once."""
+    """SIGKILL mid-load: every 200 is recorded with its delivery, due now (the webhook
+    queues no job: a sweeper does); nothing is half-written; redelivering everything
+    afterwards records each delivery exactly once, and one sweep queues one job each."""
     sent = [bodies(MAX_PER_THREAD) for _ in range(THREADS)]
     acked: list[bytes] = []
     lock = threading.Lock()
     stop = threading.Event()
 
-    # webhook_server turns forwarding on: each success also queues its job.
+    # webhook_server turns forwarding on: each success also creates its delivery.
     with webhook_server(redis_url, tmp_path) as (
         base,
         proc,
@@ -80,7 +80,7 @@ def test_sigkill_under_load_keeps_every_ack(
 
     assert len(acked) >= 150
     q = Queue("fivetran-events", connection=client)
-    queued = set(q.job_ids)
+    assert q.count == 0  # no worker ran: nothing queued them yet
     recorded_total = 0
     for c in range(5):
         keys = ConnectorKeys("test:", f"c{c}")
@@ -89,18 +89,17 @@ def test_sigkill_under_load_keeps_every_ack(
         # No half-written delivery: each completion has its dedup mark and its delivery.
         assert client.zcard(keys.seen) == len(ok) == recorded_ends(client, keys)
     assert recorded_total == client.zcard(deliveries_key("test:"))
-    # The kill may fall between the script and the enqueue: those deliveries are due.
+    # Every delivery is due now, and the sweepers' wake list holds one element.
+    now = int(time.time() * 1000)
     listed = cast("list[bytes]", client.zrange(deliveries_key("test:"), 0, -1))
-    jobless = {d.decode() for d in listed} - {j.kwargs["delivery"] for j in q.get_jobs()}
-    assert len(queued) + len(jobless) == recorded_total
-    assert all(client.zscore(due_key("test:"), did) is not None for did in jobless)
+    assert client.zcount(due_key("test:"), "-inf", now) == len(listed) == recorded_total
+    assert client.lrange(sweep_wake_key("test:"), 0, -1) == [b"1"]
     for raw in acked:
         ev = parse_event(raw)
         keys = ConnectorKeys("test:", ev.connector_id)
         assert client.zscore(keys.seen, ev.dedup_id) is not None
     acked_ids = {json.loads(r)["sync_id"] for r in acked}
-    job_syncs = {job_sync_id(client, j) for j in q.get_jobs()}
-    assert acked_ids <= job_syncs
+    assert acked_ids <= {d.decode().split(":")[1] for d in listed}
 
     # Fivetran redelivers whatever was not acknowledged (and we resend everything).
     with webhook_server(redis_url, tmp_path) as (base, _):
@@ -110,9 +109,10 @@ def test_sigkill_under_load_keeps_every_ack(
             _, headers = signed(raw)
             r = s.post(base + "/webhooks/fivetran", data=raw, headers=headers, timeout=5)
             assert r.status_code == 200 and r.json()["status"] in ("recorded", "duplicate")
-    # The sweeper queues what the kill left without a job (due at its lease's end).
+    # A sweep queues every delivery, each once (a second queues none).
     fw = build_forwarder(settings, with_airflow=False)
-    assert fw.sweep(now=int(time.time() * 1000) + fw.lease_ms + 1_000) == len(jobless)
+    total = client.zcard(deliveries_key("test:"))
+    assert fw.sweep(limit=100_000) == total and fw.sweep(limit=100_000) == 0
     final_jobs = Queue("fivetran-events", connection=client).job_ids
     assert len(final_jobs) == len(set(final_jobs))
     expected = {json.loads(r)["sync_id"] for r in everything} | acked_ids

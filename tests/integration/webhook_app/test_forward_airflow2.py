@@ -36,12 +36,16 @@ pytestmark = pytest.mark.timeout(60)
 
 
 class Clock:
-    """A settable clock in epoch ms, for retry schedules without sleeping."""
+    """A settable clock in epoch ms, for retry schedules without sleeping.
+
+    It starts a second ahead of the wall clock, so a delivery the webhook creates (due at
+    its receipt, by the wall clock) is due by it.
+    """
 
     def __init__(self, fw: Forwarder) -> None:
         import time
 
-        self.now = int(time.time() * 1000)
+        self.now = int(time.time() * 1000) + 1_000
         fw.clock = self
         fw.rng = lambda: 0.5
 
@@ -57,18 +61,19 @@ def state_of(fw: Forwarder, sync_id: str, uri: str = URI) -> Any:
 
 class TestDelivery:
     def test_webhook_queues_a_pending_delivery(self, http: Any, fw: Forwarder) -> None:
-        """A successful sync_end creates its delivery and job in the history's transaction."""
+        """A successful sync_end creates its delivery, due now, in the history's script;
+        a sweep queues its one job."""
         post_event(http, sync_id="s1")
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.PENDING
-        assert fw.enqueuer.queue.count == 1
-        job = fw.enqueuer.queue.jobs[0]
+        assert fw.queue.count == 0 and fw.sweep() == 1 and fw.queue.count == 1
+        job = fw.queue.jobs[0]
         assert job.kwargs == {"delivery": d.id}
         assert syncs(http, CID)[0]["forwarding"][0]["state"] == "pending"
 
     def test_failed_sync_is_not_forwarded(self, http: Any, fw: Forwarder) -> None:
         post_event(http, sync_id="s1", status="FAILURE")
-        assert fw.enqueuer.queue.count == 0
+        assert fw.sweep() == 0 and fw.queue.count == 0
 
     def test_delivered_with_extra(self, http: Any, fw: Forwarder, standin: Airflow2StandIn) -> None:
         """The worker posts one event with the sync's extra and records Airflow's id."""
@@ -342,7 +347,8 @@ class TestExactlyOnce:
         """A job lost with its worker is queued again once its lease runs out."""
         clock = Clock(fw)
         post_event(http, sync_id="s1")
-        fw.enqueuer.queue.empty()  # type: ignore[no-untyped-call]  # the job died with its worker; rq leaves it untyped
+        assert fw.sweep() == 1
+        fw.queue.empty()  # type: ignore[no-untyped-call]  # the job died with its worker; rq leaves it untyped
         assert fw.sweep() == 0
         clock.now += fw.lease_ms + 60_000
         assert fw.sweep() == 1
@@ -397,7 +403,7 @@ class TestClient:
 
 
 def test_queue_name_is_the_settings(fw: Forwarder, settings: Settings) -> None:
-    assert isinstance(fw.enqueuer.queue, Queue) and fw.enqueuer.queue.name == settings.queue_name
+    assert isinstance(fw.queue, Queue) and fw.queue.name == settings.queue_name
 
 
 def test_non_json_answer_is_retried(http: Any, fw: Forwarder, standin: Airflow2StandIn) -> None:

@@ -35,7 +35,9 @@ from testkit.support import at
 from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app import create_app
 from webhook_app.cli import main
+from webhook_app.forwarding.enqueue import forward_job_id, queue_jobs
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.jobs import ForwardingWorker
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -136,9 +138,11 @@ class TestBackoffHolds:
             assert d.state is DeliveryState.RETRYING
             assert d.ms("next_attempt_ms") == int((T0 + timedelta(seconds=30)).timestamp() * 1000)
             clock.tick(10)
-            post_event(http, sync_id="s1", created=at(9))  # a second success: a job now
-            assert fw.enqueuer.queue.count == 1
-            run_worker(fw)
+            post_event(http, sync_id="s1", created=at(9))  # a second success: still +30 s
+            assert fw.sweep() == 0
+            did = d.id
+            queue_jobs(fw.queue, [(did, forward_job_id(did, "early"))], fw.lease_ms)
+            ForwardingWorker(fw).work(burst=True, with_scheduler=False)  # that job, no sweep
             assert standin.posts == []  # (the 503 was answered before the body was read)
             assert delivery(fw, "s1").state is DeliveryState.RETRYING
             clock.tick(19)
@@ -153,11 +157,11 @@ class TestBackoffHolds:
         """No worker for longer than a lease: the delivery keeps its one queued job."""
         with freeze_time(T0) as clock:
             post_event(http, sync_id="s1")
-            assert fw.enqueuer.queue.count == 1
+            assert fw.sweep() == 1 and fw.queue.count == 1
             for _ in range(3):
                 clock.tick(fw.lease_ms / 1000 + 1)
                 assert fw.sweep() == 0
-            assert fw.enqueuer.queue.count == 1
+            assert fw.queue.count == 1
 
     @pytest.mark.parametrize("status", [429, 503])
     @pytest.mark.parametrize(
@@ -181,7 +185,7 @@ class TestBackoffHolds:
             d = delivery(fw, "s1")
             assert d.state is DeliveryState.RETRYING, d.fields
             assert d.ms("next_attempt_ms") == d.ms("updated_ms") + 3_600_000
-        assert fw.enqueuer.queue.failed_job_registry.count == 0
+        assert fw.queue.failed_job_registry.count == 0
 
 
 class TestUnknownOutcome:

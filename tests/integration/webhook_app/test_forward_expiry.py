@@ -129,16 +129,12 @@ class TestExpiry:
         # RQ: results expired (1 s here); a worker's maintenance (run at its start, then
         # every 10 minutes) drops the registries' entries of expired jobs.
         poll_until(
-            lambda: (
-                not any(
-                    k.startswith("rq:job:") for k in rq_leftovers(client, fw.enqueuer.queue.name)
-                )
-            ),
+            lambda: not any(k.startswith("rq:job:") for k in rq_leftovers(client, fw.queue.name)),
             "RQ's finished jobs to expire",
             10,
         )
         run_worker(fw)
-        assert rq_leftovers(client, fw.enqueuer.queue.name) == []
+        assert rq_leftovers(client, fw.queue.name) == []
 
         # A replay opens a new window: the record and its sync's set live a whole one again.
         before = client.pttl(fw.store.key(gone_404))

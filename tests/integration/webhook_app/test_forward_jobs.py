@@ -1,14 +1,16 @@
-"""The webhook's forwarding jobs: queued with RQ's own API once the record script ran.
+"""The forwarding jobs: the webhook's script makes deliveries due now, a sweep queues them.
 
 Real redis-server; RQ reads the jobs back with its own ``Job.fetch`` and ``Queue``, and
 RQ's worker runs them against the Airflow 2 stand-in. That every delivery reaches
 Airflow end to end is shown by the forwarding tests (``test_forwarding_worker.py``,
-``test_forward_edges.py``); these show the jobs themselves, and that a crash between
-the script and the enqueue loses no delivery.
+``test_forward_edges.py``); these show the jobs themselves, that the webhook queues none
+(it wakes the sweepers), that a crash before a sweep queues the job loses no delivery,
+and that sweepers queue one job per delivery however many run.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -18,7 +20,7 @@ from rq import Queue
 from rq.job import Job, JobStatus
 
 from fivetran_events import HistoryWriter, Settings, WriteStatus
-from fivetran_events.keys import due_key
+from fivetran_events.keys import due_key, sweep_wake_key
 from fivetran_events.timeutil import to_ms
 from fivetran_events.uris import UriMap
 from testkit.airflow2_standin import Airflow2StandIn
@@ -27,7 +29,10 @@ from testkit.forward_support import (
     URI,
     run_worker,
 )
+from testkit.processes import poll_until
 from testkit.support import at, ev
+from webhook_app.cli.forwarding import sweep_forever
+from webhook_app.forwarding import worker as worker_module
 from webhook_app.forwarding.enqueue import (
     FAILURE_TTL,
     FORWARD_JOB,
@@ -35,6 +40,7 @@ from webhook_app.forwarding.enqueue import (
     Enqueuer,
     delivery_store,
     forward_job_id,
+    queue_jobs,
 )
 from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
@@ -44,70 +50,50 @@ pytestmark = pytest.mark.timeout(60)
 QUEUE = "q'\\\"]]\u00e9\n"
 
 
-def _enqueuer(settings: Settings, client: redis.Redis) -> Enqueuer:
+def _forwarder(settings: Settings, client: redis.Redis) -> Forwarder:
+    """A Forwarder without Airflow: its enqueuer creates deliveries, its sweeps queue them."""
+    store = delivery_store(settings, client)
     queue = Queue(settings.queue_name, connection=client)
-    return Enqueuer(settings, delivery_store(settings, client), queue, UriMap())
+    return Forwarder(settings, store, Enqueuer(settings, store, UriMap()), queue, None)
 
 
 def _record(settings: Settings, client: redis.Redis, enq: Enqueuer, sync_id: str) -> str:
-    """Record a successful sync_end with ``enq`` adding its delivery; return the job id."""
+    """Record a successful sync_end with ``enq`` adding its delivery; return its id."""
     event = ev(sync_id=sync_id, created=at(3))
     writer = HistoryWriter(client, settings.key_prefix, settings.retention_ms)
     assert writer.record(event, on_success=enq, now=to_ms(at(4))).status is WriteStatus.RECORDED
     (uri,) = enq.uri_map.uris(event.connector_id, event.connector_name, None, None)
-    return forward_job_id(enq.store.id_of(event, uri))
+    return enq.store.id_of(event, uri)
 
 
-class TestJobs:
-    def test_rq_reads_it_back_queued_in_order(
+def _wake(fw: Forwarder) -> list[bytes]:
+    return fw.redis.lrange(sweep_wake_key(fw.settings.key_prefix), 0, -1)  # type: ignore[return-value]
+
+
+class TestTheWebhookQueuesNoJob:
+    def test_the_delivery_is_due_now_and_the_sweepers_woken(
         self, settings: Settings, client: redis.Redis
     ) -> None:
-        """RQ's Queue lists the jobs in the order written and Job.fetch rebuilds the call."""
-        enq = _enqueuer(settings, client)
-        first, second = (_record(settings, client, enq, s) for s in ("sync-1", "sync-2"))
-        queue = Queue(settings.queue_name, connection=client)
-        assert queue.job_ids == [first, second]
-        assert [q.name for q in Queue.all(connection=client)] == [settings.queue_name]
-        job = Job.fetch(second, connection=client)
-        did = job.kwargs["delivery"]
-        assert job.func_name == FORWARD_JOB and did.split(":")[1] == "sync-2"
-        assert job.get_status() is JobStatus.QUEUED and job.origin == settings.queue_name
-        assert job.description == f"forward {did}" and job.timeout == enq.lease_ms // 1000
-        assert enq.store.get(did) is not None and enq.store.get(did).get("job") == second  # type: ignore[union-attr]
+        """No RQ job after the script: the delivery is due at its receipt, the wake list
+        holds one element however many deliveries came, and one sweep queues one job."""
+        fw = _forwarder(settings, client)
+        before = int(time.time() * 1000)
+        dids = [_record(settings, client, fw.enqueuer, s) for s in ("sync-1", "sync-2")]
+        assert fw.queue.count == 0
+        for did in dids:
+            d = fw.store.get(did)
+            assert d is not None and d.state is DeliveryState.PENDING and d.get("job") is None
+            due = client.zscore(due_key(settings.key_prefix), did)
+            assert due is not None and due == d.ms("received_ms")
+            assert before <= due <= int(time.time() * 1000)
+        assert _wake(fw) == [b"1"]
+        assert fw.sweep() == 2 and fw.queue.count == 2
 
-    def test_the_job_keeps_its_result_briefly_and_never_expires_unrun(
-        self, settings: Settings, client: redis.Redis
-    ) -> None:
-        """Result and failure TTLs as set; no ttl: a job that expired before it ran would
-        leave its delivery waiting for the sweeper."""
-        enq = _enqueuer(settings, client)
-        job = Job.fetch(_record(settings, client, enq, "sync-1"), connection=client)
-        assert (job.result_ttl, job.failure_ttl, job.ttl) == (RESULT_TTL, FAILURE_TTL, None)
-        assert client.ttl(job.key) == -1
-
-    def test_unusual_values_reach_the_job_unchanged(
-        self, settings: Settings, client: redis.Redis
-    ) -> None:
-        """A queue name with quotes, backslashes and non-ASCII comes back byte for byte."""
-        settings = settings.model_copy(update={"queue_name": QUEUE})
-        enq = _enqueuer(settings, client)
-        job_id = _record(settings, client, enq, "sync-1")
-        assert Job.fetch(job_id, connection=client).origin == QUEUE
-
-    def test_a_duplicate_queues_nothing(self, settings: Settings, client: redis.Redis) -> None:
-        """A redelivery writes nothing in the script, and so queues no job either."""
-        enq = _enqueuer(settings, client)
-        _record(settings, client, enq, "sync-1")
-        writer = HistoryWriter(client, settings.key_prefix, settings.retention_ms)
-        again = writer.record(ev(sync_id="sync-1", created=at(3)), on_success=enq)
-        assert again.status is WriteStatus.DUPLICATE
-        assert Queue(settings.queue_name, connection=client).count == 1
-
-    def test_two_round_trips_a_success(
+    def test_one_round_trip_a_success(
         self, settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """The record script, then every job of the sync in one MULTI."""
-        enq = _enqueuer(settings, client)
+        """The record script is the webhook's whole write: nothing follows it."""
+        enq = _forwarder(settings, client).enqueuer
         _record(settings, client, enq, "warm")  # connect; Redis learns the script
         sends: list[Any] = []
         real = redis.connection.AbstractConnection.send_packed_command
@@ -118,38 +104,199 @@ class TestJobs:
 
         monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
         _record(settings, client, enq, "sync-1")
-        assert len(sends) == 2
+        assert len(sends) == 1
+
+    def test_a_duplicate_makes_nothing_due(self, settings: Settings, client: redis.Redis) -> None:
+        """A redelivery writes nothing in the script: nothing due, no wake, no job."""
+        fw = _forwarder(settings, client)
+        _record(settings, client, fw.enqueuer, "sync-1")
+        assert fw.sweep() == 1
+        client.delete(sweep_wake_key(settings.key_prefix))  # a sweeper took the wake
+        writer = HistoryWriter(client, settings.key_prefix, settings.retention_ms)
+        again = writer.record(ev(sync_id="sync-1", created=at(3)), on_success=fw.enqueuer)
+        assert again.status is WriteStatus.DUPLICATE
+        assert _wake(fw) == [] and fw.sweep() == 0 and fw.queue.count == 1
 
 
-class TestCrashBetweenScriptAndEnqueue:
-    def test_the_sweeper_queues_it_and_it_is_delivered_once(
-        self, fw: Forwarder, standin: Airflow2StandIn, monkeypatch: pytest.MonkeyPatch
+class TestJobs:
+    def test_rq_reads_it_back_queued_in_order(
+        self, settings: Settings, client: redis.Redis
     ) -> None:
-        """The script wrote history and delivery, the process died before queuing the job:
-        the delivery is due at its lease's end, the sweeper queues it then, a real worker
-        delivers it, and a second job of the same delivery posts nothing more."""
-        monkeypatch.setattr(Enqueuer, "recorded", lambda self, event: None)  # the crash
+        """RQ's Queue lists the jobs in the order due and Job.fetch rebuilds the call."""
+        fw = _forwarder(settings, client)
+        dids = [_record(settings, client, fw.enqueuer, s) for s in ("sync-1", "sync-2")]
+        now = int(time.time() * 1000)
+        assert fw.sweep(now) == 2
+        first, second = (forward_job_id(did, now) for did in dids)
+        assert fw.queue.job_ids == [first, second]
+        assert [q.name for q in Queue.all(connection=client)] == [settings.queue_name]
+        job = Job.fetch(second, connection=client)
+        did = job.kwargs["delivery"]
+        assert job.func_name == FORWARD_JOB and did == dids[1]
+        assert job.get_status() is JobStatus.QUEUED and job.origin == settings.queue_name
+        assert job.description == f"forward {did}" and job.timeout == fw.lease_ms // 1000
+        assert fw.store.get(did) is not None and fw.store.get(did).get("job") == second  # type: ignore[union-attr]
+
+    def test_the_job_keeps_its_result_briefly_and_never_expires_unrun(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        """Result and failure TTLs as set; no ttl: a job that expired before it ran would
+        leave its delivery waiting for the sweeper."""
+        fw = _forwarder(settings, client)
+        _record(settings, client, fw.enqueuer, "sync-1")
+        assert fw.sweep() == 1
+        job = Job.fetch(fw.queue.job_ids[0], connection=client)
+        assert (job.result_ttl, job.failure_ttl, job.ttl) == (RESULT_TTL, FAILURE_TTL, None)
+        assert client.ttl(job.key) == -1
+
+    def test_unusual_values_reach_the_job_unchanged(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        """A queue name with quotes, backslashes and non-ASCII comes back byte for byte."""
+        settings = settings.model_copy(update={"queue_name": QUEUE})
+        fw = _forwarder(settings, client)
+        _record(settings, client, fw.enqueuer, "sync-1")
+        assert fw.sweep() == 1
+        assert Job.fetch(fw.queue.job_ids[0], connection=client).origin == QUEUE
+
+
+class TestSweepers:
+    def test_two_sweepers_never_queue_two_jobs_of_one_delivery(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        """Two workers' sweepers at the same moment, again and again: each due delivery
+        gets one job (a claim moves it to the lease's end in the step that takes it)."""
+        dids = [
+            _record(settings, client, _forwarder(settings, client).enqueuer, f"sync-{i}")
+            for i in range(40)
+        ]
+        sweepers = [_forwarder(settings, client) for _ in range(2)]
+        now = int(time.time() * 1000)
+        counts: list[int] = []
+        start = threading.Barrier(2)
+
+        def run(fw: Forwarder) -> None:
+            start.wait()
+            counts.extend(fw.sweep(now) for _ in range(5))
+
+        threads = [threading.Thread(target=run, args=(fw,)) for fw in sweepers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        jobs = [Job.fetch(j, connection=client) for j in sweepers[0].queue.job_ids]
+        assert sum(counts) == len(jobs) == len(dids)
+        assert sorted(j.kwargs["delivery"] for j in jobs) == sorted(dids)
+
+    def test_a_backlog_is_swept_in_batches_at_once(
+        self, settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """More due than a sweep takes (a worker starting after an outage): the sweeper
+        sweeps again while a sweep fills its batch, instead of waiting an interval."""
+        monkeypatch.setattr(worker_module, "SWEEP_BATCH", 2)
+        fw = _forwarder(settings, client)
+        for i in range(5):
+            _record(settings, client, fw.enqueuer, f"sync-{i}")
+        assert fw.sweep_backlog() == 5 and fw.queue.count == 5
+
+    def test_the_sweeper_wakes_at_once_on_a_new_delivery(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        """A sweeper whose interval is long queues a new delivery as soon as it is
+        created: the webhook's script woke it (its timeout, and so its wait, a minute)."""
+        fw = _forwarder(settings.model_copy(update={"redis_timeout_seconds": 300}), client)
+        stop = threading.Event()
+        sweeper = threading.Thread(target=sweep_forever, args=(fw, 60.0, stop), daemon=True)
+        sweeper.start()
+        try:
+            _record(settings, client, fw.enqueuer, "sync-1")
+            poll_until(lambda: fw.queue.count == 1, "the woken sweep", timeout=5)
+        finally:
+            stop.set()
+            client.rpush(sweep_wake_key(settings.key_prefix), 1)  # end its wait now
+            sweeper.join(timeout=10)
+        assert not sweeper.is_alive()
+        assert fw.queue.count == 1
+
+    def test_a_redis_error_does_not_end_the_sweeper(
+        self, settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Its wait fails once (a Redis blip): the sweeper logs it, waits an interval and
+        goes on, and queues the next delivery."""
+        fw = _forwarder(settings, client)
+        waits: list[float] = []
+        real = fw.wait_for_wake
+
+        def flaky(timeout: float) -> bool:
+            waits.append(timeout)
+            if len(waits) == 1:
+                raise redis.ConnectionError("a blip")
+            return real(timeout)
+
+        monkeypatch.setattr(fw, "wait_for_wake", flaky)
+        stop = threading.Event()
+        sweeper = threading.Thread(target=sweep_forever, args=(fw, 0.2, stop), daemon=True)
+        sweeper.start()
+        try:
+            poll_until(lambda: len(waits) > 1, "a wait after the failed one", timeout=5)
+            _record(settings, client, fw.enqueuer, "sync-1")
+            poll_until(lambda: fw.queue.count == 1, "the sweep after the blip", timeout=5)
+            assert sweeper.is_alive()
+        finally:
+            stop.set()
+            sweeper.join(timeout=10)
+        assert not sweeper.is_alive()
+
+
+class TestCrashBeforeTheSweep:
+    def test_a_later_sweep_queues_it_and_it_is_delivered_once(
+        self, fw: Forwarder, standin: Airflow2StandIn
+    ) -> None:
+        """The script wrote history and delivery, and no sweeper ran (none was up, or it
+        died): the delivery stays due, any later sweep queues it, a real worker delivers
+        it, and a second job of the same delivery posts nothing more."""
         writer = HistoryWriter(fw.redis, fw.settings.key_prefix, fw.settings.retention_ms)
         event = ev(connector_id=CID, sync_id="s1", created=at(3))
-        now = int(time.time() * 1000)
         assert writer.record(event, on_success=fw.enqueuer).status is WriteStatus.RECORDED
         did = fw.store.id_of(event, URI)
-        assert fw.enqueuer.queue.count == 0
+        assert fw.queue.count == 0
         d = fw.store.get(did)
         assert d is not None and d.state is DeliveryState.PENDING
         due = fw.redis.zscore(due_key(fw.settings.key_prefix), did)
-        assert due is not None and now <= due <= now + fw.lease_ms + 1_000
+        assert due is not None and due == d.ms("received_ms")
 
-        assert fw.sweep(now=int(due) - 1) == 0  # not due before its lease's end
-        assert fw.sweep(now=int(due)) == 1
-        assert fw.sweep(now=int(due)) == 0  # its job is queued: not a second one
+        later = int(due) + 3_600_000  # an hour on: still due
+        assert fw.sweep(now=later) == 1
+        assert fw.sweep(now=later) == 0  # its job is queued: not a second one
         run_worker(fw)
         d = fw.store.get(did)
         assert d is not None and d.state is DeliveryState.DELIVERED
         assert len(standin.posts) == 1
 
-        fw.enqueuer.enqueue_job(did, None, forward_job_id(did))  # the same job, again
+        queue_jobs(fw.queue, [(did, forward_job_id(did))], fw.lease_ms)  # another job of it
         run_worker(fw)
         d = fw.store.get(did)
         assert d is not None and d.state is DeliveryState.DELIVERED
         assert len(standin.posts) == 1
+
+    def test_a_crash_between_claim_and_enqueue_is_swept_at_the_leases_end(
+        self, settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A sweep claimed the delivery and died before queuing its job: the delivery is
+        due at the lease's end, and the sweep then queues it (the job named was never
+        queued, so it is not waiting)."""
+        fw = _forwarder(settings, client)
+        did = _record(settings, client, fw.enqueuer, "sync-1")
+        now = int(time.time() * 1000)
+
+        def crash(*args: Any) -> None:
+            raise ConnectionError("died before queuing")
+
+        with monkeypatch.context() as m:
+            m.setattr(worker_module, "queue_jobs", crash)
+            with pytest.raises(ConnectionError):
+                fw.sweep(now)
+        assert fw.queue.count == 0
+        assert client.zscore(due_key(settings.key_prefix), did) == now + fw.lease_ms
+        assert fw.sweep(now + fw.lease_ms - 1) == 0
+        assert fw.sweep(now + fw.lease_ms) == 1 and fw.queue.count == 1

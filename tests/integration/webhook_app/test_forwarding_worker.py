@@ -48,6 +48,7 @@ class TestForwardingWorker:
         for k, v in worker_env(settings, airflow_url=UNREACHABLE).items():
             monkeypatch.setenv(k, v)
         post_event(http, sync_id="s1")
+        fw.sweep()  # as the worker does when it starts
         ForwardingWorker(fw).work(burst=True, with_scheduler=False)
         assert len(standin.posts) == 1
         assert delivery_state(fw, "s1") is DeliveryState.DELIVERED
@@ -60,12 +61,17 @@ class TestForwardingWorker:
         standin: Airflow2StandIn,
     ) -> None:
         """A worker whose Airflow is unreachable does not lend it to another's jobs."""
-        cut_off = forwarder(settings, UNREACHABLE, "nobody", "nothing")
+        # Its retry of s1 at least five minutes away: the sweep before s2's takes s2 only.
+        cut_off = forwarder(
+            settings, UNREACHABLE, "nobody", "nothing", forward_backoff_seconds=600.0
+        )
         post_event(http, sync_id="s1")
+        cut_off.sweep()
         ForwardingWorker(cut_off).work(burst=True, with_scheduler=False)
         assert standin.posts == []
         assert delivery_state(fw, "s1") is not DeliveryState.DELIVERED
         post_event(http, sync_id="s2")
+        assert fw.sweep() == 1
         ForwardingWorker(fw).work(burst=True, with_scheduler=False)
         assert len(standin.posts) == 1
         assert delivery_state(fw, "s2") is DeliveryState.DELIVERED

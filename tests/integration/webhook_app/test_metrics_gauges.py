@@ -216,16 +216,16 @@ class TestDeliveryGauges:
         assert value(samples, "fivetran_events_forward_given_up_deliveries") == 2
 
     def test_overdue_grows_when_no_worker_sweeps(self, http: Any, frozen: Any) -> None:
-        """A pending delivery is due when its lease ends; past that, nobody took it."""
+        """A new delivery is due at its receipt (a woken sweeper queues it at once); past
+        that, nobody took it."""
         post_event(http, sync_id="stuck")
         assert value(scrape(http), "fivetran_events_forward_overdue_seconds") == 0
-        lease = max(60, 12 * 10)  # forwarding/enqueue.py: the lease outlives the longest attempt
-        frozen.tick(lease + 75)
+        frozen.tick(75)
         samples = scrape(http)
         assert value(samples, "fivetran_events_forward_overdue_seconds") == 75
         assert (
             value(samples, "fivetran_events_forward_oldest_delivery_age_seconds", state="pending")
-            == lease + 75
+            == 75
         )
 
     def test_counts_stay_exact_and_cost_no_more_as_deliveries_grow(

@@ -17,6 +17,7 @@ from rq import Queue
 from rq.job import Job
 
 from fivetran_events import ConfigurationError, Settings, decide
+from fivetran_events.keys import due_key, sweep_wake_key
 from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import to_ms
 from testkit.support import (
@@ -31,6 +32,7 @@ from testkit.support import (
 )
 from webhook_app import create_app
 from webhook_app.forwarding import FORWARD_JOB
+from webhook_app.jobs import build_forwarder
 from webhook_app.state import EXTENSION
 
 URL = WEBHOOK_PATH
@@ -170,11 +172,15 @@ class TestForwardingJob:
     def test_success_enqueues_one_job(
         self, http: FlaskClient, app: Flask, client: redis.Redis
     ) -> None:
-        """A successful sync_end leaves exactly one forwarding job, also after redelivery."""
+        """A successful sync_end leaves exactly one forwarding job, also after redelivery:
+        the webhook makes its delivery due and wakes the sweepers, a sweep queues it."""
         body = payload(sync_id="s1", created=at(3))
         post_signed(http, body)
         post_signed(http, body)
         q = Queue("fivetran-events", connection=client)
+        assert q.count == 0
+        assert client.lrange(sweep_wake_key("test:"), 0, -1) == [b"1"]
+        assert build_forwarder(app.extensions[EXTENSION].settings, with_airflow=False).sweep() == 1
         assert q.count == 1
         job = Job.fetch(q.job_ids[0], connection=client)
         assert job.func_name == FORWARD_JOB
@@ -185,6 +191,7 @@ class TestForwardingJob:
         self, http: FlaskClient, client: redis.Redis, status: str
     ) -> None:
         post_signed(http, payload(status=status, created=at(3)))
+        assert not client.exists(sweep_wake_key("test:"), due_key("test:"))
         assert Queue("fivetran-events", connection=client).count == 0
 
 
