@@ -24,7 +24,7 @@ from fivetran_events import (
 )
 from fivetran_events.decision import Lifecycle
 from fivetran_events.deliveries import BY_ATTENTION, Field
-from fivetran_events.history import decode_completion
+from fivetran_events.history.reader import newest_commands, newest_from_results
 from fivetran_events.keys import connectors_key, delivery_key, sync_deliveries_key
 from fivetran_events.model import FAILURE_STATUSES, RESCHEDULED
 from fivetran_events.timeutil import UTC, parse_iso, to_ms
@@ -78,21 +78,9 @@ def connector_page(
     pipe = client.pipeline(transaction=False)
     pipe.hmget(hash_key, page)
     for cid in page:
-        keys = reader.keys(cid)
-        pipe.zrevrange(keys.ok, 0, 0, withscores=True)
-        pipe.zrevrange(keys.fail, 0, 0, withscores=True)
-        pipe.zrevrangebyscore(
-            keys.running, "+inf", reader.running_from(now), start=0, num=1, withscores=True
-        )
+        newest_commands(pipe, reader.keys(cid), reader.running_from(now))
     metas, *rest = pipe.execute()
-    newest = [
-        (
-            decode_completion(*ok[0]) if ok else None,
-            decode_completion(*fail[0]) if fail else None,
-            RunningSync(as_text(run[0][0]), int(run[0][1])) if run else None,
-        )
-        for ok, fail, run in zip(rest[0::3], rest[1::3], rest[2::3], strict=True)
-    ]
+    newest = newest_from_results(rest)
     forwarding = _forwarding(reader, page, [ok for ok, _, _ in newest])
     rows = []
     for cid, raw, (ok, fail, run), fwd in zip(page, metas, newest, forwarding, strict=True):
