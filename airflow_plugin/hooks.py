@@ -1,34 +1,11 @@
 """The Redis that holds the sync history, as an Airflow connection.
 
-Default connection id: ``fivetran_events_redis``. Its own connection type is
-``fivetran_events`` (the provider's form asks for exactly what the history needs), but
-the hook reads any connection that describes a Redis: type ``redis``, or an environment
-variable holding a URI::
-
-    AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='redis://:secret@redis.internal:6379/0?key_prefix=fte%3A'
-    AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='fivetran-events://:secret@redis.internal:6379/0?ssl=true'
-
-Fields: host, port (6379), login (Redis ACL user; not on the form, a URI may carry it),
-password, schema or extra ``db`` (the database number, 0). Extras: ``key_prefix``
-(default ``FIVETRAN_EVENTS_KEY_PREFIX`` or ``fte:``, must match the webhook server's),
-``max_sync_duration_hours`` (default ``FIVETRAN_EVENTS_MAX_SYNC_DURATION_HOURS`` or 24),
-``ssl`` (true for TLS; a ``rediss://`` URI says the same), ``ssl_ca_certs`` (a private
-CA file to verify Redis' certificate). Airflow's UI may store a form's extras as
-``extra__fivetran_events__<name>``; both spellings are read.
-
-Behind Redis Sentinel: the extras ``sentinels`` (``host1:26379,host2:26379``) and
-``sentinel_service`` (the monitored service's name), optionally ``sentinel_password``
-and ``sentinel_ssl``, with password, database and ``ssl`` as above for the primary; or
-the extra ``url`` holding the URL the webhook server is given
-(``FIVETRAN_EVENTS_REDIS_URL``, ``redis+sentinel://...``, see
-``fivetran_events.redis_url``), which then replaces host, port, login and password::
-
-    AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='{"conn_type": "fivetran_events", "extra":
-        {"url": "redis+sentinel://:secret@s1:26379,s2:26379,s3:26379/mymaster/0"}}'
-
-A connector named by its Fivetran name is resolved from the recorded connectors by
-``resolve_connector_name``, pure, so it is tested without Redis; ``connector_id_for``
-reads the connectors hash and calls it.
+Default connection id: ``fivetran_events_redis``, of the provider's type
+``fivetran_events``, of type ``redis`` or a URI; Sentinel too. docs/airflow-setup.md
+lists the fields and extras ``config_from_connection`` reads. A connector named by its
+Fivetran name is resolved from the recorded connectors by ``resolve_connector_name``,
+pure, so it is tested without Redis; ``connector_id_for`` reads the connectors hash and
+calls it.
 """
 
 from __future__ import annotations
@@ -54,7 +31,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from fivetran_events import AsyncHistoryReader, HistoryReader, as_text, decode_completion
+from fivetran_events import HistoryReader, as_text, decode_completion
 from fivetran_events.decision import Completion
 from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.redis_url import check_url, client_from_url, is_sentinel, parse_sentinel_url
@@ -290,11 +267,6 @@ class FivetranEventsRedisHook(BaseHook):
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Return ``UI_FIELD_BEHAVIOUR`` (the UIs of Airflow before 3.2)."""
         return copy.deepcopy(UI_FIELD_BEHAVIOUR)
-
-
-def async_reader(cfg: HistoryConfig, client: Any) -> AsyncHistoryReader:
-    """Return an async history reader over ``client`` (a ``redis.asyncio.Redis``)."""
-    return AsyncHistoryReader(client, cfg.key_prefix, cfg.max_sync_duration_ms)
 
 
 def _retry_policy(what: str, timeout: float | None) -> dict[str, Any]:

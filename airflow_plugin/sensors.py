@@ -4,13 +4,9 @@ It answers from the history the webhook server records (no Fivetran API calls) w
 the project's one decision function, in ``poke``, ``reschedule`` and deferrable modes
 alike, every flag honoured in each.
 
-When Redis is unreachable, every mode follows one policy: a check retries with backoff
-for ``redis_retry_timeout`` seconds, then raises ``FivetranHistoryUnavailable``, which
-Airflow treats as an error in ``poke``: ``silent_fail`` keeps waiting (until the
-sensor's ``timeout``), ``never_fail`` skips, otherwise the task fails and ``retries``
-apply; ``soft_fail`` alone does not skip it. Deferred, the trigger retries the same way
-(without end under ``silent_fail``) and reports the outage in its event, which
-``execute_complete`` raises as the same exception.
+When Redis is unreachable, every mode follows one policy (docs/sensor.md, "When Redis
+is unreachable"): a check retries with backoff for ``redis_retry_timeout`` seconds, then
+raises ``FivetranHistoryUnavailable``, which Airflow treats as an error in ``poke``.
 """
 
 from __future__ import annotations

@@ -235,11 +235,6 @@ class AirflowClient:
         self._token_expires = time.time() + renew_after(token)
         return token
 
-    def set_token(self, token: str | None) -> None:
-        """Replace the cached token (tests use it to present an expired one)."""
-        self._token = token
-        self._token_expires = time.time() + 3600
-
     def version(self) -> str:
         """Return "3" or "2": configured, or detected from which health endpoint answers."""
         if self._version is None:

@@ -10,7 +10,7 @@ most ``MAX_SYNCS`` syncs of a range, and the calendar one ``facts()`` (five or s
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -204,10 +204,8 @@ class Flags:
     def as_params(self) -> dict[str, str]:
         """Return the flags as query parameters (the URL contract of airflow_plugin.links)."""
         return {
-            "criterion": self.criterion.value,
-            "propagate_failures_forward": str(self.propagate_failures_forward).lower(),
-            "always_wait_when_syncing": str(self.always_wait_when_syncing).lower(),
-            "wait_when_paused": str(self.wait_when_paused).lower(),
+            k: v.value if isinstance(v, Criterion) else str(v).lower()
+            for k, v in asdict(self).items()
         }
 
 
@@ -215,15 +213,7 @@ def decide_at(
     reader: HistoryReader, connector_id: str, target_ms: int, flags: Flags, now: int | None = None
 ) -> Decision:
     """Decide as the sensor would for ``target_ms``: one round trip, O(log n) reads."""
-    return reader.decide(
-        connector_id,
-        target_ms,
-        criterion=flags.criterion,
-        propagate_failures_forward=flags.propagate_failures_forward,
-        always_wait_when_syncing=flags.always_wait_when_syncing,
-        wait_when_paused=flags.wait_when_paused,
-        now=now,
-    )
+    return reader.decide(connector_id, target_ms, now=now, **asdict(flags))
 
 
 def day_targets(first: date, last: date) -> list[int]:
