@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from fivetran_events import Decision, Outcome, parse_criterion
+from fivetran_events.decision import FLAGS
 from fivetran_events.timeutil import iso, now_ms, to_ms
 
 from .compat import (
@@ -172,17 +173,13 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.log.info("connector %s: target %s (from %s)", self.connector_id, iso(target), source)
         return to_ms(target)
 
+    def _flags(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in FLAGS}
+
     def _decide(self, target_ms: int) -> Decision:
         """Decide from the history; raise ``FivetranHistoryUnavailable`` after the retries."""
         return read_retrying(
-            lambda: self.hook.reader().decide(
-                self.connector_id,
-                target_ms,
-                criterion=self.criterion,
-                propagate_failures_forward=self.propagate_failures_forward,
-                always_wait_when_syncing=self.always_wait_when_syncing,
-                wait_when_paused=self.wait_when_paused,
-            ),
+            lambda: self.hook.reader().decide(self.connector_id, target_ms, **self._flags()),
             what=f"the history of connector {self.connector_id}",
             cfg=self.hook.config,
             conn_id=self.redis_conn_id,
@@ -288,10 +285,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
             trigger=FivetranSyncDecisionTrigger(
                 connector_id=self.connector_id,
                 target_ms=target_ms,
-                propagate_failures_forward=self.propagate_failures_forward,
-                always_wait_when_syncing=self.always_wait_when_syncing,
-                wait_when_paused=self.wait_when_paused,
-                criterion=self.criterion,
+                **self._flags(),
                 redis_conn_id=self.redis_conn_id,
                 recheck_interval=self.recheck_interval,
                 retry_timeout=None if silent else self.redis_retry_timeout,

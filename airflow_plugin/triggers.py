@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fivetran_events import AsyncHistoryReader, Criterion, Decision, Outcome
+from fivetran_events.decision import FLAGS
 from fivetran_events.timeutil import now_ms
 
 from ._wakeups import hub_for, stop_if_cancelled
@@ -104,10 +105,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
             {
                 "connector_id": self.connector_id,
                 "target_ms": self.target_ms,
-                "propagate_failures_forward": self.propagate_failures_forward,
-                "always_wait_when_syncing": self.always_wait_when_syncing,
-                "wait_when_paused": self.wait_when_paused,
-                "criterion": self.criterion,
+                **{name: getattr(self, name) for name in FLAGS},
                 "redis_conn_id": self.redis_conn_id,
                 "recheck_interval": self.recheck_interval,
                 "retry_timeout": self.retry_timeout,
@@ -156,10 +154,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
                     lambda: reader.decide(
                         self.connector_id,
                         self.target_ms,
-                        criterion=self.criterion,
-                        propagate_failures_forward=self.propagate_failures_forward,
-                        always_wait_when_syncing=self.always_wait_when_syncing,
-                        wait_when_paused=self.wait_when_paused,
+                        **{name: getattr(self, name) for name in FLAGS},
                     ),
                     what=f"the history of connector {self.connector_id}",
                     cfg=cfg,

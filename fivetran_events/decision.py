@@ -45,6 +45,11 @@ class Criterion(str, Enum):
     STARTED_AFTER = "started_after"
 
 
+#: ``decide``'s arguments besides the facts, as every caller names them (the sensor, its
+#: trigger, the read API, the UI's URLs).
+FLAGS = ("criterion", "propagate_failures_forward", "always_wait_when_syncing", "wait_when_paused")
+
+
 def parse_criterion(value: str | Criterion) -> Criterion:
     """Return the criterion named ``value``; raise ValueError listing the valid names."""
     try:
