@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from fivetran_events import parse_criterion
+from fivetran_events import load_settings, parse_criterion
 from fivetran_events.decision import Criterion
 
 from ..jobs import build_forwarder
@@ -20,7 +20,6 @@ from .helpers import (
     json_option,
     parse_time,
     reader,
-    settings,
     table,
 )
 
@@ -74,7 +73,7 @@ def connectors(as_json: bool) -> None:
     the state of the last success's deliveries to Airflow (off when
     FIVETRAN_EVENTS_AIRFLOW_URL is unset).
     """
-    s = settings()
+    s = load_settings()
     rows = reader(s).connectors()
     store = build_forwarder(s, with_airflow=False).store
     on = s.airflow_url is not None
