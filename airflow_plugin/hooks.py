@@ -310,12 +310,9 @@ def read_retrying(
 ) -> T:
     """Return ``read()``, retried while Redis is unreachable (poke and reschedule mode)."""
     try:
-        for attempt in Retrying(**_retry_policy(what, timeout)):
-            with attempt:
-                return read()
+        return Retrying(**_retry_policy(what, timeout))(read)
     except UNREACHABLE as exc:
         raise _unavailable(what, cfg, conn_id, timeout, exc) from exc
-    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
 
 async def aread_retrying(
@@ -328,12 +325,9 @@ async def aread_retrying(
 ) -> T:
     """Await ``read()``, retried while Redis is unreachable, as ``read_retrying`` (triggers)."""
     try:
-        async for attempt in AsyncRetrying(**_retry_policy(what, timeout)):
-            with attempt:
-                return await read()
+        return await AsyncRetrying(**_retry_policy(what, timeout))(read)
     except UNREACHABLE as exc:
         raise _unavailable(what, cfg, conn_id, timeout, exc) from exc
-    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
 
 def resolve_connector_name(

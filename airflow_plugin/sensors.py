@@ -307,21 +307,16 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return self._outcome(Decision.from_dict(event["decision"]))
 
 
-# Template fields that hold no template are returned as they are, not compiled by Jinja.
-# A sensor's ``connector_id`` is a template field and nearly always plain text
-# (``"bf_conn"``). Airflow hands every string field to Jinja, which renders such a string
-# to itself; in a task's process that first compile also builds Jinja's lexer, a cost
-# every sensor task of a backfill pays and a no-op does not. ``renders_to_itself`` says
-# when Jinja could not change a string, from the environment Airflow renders with (its
-# delimiters and prefixes, however a DAG set them), so skipping the compile changes no
-# result.
 def renders_to_itself(text: str, env: Any) -> bool:
     """True when rendering ``text`` in ``env`` can only give ``text`` back.
 
-    No delimiter or line prefix of ``env`` occurs in it, and no line break (Jinja rewrites
-    line endings and drops a final newline). A native environment (a DAG's
-    ``render_template_as_native_obj``) turns ``"123"`` into ``123``, so nothing is
-    plain text there.
+    A sensor's ``connector_id`` is a template field and nearly always plain text; Jinja's
+    first compile in a task's process also builds its lexer, a cost every sensor task of
+    a backfill would pay. So a string is skipped when no delimiter or line prefix of
+    ``env`` (however a DAG set them) occurs in it, and no line break (Jinja rewrites line
+    endings and drops a final newline). A native environment (a DAG's
+    ``render_template_as_native_obj``) turns ``"123"`` into ``123``, so nothing is plain
+    text there.
     """
     from jinja2.nativetypes import NativeEnvironment
 

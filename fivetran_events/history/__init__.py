@@ -4,8 +4,7 @@
 - ``writer``: ``HistoryWriter``, one event recorded idempotently and atomically by one
   script (``_lua.record_script``);
 - ``reader``: ``HistoryReader`` and its async twin ``AsyncHistoryReader``, whose
-  ``decide`` is the one decision entry point, and the listings for the read API and CLI;
-- ``bulk``: many events loaded exactly as ``record`` would write them.
+  ``decide`` is the one decision entry point, and the listings for the read API and CLI.
 
 Key names come from ``fivetran_events.keys``.
 """
