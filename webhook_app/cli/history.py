@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from fivetran_events import load_settings, parse_criterion
-from fivetran_events.decision import Criterion
+from fivetran_events import load_settings
+from fivetran_events.decision import Criterion, Outcome
 
 from ..jobs import build_forwarder
 from .helpers import (
@@ -161,13 +161,7 @@ def history(connector_id: str, limit: int, as_json: bool) -> None:
 @json_option
 @clean_errors
 def decide_cmd(
-    connector_id: str,
-    target: str,
-    propagate_failures_forward: bool,
-    always_wait_when_syncing: bool,
-    wait_when_paused: bool,
-    criterion: str,
-    as_json: bool,
+    connector_id: str, target: str, criterion: str, as_json: bool, **flags: bool
 ) -> None:
     """Decide whether CONNECTOR_ID was synced as of TARGET.
 
@@ -176,17 +170,9 @@ def decide_cmd(
     end the wait names when to look again (Fivetran's rescheduledAt).
     """
     target_ms = parse_time(target, "--target")
-    crit = parse_criterion(criterion)
     r = reader()
     check_connector(r, connector_id)
-    result = r.decide(
-        connector_id,
-        target_ms,
-        criterion=crit,
-        propagate_failures_forward=propagate_failures_forward,
-        always_wait_when_syncing=always_wait_when_syncing,
-        wait_when_paused=wait_when_paused,
-    )
+    result = r.decide(connector_id, target_ms, criterion=criterion, **flags)
     if as_json:
         emit_json({"connector_id": connector_id, **result.to_dict()})
     else:
@@ -194,11 +180,8 @@ def decide_cmd(
         recheck = result.to_dict()["recheck_at"]
         if recheck is not None:
             echo(f"recheck at: {recheck}")
-    exit_with(
-        {"success": ExitCode.OK, "fail": ExitCode.FAILED, "wait": ExitCode.WAIT}[
-            result.outcome.value
-        ]
-    )
+    codes = {Outcome.SUCCESS: ExitCode.OK, Outcome.FAIL: ExitCode.FAILED}
+    exit_with(codes.get(result.outcome, ExitCode.WAIT))
 
 
 #: What the group registers.
