@@ -53,13 +53,11 @@ RETRY_MAX_DELAY = 10.0
 #: ``ConnectionError``). Other errors (a wrong key type, a script error) are not retried.
 UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
 #: A task process's client connects once and reads once, so nothing on connect but the
-#: connection: RESP2 (no HELLO, and no CLIENT MAINT_NOTIFICATIONS that redis-py 8 sends
-#: over RESP3 and Redis before 8 refuses) and no CLIENT SETINFO (two round trips for a
-#: library name in CLIENT LIST; redis-py 7.1 took ``driver_info`` over ``lib_name``).
-#: The reads' replies are the same in RESP2, redis-py 5's default. No health check
-#: either: it PINGs before the first command of every connection; a connection that
-#: died while idle between two pokes fails its read, which redis-py's retry and
-#: ``read_retrying`` send again on a new connection.
+#: connection: RESP2 (no HELLO, nor the CLIENT MAINT_NOTIFICATIONS redis-py 8 sends over
+#: RESP3 and Redis before 8 refuses; the reads' replies are the same), no CLIENT SETINFO
+#: (``driver_info`` from redis-py 7.1, ``lib_name`` before), no health check PING. A
+#: connection that died idle between two pokes fails its read, which redis-py's retry
+#: and ``read_retrying`` send again on a new connection.
 TASK_CLIENT_KWARGS: dict[str, Any] = {
     "protocol": 2,
     "health_check_interval": 0,

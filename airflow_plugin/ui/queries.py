@@ -83,20 +83,10 @@ def connector_page(
     newest = newest_from_results(rest)
     forwarding = _forwarding(reader, page, [ok for ok, _, _ in newest])
     rows = []
-    for cid, raw, (ok, fail, run), fwd in zip(page, metas, newest, forwarding, strict=True):
+    for cid, raw, last, fwd in zip(page, metas, newest, forwarding, strict=True):
         meta = _json(raw)
-        rows.append(
-            ConnectorRow(
-                cid,
-                meta.get("name"),
-                meta.get("type"),
-                ok,
-                fail,
-                run,
-                fwd,
-                Lifecycle.from_meta(meta),
-            )
-        )
+        life = Lifecycle.from_meta(meta)
+        rows.append(ConnectorRow(cid, meta.get("name"), meta.get("type"), *last, fwd, life))
     return rows, len(ids)
 
 

@@ -54,12 +54,7 @@ def _sync_id(row: dict[str, Any]) -> str:
 
 def _forwarding(deliveries: list[dict[str, Any]], on: bool) -> str:
     """Sum up the last success's deliveries in a word: what an operator looks for."""
-    if not on:
-        return "off"
-    if not deliveries:
-        return "-"
-    states = sorted({d["state"] for d in deliveries})
-    return "/".join(states)
+    return ("/".join(sorted({d["state"] for d in deliveries})) or "-") if on else "off"
 
 
 @click.command()
