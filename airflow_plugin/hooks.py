@@ -323,9 +323,12 @@ async def aread_retrying(
 ) -> T:
     """Await ``read()``, retried while Redis is unreachable, as ``read_retrying`` (triggers)."""
     try:
-        return await AsyncRetrying(**_retry_policy(what, timeout))(read)
+        async for attempt in AsyncRetrying(**_retry_policy(what, timeout)):
+            with attempt:
+                return await read()
     except UNREACHABLE as exc:
         raise _unavailable(what, cfg, conn_id, timeout, exc) from exc
+    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
 
 def resolve_connector_name(
