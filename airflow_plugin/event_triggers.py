@@ -9,29 +9,11 @@ and the triggerer turns every successful sync recorded for the connector into on
 event whose payload is the ``extra`` the REST forwarder posts (``fivetran_events.
 asset_extra``), with no Airflow user, password or REST call.
 
-How it keeps its place (docs/architecture.md, "The watcher", says why this way):
-
-- Its state, in Airflow's asset state store, is a position (the newest success it
-  handled, ``(ended_ms, sync_id)``) and the sync ids it handled that ended in the
-  ``lookback`` window before it (default 25 hours: Fivetran retries a delivery for 24).
-  A wake re-reads the successes that ended in that window or later and sends those whose
-  sync id is not handled yet: a success delivered hours after a later-ended one was sent
-  is still sent, and a second success under one sync id (a retried sync) is not. A
-  trigger without state starts at ``start`` (default ``"now"``: a watcher added today
-  does not replay years of history), marks what is already recorded up to it as handled
-  and stores that at once, so syncs recorded while the triggerer was down are still sent.
-- Every trigger of a triggerer that reads one Redis shares one poll (``shared_stream_key``)
-  in the shared stream's ack mode: one ``PSUBSCRIBE`` on the history's change channels
-  wakes the triggers of the connector named in the channel, and a tick every
-  ``poll_interval`` seconds (and on every (re)connect) wakes them all. A woken trigger
-  reads the durable ``ok`` set, not the message, so a lost message or an outage costs at
-  most one tick.
-- A sync counts as handled only once Airflow confirmed its event persisted: ``advance()``
-  reports each wake, and the watcher then adds the syncs it sent for it to its state and
-  stores that. Until then they are only in flight (not sent again, never stored); a wake
-  Airflow reports failed (ack timeout, overflow) returns them to unsent, so the next
-  wake, or the restarted watcher's first, sends them again. A triggerer killed before the
-  confirmation sends them again after it restarts; one killed after, never.
+Its state (a position and the sync ids handled in a ``lookback`` window) lives in
+Airflow's asset state store; every watcher of a triggerer shares one poll of the
+history's change channels; a sync counts as handled only once Airflow confirmed its
+event persisted. docs/architecture.md, "The watcher (Airflow 3.3+)", gives the design
+and where it can send an event twice or skip one.
 """
 
 from __future__ import annotations

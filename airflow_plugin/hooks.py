@@ -1,34 +1,11 @@
 """The Redis that holds the sync history, as an Airflow connection.
 
-Default connection id: ``fivetran_events_redis``. Its own connection type is
-``fivetran_events`` (the provider's form asks for exactly what the history needs), but
-the hook reads any connection that describes a Redis: type ``redis``, or an environment
-variable holding a URI::
-
-    AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='redis://:secret@redis.internal:6379/0?key_prefix=fte%3A'
-    AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='fivetran-events://:secret@redis.internal:6379/0?ssl=true'
-
-Fields: host, port (6379), login (Redis ACL user; not on the form, a URI may carry it),
-password, schema or extra ``db`` (the database number, 0). Extras: ``key_prefix``
-(default ``FIVETRAN_EVENTS_KEY_PREFIX`` or ``fte:``, must match the webhook server's),
-``max_sync_duration_hours`` (default ``FIVETRAN_EVENTS_MAX_SYNC_DURATION_HOURS`` or 24),
-``ssl`` (true for TLS; a ``rediss://`` URI says the same), ``ssl_ca_certs`` (a private
-CA file to verify Redis' certificate). Airflow's UI may store a form's extras as
-``extra__fivetran_events__<name>``; both spellings are read.
-
-Behind Redis Sentinel: the extras ``sentinels`` (``host1:26379,host2:26379``) and
-``sentinel_service`` (the monitored service's name), optionally ``sentinel_password``
-and ``sentinel_ssl``, with password, database and ``ssl`` as above for the primary; or
-the extra ``url`` holding the URL the webhook server is given
-(``FIVETRAN_EVENTS_REDIS_URL``, ``redis+sentinel://...``, see
-``fivetran_events.redis_url``), which then replaces host, port, login and password::
-
-    AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS='{"conn_type": "fivetran_events", "extra":
-        {"url": "redis+sentinel://:secret@s1:26379,s2:26379,s3:26379/mymaster/0"}}'
-
-A connector named by its Fivetran name is resolved from the recorded connectors by
-``resolve_connector_name``, pure, so it is tested without Redis; ``connector_id_for``
-reads the connectors hash and calls it.
+Default connection id: ``fivetran_events_redis``, of the provider's type
+``fivetran_events``, of type ``redis`` or a URI; Sentinel too. docs/airflow-setup.md
+lists the fields and extras ``config_from_connection`` reads. A connector named by its
+Fivetran name is resolved from the recorded connectors by ``resolve_connector_name``,
+pure, so it is tested without Redis; ``connector_id_for`` reads the connectors hash and
+calls it.
 """
 
 from __future__ import annotations
@@ -54,15 +31,15 @@ from tenacity import (
     wait_exponential,
 )
 
-from fivetran_events import AsyncHistoryReader, HistoryReader, as_text, decode_completion
+from fivetran_events import HistoryReader, as_text, decode_completion
 from fivetran_events.decision import Completion
 from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.redis_url import check_url, client_from_url, is_sentinel, parse_sentinel_url
 from fivetran_events.settings import history_defaults
 
 from .compat import AIRFLOW_V_3, BaseHook, Connection, aget_connection
-from .connection_form import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
 from .exceptions import ConnectorNameError, FivetranHistoryUnavailable
+from .provider import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
 
 DEFAULT_CONN_ID = "fivetran_events_redis"
 _TRUE = {"1", "true", "yes", "on"}
@@ -76,13 +53,11 @@ RETRY_MAX_DELAY = 10.0
 #: ``ConnectionError``). Other errors (a wrong key type, a script error) are not retried.
 UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
 #: A task process's client connects once and reads once, so nothing on connect but the
-#: connection: RESP2 (no HELLO, and no CLIENT MAINT_NOTIFICATIONS that redis-py 8 sends
-#: over RESP3 and Redis before 8 refuses) and no CLIENT SETINFO (two round trips for a
-#: library name in CLIENT LIST; redis-py 7.1 took ``driver_info`` over ``lib_name``).
-#: The reads' replies are the same in RESP2, redis-py 5's default. No health check
-#: either: it PINGs before the first command of every connection; a connection that
-#: died while idle between two pokes fails its read, which redis-py's retry and
-#: ``read_retrying`` send again on a new connection.
+#: connection: RESP2 (no HELLO, nor the CLIENT MAINT_NOTIFICATIONS redis-py 8 sends over
+#: RESP3 and Redis before 8 refuses; the reads' replies are the same), no CLIENT SETINFO
+#: (``driver_info`` from redis-py 7.1, ``lib_name`` before), no health check PING. A
+#: connection that died idle between two pokes fails its read, which redis-py's retry
+#: and ``read_retrying`` send again on a new connection.
 TASK_CLIENT_KWARGS: dict[str, Any] = {
     "protocol": 2,
     "health_check_interval": 0,
@@ -292,11 +267,6 @@ class FivetranEventsRedisHook(BaseHook):
         return copy.deepcopy(UI_FIELD_BEHAVIOUR)
 
 
-def async_reader(cfg: HistoryConfig, client: Any) -> AsyncHistoryReader:
-    """Return an async history reader over ``client`` (a ``redis.asyncio.Redis``)."""
-    return AsyncHistoryReader(client, cfg.key_prefix, cfg.max_sync_duration_ms)
-
-
 def _retry_policy(what: str, timeout: float | None) -> dict[str, Any]:
     """Keep trying while Redis is unreachable: exponential backoff, for ``timeout`` s.
 
@@ -338,12 +308,9 @@ def read_retrying(
 ) -> T:
     """Return ``read()``, retried while Redis is unreachable (poke and reschedule mode)."""
     try:
-        for attempt in Retrying(**_retry_policy(what, timeout)):
-            with attempt:
-                return read()
+        return Retrying(**_retry_policy(what, timeout))(read)
     except UNREACHABLE as exc:
         raise _unavailable(what, cfg, conn_id, timeout, exc) from exc
-    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
 
 async def aread_retrying(

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from fivetran_events.decision import FLAGS
 from fivetran_events.timeutil import iso
 
 from .compat import BaseOperatorLink
@@ -32,13 +33,6 @@ log = logging.getLogger(__name__)
 URL_PREFIX = "/fivetran-events"
 #: The list of every connector.
 CONNECTORS_LIST_URL = f"{URL_PREFIX}/"
-#: The decision flags the page takes, as the sensor names them.
-FLAGS = (
-    "criterion",
-    "propagate_failures_forward",
-    "always_wait_when_syncing",
-    "wait_when_paused",
-)
 
 
 def connector_view_url(connector_id: str, target: datetime | None = None, **flags: Any) -> str:
@@ -98,10 +92,10 @@ class FivetranConnectorLink(BaseOperatorLink):
             connector_view_url(
                 str(connector_id),
                 target,
-                criterion=getattr(operator, "criterion", None),
-                propagate_failures_forward=getattr(operator, "propagate_failures_forward", None),
-                always_wait_when_syncing=getattr(operator, "always_wait_when_syncing", None),
                 # A sensor from before wait_when_paused decides as if it were False.
-                wait_when_paused=getattr(operator, "wait_when_paused", False),
+                **{
+                    f: getattr(operator, f, False if f == "wait_when_paused" else None)
+                    for f in FLAGS
+                },
             )
         )

@@ -54,30 +54,21 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
     def sync_needed(self, context: Context) -> bool:
         """Return False (skip downstream) when a success already counts for the target."""
         target, source = resolve_target(self.target_time, context)
-        decision = (
-            FivetranEventsRedisHook(self.redis_conn_id)
-            .reader()
-            .decide(
-                self.connector_id,
-                to_ms(target),
-                criterion=self.criterion,
-                propagate_failures_forward=False,
-            )
-        )
-        if decision.outcome is Outcome.SUCCESS:
-            self.log.info(
-                "connector %s is already synced as of %s (%s): %s; skipping the sync",
-                self.connector_id,
-                iso(target),
-                source,
-                decision.reason,
-            )
-            return False
-        self.log.info(
-            "connector %s needs a sync as of %s (%s): %s",
+        reader = FivetranEventsRedisHook(self.redis_conn_id).reader()
+        decision = reader.decide(
             self.connector_id,
+            to_ms(target),
+            criterion=self.criterion,
+            propagate_failures_forward=False,
+        )
+        needed = decision.outcome is not Outcome.SUCCESS
+        self.log.info(
+            "connector %s %s as of %s (%s): %s%s",
+            self.connector_id,
+            "needs a sync" if needed else "is already synced",
             iso(target),
             source,
             decision.reason,
+            "" if needed else "; skipping the sync",
         )
-        return True
+        return needed

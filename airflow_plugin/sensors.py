@@ -4,13 +4,9 @@ It answers from the history the webhook server records (no Fivetran API calls) w
 the project's one decision function, in ``poke``, ``reschedule`` and deferrable modes
 alike, every flag honoured in each.
 
-When Redis is unreachable, every mode follows one policy: a check retries with backoff
-for ``redis_retry_timeout`` seconds, then raises ``FivetranHistoryUnavailable``, which
-Airflow treats as an error in ``poke``: ``silent_fail`` keeps waiting (until the
-sensor's ``timeout``), ``never_fail`` skips, otherwise the task fails and ``retries``
-apply; ``soft_fail`` alone does not skip it. Deferred, the trigger retries the same way
-(without end under ``silent_fail``) and reports the outage in its event, which
-``execute_complete`` raises as the same exception.
+When Redis is unreachable, every mode follows one policy (docs/sensor.md, "When Redis
+is unreachable"): a check retries with backoff for ``redis_retry_timeout`` seconds, then
+raises ``FivetranHistoryUnavailable``, which Airflow treats as an error in ``poke``.
 """
 
 from __future__ import annotations
@@ -21,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from fivetran_events import Decision, Outcome, parse_criterion
+from fivetran_events.decision import FLAGS
 from fivetran_events.timeutil import iso, now_ms, to_ms
 
 from .compat import (
@@ -176,17 +173,13 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.log.info("connector %s: target %s (from %s)", self.connector_id, iso(target), source)
         return to_ms(target)
 
+    def _flags(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in FLAGS}
+
     def _decide(self, target_ms: int) -> Decision:
         """Decide from the history; raise ``FivetranHistoryUnavailable`` after the retries."""
         return read_retrying(
-            lambda: self.hook.reader().decide(
-                self.connector_id,
-                target_ms,
-                criterion=self.criterion,
-                propagate_failures_forward=self.propagate_failures_forward,
-                always_wait_when_syncing=self.always_wait_when_syncing,
-                wait_when_paused=self.wait_when_paused,
-            ),
+            lambda: self.hook.reader().decide(self.connector_id, target_ms, **self._flags()),
             what=f"the history of connector {self.connector_id}",
             cfg=self.hook.config,
             conn_id=self.redis_conn_id,
@@ -292,10 +285,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
             trigger=FivetranSyncDecisionTrigger(
                 connector_id=self.connector_id,
                 target_ms=target_ms,
-                propagate_failures_forward=self.propagate_failures_forward,
-                always_wait_when_syncing=self.always_wait_when_syncing,
-                wait_when_paused=self.wait_when_paused,
-                criterion=self.criterion,
+                **self._flags(),
                 redis_conn_id=self.redis_conn_id,
                 recheck_interval=self.recheck_interval,
                 retry_timeout=None if silent else self.redis_retry_timeout,
@@ -317,21 +307,16 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return self._outcome(Decision.from_dict(event["decision"]))
 
 
-# Template fields that hold no template are returned as they are, not compiled by Jinja.
-# A sensor's ``connector_id`` is a template field and nearly always plain text
-# (``"bf_conn"``). Airflow hands every string field to Jinja, which renders such a string
-# to itself; in a task's process that first compile also builds Jinja's lexer, a cost
-# every sensor task of a backfill pays and a no-op does not. ``renders_to_itself`` says
-# when Jinja could not change a string, from the environment Airflow renders with (its
-# delimiters and prefixes, however a DAG set them), so skipping the compile changes no
-# result.
 def renders_to_itself(text: str, env: Any) -> bool:
     """True when rendering ``text`` in ``env`` can only give ``text`` back.
 
-    No delimiter or line prefix of ``env`` occurs in it, and no line break (Jinja rewrites
-    line endings and drops a final newline). A native environment (a DAG's
-    ``render_template_as_native_obj``) turns ``"123"`` into ``123``, so nothing is
-    plain text there.
+    A sensor's ``connector_id`` is a template field and nearly always plain text; Jinja's
+    first compile in a task's process also builds its lexer, a cost every sensor task of
+    a backfill would pay. So a string is skipped when no delimiter or line prefix of
+    ``env`` (however a DAG set them) occurs in it, and no line break (Jinja rewrites line
+    endings and drops a final newline). A native environment (a DAG's
+    ``render_template_as_native_obj``) turns ``"123"`` into ``123``, so nothing is plain
+    text there.
     """
     from jinja2.nativetypes import NativeEnvironment
 

@@ -8,12 +8,9 @@ All triggers of the triggerer share one subscription and one small pool
 (``_wakeups.Hub``), so thousands of deferred sensors cost one socket for wake-ups
 and a handful for reads.
 
-An unreachable Redis is retried with backoff for ``retry_timeout`` seconds per check
-(``hooks.aread_retrying``, the same policy as a poke), then reported in an event with
-status ``unavailable`` that the sensor's ``execute_complete`` raises as a poke would;
-with ``retry_timeout=None`` (a ``silent_fail`` sensor) it retries until the deferral
-times out. It is never swallowed: a trigger that kept retrying forever would hold a
-task deferred with nothing in its log but the triggerer's.
+An unreachable Redis is retried as a poke retries it (``hooks.aread_retrying``), then
+reported in an event with status ``unavailable`` that ``execute_complete`` raises:
+never swallowed, so an outage shows on the task, not only in the triggerer's log.
 """
 
 from __future__ import annotations
@@ -25,7 +22,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fivetran_events import Criterion, Decision, Outcome
+from fivetran_events import AsyncHistoryReader, Criterion, Decision, Outcome
+from fivetran_events.decision import FLAGS
 from fivetran_events.timeutil import now_ms
 
 from ._wakeups import hub_for, stop_if_cancelled
@@ -36,13 +34,11 @@ from .hooks import (
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,
     aread_retrying,
-    async_reader,
 )
 
 #: Default seconds between re-checks when no change message arrives. A message is lost
 #: only with the subscription, and the hub wakes every trigger when it subscribes again,
-#: so this is a last resort: 1,000 deferred sensors re-checking every 5 minutes cost the
-#: triggerer 3 reads a second (every minute: 17, about 0.7 % of a core; bench/sensor.py).
+#: so this is a last resort (its cost at scale: docs/sensor.md).
 DEFAULT_RECHECK_INTERVAL = 300.0
 #: Each wait is drawn from [1 - this, 1] x ``recheck_interval``: triggers woken together
 #: (all of them, when the hub subscribes again) drift apart instead of re-checking in one
@@ -109,10 +105,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
             {
                 "connector_id": self.connector_id,
                 "target_ms": self.target_ms,
-                "propagate_failures_forward": self.propagate_failures_forward,
-                "always_wait_when_syncing": self.always_wait_when_syncing,
-                "wait_when_paused": self.wait_when_paused,
-                "criterion": self.criterion,
+                **{name: getattr(self, name) for name in FLAGS},
                 "redis_conn_id": self.redis_conn_id,
                 "recheck_interval": self.recheck_interval,
                 "retry_timeout": self.retry_timeout,
@@ -150,7 +143,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
         changed = hub.register(self.connector_id)
         try:
             await hub.subscribed(timeout=min(5.0, self.recheck_interval))
-            reader = async_reader(cfg, hub.client)
+            reader = AsyncHistoryReader(hub.client, cfg.key_prefix, cfg.max_sync_duration_ms)
             woken_by = "the first check"
             while True:
                 stop_if_cancelled()
@@ -161,10 +154,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
                     lambda: reader.decide(
                         self.connector_id,
                         self.target_ms,
-                        criterion=self.criterion,
-                        propagate_failures_forward=self.propagate_failures_forward,
-                        always_wait_when_syncing=self.always_wait_when_syncing,
-                        wait_when_paused=self.wait_when_paused,
+                        **{name: getattr(self, name) for name in FLAGS},
                     ),
                     what=f"the history of connector {self.connector_id}",
                     cfg=cfg,

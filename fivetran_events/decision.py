@@ -22,8 +22,8 @@ the Airflow sensor, its async trigger, the REST API and the CLI share it unchang
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -43,6 +43,11 @@ class Outcome(str, Enum):
 class Criterion(str, Enum):
     ENDED_AFTER = "ended_after"
     STARTED_AFTER = "started_after"
+
+
+#: ``decide``'s arguments besides the facts, as every caller names them (the sensor, its
+#: trigger, the read API, the UI's URLs).
+FLAGS = ("criterion", "propagate_failures_forward", "always_wait_when_syncing", "wait_when_paused")
 
 
 def parse_criterion(value: str | Criterion) -> Criterion:
@@ -189,39 +194,6 @@ class Facts:
     #: The connector's newest end that completes nothing (RESCHEDULED, CANCELED, ...).
     latest_other: Completion | None = None
     lifecycle: Lifecycle | None = None
-
-    @classmethod
-    def from_history(
-        cls,
-        completions: Iterable[Completion],
-        starts: dict[str, int],
-        running: RunningSync | None,
-        target: datetime | int,
-        lifecycle: Lifecycle | None = None,
-    ) -> Facts:
-        """Build facts from a whole in-memory history (tests, small tools)."""
-        target_ms = target if isinstance(target, int) else to_ms(target)
-        ordered = sorted(completions, key=Completion.order_key)
-        with_starts = [_with_start(c, starts) for c in ordered]
-        real = [c for c in with_starts if c.succeeded or c.failed]
-        others = [c for c in with_starts if not (c.succeeded or c.failed)]
-        after = [c for c in real if c.ended_ms >= target_ms]
-        before = [c for c in real if c.ended_ms < target_ms]
-        return cls(
-            target_ms=target_ms,
-            successes_from_target=tuple(c for c in after if c.succeeded),
-            first_failure_from_target=next((c for c in after if c.failed), None),
-            latest_before_target=before[-1] if before else None,
-            running=running,
-            latest_other=others[-1] if others else None,
-            lifecycle=lifecycle,
-        )
-
-
-def _with_start(c: Completion, starts: dict[str, int]) -> Completion:
-    if c.started_ms is not None or c.sync_id not in starts:
-        return c
-    return replace(c, started_ms=starts[c.sync_id])
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,9 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     path = [unquote(p) for p in parts.path.split("/")[1:]]
     if not path or not path[0] or len(path) > 2:
         raise ValueError(f"the path must be /service_name or /service_name/db, e.g. {EXAMPLE}")
-    db = _db(path[1] if len(path) == 2 else "0")
+    db = path[1] if len(path) == 2 else "0"
+    if not db.isdigit():
+        raise ValueError(f"the database must be a number, not {db!r}")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(query) - SENTINEL_OPTIONS)
     if unknown:
@@ -140,7 +142,7 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     return SentinelUrl(
         sentinels=sentinels,
         service=path[0],
-        db=db,
+        db=int(db),
         username=unquote(username) or None,
         password=unquote(password) or None,
         ssl=scheme == "rediss+sentinel",
@@ -205,12 +207,6 @@ def _host_port(text: str) -> tuple[str, int]:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"sentinel port must be a number from 1 to 65535, not {port!r}")
     return host, int(port)
-
-
-def _db(text: str) -> int:
-    if not text.isdigit():
-        raise ValueError(f"the database must be a number, not {text!r}")
-    return int(text)
 
 
 def _flag(name: str, value: str) -> bool:

@@ -35,22 +35,6 @@ else:  # Python 3.10: the same parser as a backport (a core dependency there)
 __all__ = ["DEFAULT_URI_TEMPLATE", "UriMap", "dataset_uri", "dataset_uris", "load_uri_map"]
 
 
-def render(
-    template: str,
-    connector_id: str,
-    connector_name: str | None = None,
-    connector_type: str | None = None,
-    group_id: str | None = None,
-) -> str:
-    """Fill ``template`` in; a missing name, type or group renders as an empty string."""
-    return template.format(
-        connector_id=connector_id,
-        connector_name=connector_name or "",
-        connector_type=connector_type or "",
-        group_id=group_id or "",
-    )
-
-
 @dataclass(frozen=True)
 class UriMap:
     """The template and the per-connector mapping, loaded once."""
@@ -65,14 +49,16 @@ class UriMap:
         connector_type: str | None = None,
         group_id: str | None = None,
     ) -> list[str]:
-        """Return the URIs a successful sync of ``connector_id`` updates, without duplicates."""
+        """Return the URIs a successful sync of ``connector_id`` updates, without duplicates.
+
+        A missing name, type or group renders as an empty string.
+        """
+        names = dict(
+            connector_name=connector_name, connector_type=connector_type, group_id=group_id
+        )
+        fill = {k: v or "" for k, v in names.items()}
         templates = self.mapping.get(connector_id, (self.template,))
-        out: list[str] = []
-        for t in templates:
-            uri = render(t, connector_id, connector_name, connector_type, group_id)
-            if uri not in out:
-                out.append(uri)
-        return out
+        return list(dict.fromkeys(t.format(connector_id=connector_id, **fill) for t in templates))
 
     def mapped_connectors(self) -> list[str]:
         return sorted(self.mapping)

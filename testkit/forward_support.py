@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fivetran_events import Settings
+from webhook_app.airflow_client import AirflowClient
 from webhook_app.forwarding.worker import Forwarder
 from webhook_app.jobs import ForwardingWorker, build_forwarder
 
@@ -48,3 +50,9 @@ def syncs(http: Any, connector_id: str) -> list[dict[str, Any]]:
     )
     assert resp.status_code == 200, resp.get_json()
     return resp.get_json()["syncs"]  # type: ignore[no-any-return]
+
+
+def present_token(client: AirflowClient, token: str) -> None:
+    """Make ``client`` send ``token`` as if it were fresh (an expired one, to see a 401)."""
+    client._token = token
+    client._token_expires = time.time() + 3600

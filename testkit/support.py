@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote
 
 from fivetran_events import Event, as_text, parse_event
+from fivetran_events.decision import Completion, Facts, Lifecycle, RunningSync
 from fivetran_events.keys import ConnectorKeys
 from fivetran_events.signature import SIGNATURE_HEADER, sign
-from fivetran_events.timeutil import iso
+from fivetran_events.timeutil import iso, to_ms
 
 SECRET = "test-webhook-secret"
 OTHER_SECRET = "rotated-webhook-secret"
@@ -154,3 +157,33 @@ def lose_change_messages(monkeypatch: Any) -> None:
 
     real = writer.history_keys
     monkeypatch.setattr(writer, "history_keys", lambda prefix, cid: (real(prefix, cid)[0], ""))
+
+
+def facts_from_history(
+    completions: Iterable[Completion],
+    starts: dict[str, int],
+    running: RunningSync | None,
+    target: datetime | int,
+    lifecycle: Lifecycle | None = None,
+) -> Facts:
+    """Build the facts of a whole in-memory history, as the reader's reads would."""
+    target_ms = target if isinstance(target, int) else to_ms(target)
+    ordered = [
+        c
+        if c.started_ms is not None or c.sync_id not in starts
+        else replace(c, started_ms=starts[c.sync_id])
+        for c in sorted(completions, key=Completion.order_key)
+    ]
+    real = [c for c in ordered if c.succeeded or c.failed]
+    others = [c for c in ordered if not (c.succeeded or c.failed)]
+    after = [c for c in real if c.ended_ms >= target_ms]
+    before = [c for c in real if c.ended_ms < target_ms]
+    return Facts(
+        target_ms=target_ms,
+        successes_from_target=tuple(c for c in after if c.succeeded),
+        first_failure_from_target=next((c for c in after if c.failed), None),
+        latest_before_target=before[-1] if before else None,
+        running=running,
+        latest_other=others[-1] if others else None,
+        lifecycle=lifecycle,
+    )

@@ -18,7 +18,7 @@ import base64
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -44,7 +44,7 @@ from .airflow_errors import (
 TOKEN_MARGIN_SECONDS = 60.0
 #: Seconds an asset id found by URI is trusted before it is looked up again.
 ASSET_CACHE_SECONDS = 300.0
-#: Events examined per page when looking one up (newest first).
+#: Assets or events examined per page when looking one up.
 LOOKUP_PAGE = 100
 #: Answers that say the request was not handled at all (nothing can have been created).
 NOT_HANDLED = frozenset({429, 503})
@@ -235,11 +235,6 @@ class AirflowClient:
         self._token_expires = time.time() + renew_after(token)
         return token
 
-    def set_token(self, token: str | None) -> None:
-        """Replace the cached token (tests use it to present an expired one)."""
-        self._token = token
-        self._token_expires = time.time() + 3600
-
     def version(self) -> str:
         """Return "3" or "2": configured, or detected from which health endpoint answers."""
         if self._version is None:
@@ -303,24 +298,30 @@ class AirflowClient:
             self._check(resp)
             with unexpected_answer_is_a_retry("GET /api/v1/datasets"):
                 return int(resp.json()["id"])
-        offset = 0
-        while True:
-            resp = self._request(
-                "GET",
-                "/api/v2/assets",
-                params={"uri_pattern": uri, "limit": 100, "offset": offset, "order_by": "id"},
-            )
-            self._check(resp)
+        params = {"uri_pattern": uri, "order_by": "id"}
+        for assets in self._pages("/api/v2/assets", params, "assets"):
             with unexpected_answer_is_a_retry("GET /api/v2/assets"):
-                body = resp.json()
-                assets = body.get("assets", [])
                 for asset in assets:  # uri_pattern is a substring match
                     if asset.get("uri") == uri:
                         return int(asset["id"])
-                offset += len(assets)
+        return None
+
+    def _pages(self, path: str, params: dict[str, Any], key: str) -> Iterator[list[Any]]:
+        """Yield the pages of the listing at ``path`` (``key`` in each answer) to its end."""
+        offset = 0
+        while True:
+            resp = self._request(
+                "GET", path, params={**params, "limit": LOOKUP_PAGE, "offset": offset}
+            )
+            self._check(resp)
+            with unexpected_answer_is_a_retry(f"GET {path}"):
+                body = resp.json()
+                items = list(body.get(key, []))
                 total = int(body.get("total_entries", 0))
-            if not assets or offset >= total:
-                return None
+            yield items
+            offset += len(items)
+            if not items or offset >= total:
+                return
 
     def prepare(self, uri: str) -> None:
         """Fetch what a POST to ``uri`` needs (version, token, asset id) ahead of it.
@@ -386,23 +387,16 @@ class AirflowClient:
                 "timestamp_gte": iso(since),
             }
             key = "asset_events"
-        offset = 0
-        while True:
-            resp = self._request(
-                "GET", path, params={**params, "limit": LOOKUP_PAGE, "offset": offset}
-            )
-            self._check(resp)
+        for page in self._pages(path, params, key):
             with unexpected_answer_is_a_retry(f"GET {path}"):
-                body = resp.json()
-                events = [AirflowEvent.from_json(e) for e in body.get(key, [])]
-                total = int(body.get("total_entries", 0))
+                events = [AirflowEvent.from_json(e) for e in page]
             for ev in events:
                 if all(ev.extra.get(k) == v for k, v in match.items()):
                     return ev
-            offset += len(events)
             # Newest first: once a page reaches before ``since`` nothing older can match.
-            if not events or offset >= total or events[-1].timestamp < since:
+            if events and events[-1].timestamp < since:
                 return None
+        return None
 
     @staticmethod
     def _check(resp: requests.Response) -> None:

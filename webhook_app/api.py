@@ -10,6 +10,7 @@ import hmac
 
 from flask import Blueprint, Response, jsonify, request
 
+from fivetran_events.decision import FLAGS
 from fivetran_events.model import is_valid_id
 
 from .errors import ApiError
@@ -81,14 +82,7 @@ def syncs(connector_id: str, query: SyncsQuery) -> Response:
 def decision(connector_id: str, query: DecisionQuery) -> Response:
     """Decide whether the connector was synced as of ``target`` (the sensor's answer)."""
     cid = _connector(connector_id)
-    result = state().reader.decide(
-        cid,
-        query.target,
-        criterion=query.criterion,
-        propagate_failures_forward=query.propagate_failures_forward,
-        always_wait_when_syncing=query.always_wait_when_syncing,
-        wait_when_paused=query.wait_when_paused,
-    )
+    result = state().reader.decide(cid, query.target, **query.model_dump(include=set(FLAGS)))
     body = result.to_dict()
     body["connector_id"] = cid
     return jsonify(body)

@@ -12,8 +12,9 @@ counters (the 503s among them) still reach Prometheus.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -60,23 +61,25 @@ class Snapshot:
         def age(ms: int) -> float:
             return max(0.0, (self.now - ms) / 1000)
 
-        by_state = GaugeMetricFamily(
-            "fivetran_events_forward_deliveries",
+        def gauge(name: str, doc: str, labels: list[str], samples: Iterable[Any]) -> Metric:
+            family = GaugeMetricFamily(f"fivetran_events_{name}", doc, labels=labels)
+            for *values, value in samples:
+                family.add_metric(values, value)
+            return family
+
+        yield gauge(
+            "forward_deliveries",
             "Deliveries to Airflow by state: pending (queued or in an attempt), retrying, "
             "undelivered (404 or retries ran out) and failed (Airflow refused it).",
-            labels=["state"],
+            ["state"],
+            ((state, self.counts[state]) for state in STATES),
         )
-        for state in STATES:
-            by_state.add_metric([state], self.counts[state])
-        yield by_state
-        oldest = GaugeMetricFamily(
-            "fivetran_events_forward_oldest_delivery_age_seconds",
+        yield gauge(
+            "forward_oldest_delivery_age_seconds",
             "Seconds since the oldest delivery in each state was received (or last replayed).",
-            labels=["state"],
+            ["state"],
+            ((state, age(ms)) for state, ms in sorted(self.oldest_received.items())),
         )
-        for state, received in sorted(self.oldest_received.items()):
-            oldest.add_metric([state], age(received))
-        yield oldest
         yield GaugeMetricFamily(
             "fivetran_events_forward_due_deliveries",
             "Deliveries waiting for an attempt or a retry (the due queue's depth).",
@@ -93,31 +96,25 @@ class Snapshot:
             "grows when no worker sweeps the due queue.",
             value=max(0, self.overdue_ms) / 1000,
         )
-        info = GaugeMetricFamily(
-            "fivetran_events_connector_info",
+        yield gauge(
+            "connector_info",
             "Known connectors (value 1) and their names.",
-            labels=["connector_id", "connector_name", "connector_type", "group_id"],
+            ["connector_id", "connector_name", "connector_type", "group_id"],
+            ((cid, *names, 1) for cid, names in sorted(self.connectors.items())),
         )
-        for cid, (name, kind, group) in sorted(self.connectors.items()):
-            info.add_metric([cid, name, kind, group], 1)
-        yield info
-        since = GaugeMetricFamily(
-            "fivetran_events_connector_seconds_since_success",
+        yield gauge(
+            "connector_seconds_since_success",
             "Seconds since the connector's newest successful sync ended.",
-            labels=["connector_id"],
+            ["connector_id"],
+            ((cid, age(ms)) for cid, ms in sorted(self.last_success.items())),
         )
-        for cid, ended in sorted(self.last_success.items()):
-            since.add_metric([cid], age(ended))
-        yield since
-        status = GaugeMetricFamily(
-            "fivetran_events_connector_last_sync_succeeded",
+        yield gauge(
+            "connector_last_sync_succeeded",
             "1 if the connector's newest completed sync succeeded, 0 if it failed; "
             "status is Fivetran's.",
-            labels=["connector_id", "status"],
+            ["connector_id", "status"],
+            ((cid, text, int(ok)) for cid, (ok, text) in sorted(self.last_status.items())),
         )
-        for cid, (ok, text) in sorted(self.last_status.items()):
-            status.add_metric([cid, text], 1 if ok else 0)
-        yield status
         if self.last_webhook is not None:
             yield GaugeMetricFamily(
                 "fivetran_events_seconds_since_last_webhook",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import date, timedelta
 from typing import Any
 
@@ -166,22 +165,12 @@ def _bool(raw: str | None, name: str, default: bool) -> bool:
 
 
 def _flags(q: Any) -> Flags:
-    flags = Flags(
-        propagate_failures_forward=_bool(
-            q.get("propagate_failures_forward"), "propagate_failures_forward", True
-        ),
-        always_wait_when_syncing=_bool(
-            q.get("always_wait_when_syncing"), "always_wait_when_syncing", False
-        ),
-        wait_when_paused=_bool(q.get("wait_when_paused"), "wait_when_paused", False),
-    )
-    raw = q.get("criterion")
-    if raw:
-        try:
-            flags = replace(flags, criterion=parse_criterion(raw))
-        except ValueError as exc:
-            raise ViewError(400, str(exc)) from None
-    return flags
+    names = ("propagate_failures_forward", "always_wait_when_syncing", "wait_when_paused")
+    bools = {n: _bool(q.get(n), n, getattr(Flags, n)) for n in names}
+    try:
+        return Flags(parse_criterion(q.get("criterion") or Flags.criterion), **bools)
+    except ValueError as exc:
+        raise ViewError(400, str(exc)) from None
 
 
 def _time(raw: str | None, name: str) -> int | None:

@@ -10,7 +10,7 @@ most ``MAX_SYNCS`` syncs of a range, and the calendar one ``facts()`` (five or s
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ from fivetran_events import (
 )
 from fivetran_events.decision import Lifecycle
 from fivetran_events.deliveries import BY_ATTENTION, Field
-from fivetran_events.history import decode_completion
+from fivetran_events.history.reader import newest_commands, newest_from_results
 from fivetran_events.keys import connectors_key, delivery_key, sync_deliveries_key
 from fivetran_events.model import FAILURE_STATUSES, RESCHEDULED
 from fivetran_events.timeutil import UTC, parse_iso, to_ms
@@ -78,37 +78,15 @@ def connector_page(
     pipe = client.pipeline(transaction=False)
     pipe.hmget(hash_key, page)
     for cid in page:
-        keys = reader.keys(cid)
-        pipe.zrevrange(keys.ok, 0, 0, withscores=True)
-        pipe.zrevrange(keys.fail, 0, 0, withscores=True)
-        pipe.zrevrangebyscore(
-            keys.running, "+inf", reader.running_from(now), start=0, num=1, withscores=True
-        )
+        newest_commands(pipe, reader.keys(cid), reader.running_from(now))
     metas, *rest = pipe.execute()
-    newest = [
-        (
-            decode_completion(*ok[0]) if ok else None,
-            decode_completion(*fail[0]) if fail else None,
-            RunningSync(as_text(run[0][0]), int(run[0][1])) if run else None,
-        )
-        for ok, fail, run in zip(rest[0::3], rest[1::3], rest[2::3], strict=True)
-    ]
+    newest = newest_from_results(rest)
     forwarding = _forwarding(reader, page, [ok for ok, _, _ in newest])
     rows = []
-    for cid, raw, (ok, fail, run), fwd in zip(page, metas, newest, forwarding, strict=True):
+    for cid, raw, last, fwd in zip(page, metas, newest, forwarding, strict=True):
         meta = _json(raw)
-        rows.append(
-            ConnectorRow(
-                cid,
-                meta.get("name"),
-                meta.get("type"),
-                ok,
-                fail,
-                run,
-                fwd,
-                Lifecycle.from_meta(meta),
-            )
-        )
+        life = Lifecycle.from_meta(meta)
+        rows.append(ConnectorRow(cid, meta.get("name"), meta.get("type"), *last, fwd, life))
     return rows, len(ids)
 
 
@@ -216,10 +194,8 @@ class Flags:
     def as_params(self) -> dict[str, str]:
         """Return the flags as query parameters (the URL contract of airflow_plugin.links)."""
         return {
-            "criterion": self.criterion.value,
-            "propagate_failures_forward": str(self.propagate_failures_forward).lower(),
-            "always_wait_when_syncing": str(self.always_wait_when_syncing).lower(),
-            "wait_when_paused": str(self.wait_when_paused).lower(),
+            k: v.value if isinstance(v, Criterion) else str(v).lower()
+            for k, v in asdict(self).items()
         }
 
 
@@ -227,15 +203,7 @@ def decide_at(
     reader: HistoryReader, connector_id: str, target_ms: int, flags: Flags, now: int | None = None
 ) -> Decision:
     """Decide as the sensor would for ``target_ms``: one round trip, O(log n) reads."""
-    return reader.decide(
-        connector_id,
-        target_ms,
-        criterion=flags.criterion,
-        propagate_failures_forward=flags.propagate_failures_forward,
-        always_wait_when_syncing=flags.always_wait_when_syncing,
-        wait_when_paused=flags.wait_when_paused,
-        now=now,
-    )
+    return reader.decide(connector_id, target_ms, now=now, **asdict(flags))
 
 
 def day_targets(first: date, last: date) -> list[int]:

@@ -3,20 +3,16 @@
 - ``codec``: how a completion is stored as a sorted-set member;
 - ``writer``: ``HistoryWriter``, one event recorded idempotently and atomically by one
   script (``_lua.record_script``);
-- ``queries``: the reads behind one decision, shared by both readers;
-- ``reader`` / ``async_reader``: ``HistoryReader`` and ``AsyncHistoryReader``, whose
-  ``decide`` is the one decision entry point;
-- ``listings``: the history shaped for the read API and the CLI;
-- ``bulk``: many events loaded exactly as ``record`` would write them.
+- ``reader``: ``HistoryReader`` and its async twin ``AsyncHistoryReader``, whose
+  ``decide`` is the one decision entry point, and the listings for the read API and CLI.
 
 Key names come from ``fivetran_events.keys``.
 """
 
 from __future__ import annotations
 
-from .async_reader import AsyncHistoryReader
 from .codec import decode_completion, encode_completion
-from .reader import HistoryReader
+from .reader import AsyncHistoryReader, HistoryReader
 from .writer import HistoryWriter, OnSuccess, WriteResult, WriteStatus
 
 __all__ = [

@@ -166,12 +166,8 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
         click.echo(f"{line}  {r[-1]}".rstrip() if len(r) > 1 else r[0])
 
 
-def settings() -> Settings:
-    return load_settings()
-
-
 def reader(s: Settings | None = None) -> HistoryReader:
-    s = s or settings()
+    s = s or load_settings()
     return HistoryReader(s.redis_client(), s.key_prefix, s.max_sync_duration_ms)
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from fivetran_events import parse_criterion
-from fivetran_events.decision import Criterion
+from fivetran_events import load_settings
+from fivetran_events.decision import Criterion, Outcome
 
 from ..jobs import build_forwarder
 from .helpers import (
@@ -20,7 +20,6 @@ from .helpers import (
     json_option,
     parse_time,
     reader,
-    settings,
     table,
 )
 
@@ -55,12 +54,7 @@ def _sync_id(row: dict[str, Any]) -> str:
 
 def _forwarding(deliveries: list[dict[str, Any]], on: bool) -> str:
     """Sum up the last success's deliveries in a word: what an operator looks for."""
-    if not on:
-        return "off"
-    if not deliveries:
-        return "-"
-    states = sorted({d["state"] for d in deliveries})
-    return "/".join(states)
+    return ("/".join(sorted({d["state"] for d in deliveries})) or "-") if on else "off"
 
 
 @click.command()
@@ -74,7 +68,7 @@ def connectors(as_json: bool) -> None:
     the state of the last success's deliveries to Airflow (off when
     FIVETRAN_EVENTS_AIRFLOW_URL is unset).
     """
-    s = settings()
+    s = load_settings()
     rows = reader(s).connectors()
     store = build_forwarder(s, with_airflow=False).store
     on = s.airflow_url is not None
@@ -162,13 +156,7 @@ def history(connector_id: str, limit: int, as_json: bool) -> None:
 @json_option
 @clean_errors
 def decide_cmd(
-    connector_id: str,
-    target: str,
-    propagate_failures_forward: bool,
-    always_wait_when_syncing: bool,
-    wait_when_paused: bool,
-    criterion: str,
-    as_json: bool,
+    connector_id: str, target: str, criterion: str, as_json: bool, **flags: bool
 ) -> None:
     """Decide whether CONNECTOR_ID was synced as of TARGET.
 
@@ -177,17 +165,9 @@ def decide_cmd(
     end the wait names when to look again (Fivetran's rescheduledAt).
     """
     target_ms = parse_time(target, "--target")
-    crit = parse_criterion(criterion)
     r = reader()
     check_connector(r, connector_id)
-    result = r.decide(
-        connector_id,
-        target_ms,
-        criterion=crit,
-        propagate_failures_forward=propagate_failures_forward,
-        always_wait_when_syncing=always_wait_when_syncing,
-        wait_when_paused=wait_when_paused,
-    )
+    result = r.decide(connector_id, target_ms, criterion=criterion, **flags)
     if as_json:
         emit_json({"connector_id": connector_id, **result.to_dict()})
     else:
@@ -195,11 +175,8 @@ def decide_cmd(
         recheck = result.to_dict()["recheck_at"]
         if recheck is not None:
             echo(f"recheck at: {recheck}")
-    exit_with(
-        {"success": ExitCode.OK, "fail": ExitCode.FAILED, "wait": ExitCode.WAIT}[
-            result.outcome.value
-        ]
-    )
+    codes = {Outcome.SUCCESS: ExitCode.OK, Outcome.FAIL: ExitCode.FAILED}
+    exit_with(codes.get(result.outcome, ExitCode.WAIT))
 
 
 #: What the group registers.

@@ -11,9 +11,10 @@ from typing import Any
 
 import click
 
+from fivetran_events import load_settings
 from fivetran_events.migration import LAYOUT_VERSION, Migration, Plan, Progress
 
-from .helpers import clean_errors, echo, emit_json, json_option, settings
+from .helpers import clean_errors, echo, emit_json, json_option
 
 #: Seconds between two progress lines (the last connector always gets one).
 PROGRESS_EVERY = 1.0
@@ -111,7 +112,7 @@ def migrate(dry_run: bool, jobs: int, quiet: bool, as_json: bool) -> None:
     the prefix first and refuses (exit 2, changing nothing) when a key there belongs to
     no known layout, naming up to ten of them. Progress goes to stderr.
     """
-    s = settings()
+    s = load_settings()
     migration = Migration(s.redis_client(), s.key_prefix, s.retention_ms, ProgressLine(quiet))
     plan = migration.plan()
     if plan.connectors and not (dry_run or quiet):

@@ -46,8 +46,6 @@ def serve(
     """
     if as_json:
         os.environ[logs.FORMAT_ENV] = "json"  # gunicorn and its workers inherit it
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
     from webhook_app import create_app
 
     create_app()  # fail here, with one line, on bad configuration
@@ -55,16 +53,13 @@ def serve(
         # Made only once the configuration is accepted: a refused start leaves nothing.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fte-metrics-")
     argv = [sys.executable, "-m", "gunicorn"]
+    bind = ["--bind", f"{host or '127.0.0.1'}:{port or 8000}"]
     if gunicorn_config:
-        argv += ["--config", gunicorn_config]
-        if host or port:
-            argv += ["--bind", f"{host or '127.0.0.1'}:{port or 8000}"]
-        if workers:
-            argv += ["--workers", str(workers)]
+        argv += ["--config", gunicorn_config, *(bind if host or port else [])]
+        argv += ["--workers", str(workers)] if workers else []
     else:
         argv += [
-            "--bind",
-            f"{host or '127.0.0.1'}:{port or 8000}",
+            *bind,
             "--workers",
             str(workers or DEFAULT_WORKERS),
             "--graceful-timeout",

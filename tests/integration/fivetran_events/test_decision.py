@@ -23,7 +23,7 @@ from fivetran_events import (
 from fivetran_events.timeutil import iso, to_ms
 from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
 from testkit.reference import StateChange, Sync, reference_decide
-from testkit.support import at, encode, payload
+from testkit.support import at, encode, facts_from_history, payload
 
 
 def completions(scenario: str) -> list[Completion]:
@@ -37,12 +37,12 @@ class TestSeedCalendarsPure:
         """decide() over the in-memory history gives the seed's calendar day by day."""
         got = {}
         for day in range(1, 16):
-            facts = Facts.from_history(completions(scenario), {}, None, at(day))
+            facts = facts_from_history(completions(scenario), {}, None, at(day))
             got[day] = decide(facts, at(day), propagate_failures_forward=propagate).outcome.value
         assert got == CALENDARS[(scenario, propagate)]
 
     def test_fail_names_the_sync_and_reason(self) -> None:
-        facts = Facts.from_history(
+        facts = facts_from_history(
             [Completion("x1", "FAILURE_WITH_TASK", to_ms(at(3)), False, reason="quota")],
             {},
             None,
@@ -58,20 +58,20 @@ class TestSeedCalendarsPure:
 class TestFlags:
     def test_always_wait_when_syncing(self) -> None:
         """A running sync makes it WAIT even when a success already counts."""
-        facts = Facts.from_history(completions("B"), {}, RunningSync("r", to_ms(at(14))), at(5))
+        facts = facts_from_history(completions("B"), {}, RunningSync("r", to_ms(at(14))), at(5))
         assert decide(facts).outcome is Outcome.SUCCESS
         assert decide(facts, always_wait_when_syncing=True).outcome is Outcome.WAIT
 
     def test_started_after_refuses_a_sync_that_started_before(self) -> None:
         """A success that ended after the target but started before it does not count."""
         ok = Completion("s", "SUCCESSFUL", to_ms(at(10, 1)), True)
-        facts = Facts.from_history([ok], {"s": to_ms(at(9, 23))}, None, at(10))
+        facts = facts_from_history([ok], {"s": to_ms(at(9, 23))}, None, at(10))
         assert decide(facts, criterion="ended_after").outcome is Outcome.SUCCESS
         assert decide(facts, criterion="started_after").outcome is Outcome.WAIT
 
     def test_end_exactly_at_target_counts(self) -> None:
         """'At or after' includes the target instant itself."""
-        facts = Facts.from_history(
+        facts = facts_from_history(
             [Completion("s", "SUCCESSFUL", to_ms(at(5)), True)], {}, None, at(5)
         )
         assert decide(facts).outcome is Outcome.SUCCESS
@@ -222,7 +222,7 @@ def test_matches_reference(
     note(f"{syncs=} {starts=} {running=} {changes=} {target=} {now=} {got=}")
     assert got.outcome.value == want
     # The in-memory builder agrees too.
-    mem = Facts.from_history(
+    mem = facts_from_history(
         [Completion(s.sync_id, s.status, s.ended_ms, s.status == "SUCCESSFUL") for s in syncs],
         {**starts, **dict(running)},
         facts.running,

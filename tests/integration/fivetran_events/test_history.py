@@ -79,8 +79,8 @@ class TestOrdering:
         """A sync_end arriving before its sync_start: not running, start time still known."""
         writer.record(ev(sync_id="s1", created=at(3, 2)))
         writer.record(ev("sync_start", sync_id="s1", created=at(3, 1)))
-        assert reader.running("assimilate_seem", now=to_ms(at(3, 3))) is None
-        assert reader.start_of("assimilate_seem", "s1") == to_ms(at(3, 1))
+        assert reader.facts("assimilate_seem", 0, now=to_ms(at(3, 3))).running is None
+        assert reader.client.zscore(reader.keys("assimilate_seem").starts, "s1") == to_ms(at(3, 1))
         assert reader.syncs("assimilate_seem")[0]["started_at"] == iso(at(3, 1))
 
     def test_completions_ordered_by_created_not_arrival(
@@ -98,18 +98,18 @@ class TestOrdering:
 class TestRunning:
     def test_running_until_end(self, writer: HistoryWriter, reader: HistoryReader) -> None:
         writer.record(ev("sync_start", sync_id="s1", created=at(3)))
-        running = reader.running("assimilate_seem", now=to_ms(at(3, 1)))
+        running = reader.facts("assimilate_seem", 0, now=to_ms(at(3, 1))).running
         assert running is not None and running.sync_id == "s1"
         writer.record(ev(sync_id="s1", created=at(3, 2)))
-        assert reader.running("assimilate_seem", now=to_ms(at(3, 3))) is None
+        assert reader.facts("assimilate_seem", 0, now=to_ms(at(3, 3))).running is None
 
     def test_stale_running_sync_is_ignored(
         self, writer: HistoryWriter, reader: HistoryReader
     ) -> None:
         """A sync whose sync_end never came stops counting as running after the limit."""
         writer.record(ev("sync_start", sync_id="lost", created=at(3)))
-        assert reader.running("assimilate_seem", now=to_ms(at(3, 23))) is not None
-        assert reader.running("assimilate_seem", now=to_ms(at(4, 1))) is None
+        assert reader.facts("assimilate_seem", 0, now=to_ms(at(3, 23))).running is not None
+        assert reader.facts("assimilate_seem", 0, now=to_ms(at(4, 1))).running is None
         assert reader.syncs("assimilate_seem", now=to_ms(at(5)))[0]["status"] == "STALE"
 
     def test_rescheduled_ends_running_but_is_no_completion(
@@ -117,7 +117,7 @@ class TestRunning:
     ) -> None:
         writer.record(ev("sync_start", sync_id="s1", created=at(3)))
         writer.record(ev(sync_id="s1", status="RESCHEDULED", created=at(3, 1)))
-        assert reader.running("assimilate_seem", now=to_ms(at(3, 2))) is None
+        assert reader.facts("assimilate_seem", 0, now=to_ms(at(3, 2))).running is None
         facts = reader.facts("assimilate_seem", to_ms(at(4)))
         assert facts.latest_before_target is None
         assert reader.syncs("assimilate_seem")[0]["status"] == "RESCHEDULED"

@@ -120,7 +120,7 @@ class TestRetriedSync:
         """A sync_start after the same id's FAILED end, later in time, is running again."""
         for name in ("start1", "failed", "start2"):
             writer.record(retry_event(name))
-        running = reader.running(CID, now=to_ms(at(3, 3, 30)))
+        running = reader.facts(CID, 0, now=to_ms(at(3, 3, 30))).running
         assert running is not None and running.started_ms == to_ms(at(3, 3))
         facts = reader.facts(CID, to_ms(at(3, 5)), now=to_ms(at(3, 3, 30)))
         assert facts.running is not None and facts.running.sync_id == "s1"
@@ -158,7 +158,7 @@ class TestRetriedSync:
             ("SUCCESSFUL", iso(at(3, 3))),
             ("FAILED", iso(at(3, 1))),
         ]
-        assert reader.running(CID, now=to_ms(at(3, 5))) is None
+        assert reader.facts(CID, 0, now=to_ms(at(3, 5))).running is None
 
 
 def without(body: dict[str, Any], *fields: str) -> Event:
@@ -214,12 +214,12 @@ class TestWallClock:
             writer.record(ev("sync_start", sync_id="long", created=at(3)))
         limit = at(4)  # the default maximum sync duration is 24 h
         with freeze_time(limit):
-            assert reader.running(CID) is not None
+            assert reader.facts(CID, 0).running is not None
             assert reader.facts(CID, to_ms(at(5))).running is not None
             assert reader.syncs(CID)[0]["status"] == "RUNNING"
             assert reader.connectors()[0]["running"] is not None
         with freeze_time(limit + timedelta(milliseconds=1)):
-            assert reader.running(CID) is None
+            assert reader.facts(CID, 0).running is None
             assert reader.facts(CID, to_ms(at(5))).running is None
             assert reader.syncs(CID)[0]["status"] == "STALE"
             assert reader.connectors()[0]["running"] is None

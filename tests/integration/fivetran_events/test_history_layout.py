@@ -86,7 +86,7 @@ class TestShortLived:
         assert writer.record(end).status is WriteStatus.RECORDED  # the mark is gone
         assert writer.record(start).status is WriteStatus.RECORDED
         assert {k: client.dump(k) for k in history} == history
-        assert reader.running(CID, now=to_ms(at(3, 3))) is None
+        assert reader.facts(CID, 0, now=to_ms(at(3, 3))).running is None
 
 
 class TestMembers:

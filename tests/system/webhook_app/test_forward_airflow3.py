@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from fivetran_events import Settings
 from fivetran_events.keys import delivery_id
 from testkit.airflow_harness import AirflowServer
-from testkit.forward_support import post_event, run_worker, syncs
+from testkit.forward_support import post_event, present_token, run_worker, syncs
 from testkit.processes import poll_until
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess, worker_env
@@ -63,7 +63,7 @@ class TestClient:
             ).status_code
             == 401
         )
-        c.set_token(expired)
+        present_token(c, expired)
         sid = f"tok-{uuid.uuid4()}"
         ev = c.post_event(uri("e2e"), {"sync_id": sid})
         assert c.tokens_fetched == 2

@@ -1,6 +1,6 @@
 """Load many events at once, with exactly the Redis contents ``HistoryWriter.record`` leaves.
 
-For benchmarks, tests and imports: each event goes through the record script itself
+For benchmarks and tests: each event goes through the record script itself
 (redis-py's ``Script``, pipelined), so the layout has one implementation. What it skips is what
 only a live delivery needs: the change notification and a caller's chunk.
 """
@@ -11,10 +11,10 @@ from collections.abc import Iterable
 
 import redis
 
-from ..model import Event, EventKind
-from ..timeutil import now_ms
-from ._lua import RECORD_NUMKEYS, record_script
-from .writer import TRIM_EVERY, history_keys, script_args
+from fivetran_events.history._lua import RECORD_NUMKEYS, record_script
+from fivetran_events.history.writer import TRIM_EVERY, history_keys, script_args
+from fivetran_events.model import Event, EventKind
+from fivetran_events.timeutil import now_ms
 
 #: Events per pipelined round trip.
 BATCH = 2000
