@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict
 
 from .model import FAILURE_STATUSES, RESCHEDULED, is_derived_sync_id
 from .timeutil import iso, parse_iso, to_ms, to_utc
@@ -48,6 +48,14 @@ class Criterion(str, Enum):
 #: ``decide``'s arguments besides the facts, as every caller names them (the sensor, its
 #: trigger, the read API, the UI's URLs).
 FLAGS = ("criterion", "propagate_failures_forward", "always_wait_when_syncing", "wait_when_paused")
+
+
+class Flags(TypedDict, total=False):
+    """``decide``'s yes/no flags, for callers that pass them on as ``**flags``."""
+
+    propagate_failures_forward: bool
+    always_wait_when_syncing: bool
+    wait_when_paused: bool
 
 
 def parse_criterion(value: str | Criterion) -> Criterion:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..decision import (
     Completion,
     Criterion,
     Decision,
     Facts,
+    Flags,
     Lifecycle,
     RunningSync,
     decide,
@@ -33,6 +34,9 @@ from ..keys import ConnectorKeys, connectors_key
 from ..redis_url import as_text
 from ..timeutil import now_ms, to_ms, to_utc
 from .codec import decode_completion
+
+if TYPE_CHECKING:  # typing.Unpack is 3.11's; pydantic brings typing_extensions
+    from typing_extensions import Unpack
 
 #: Successes fetched by end time for one decision (the first counts under ended_after;
 #: the others let started_after pick the earliest-ended of overlapping syncs).
@@ -164,7 +168,7 @@ class HistoryReader(_Reader):
         *,
         criterion: Criterion | str = Criterion.ENDED_AFTER,
         now: int | None = None,
-        **flags: bool,
+        **flags: Unpack[Flags],
     ) -> Decision:
         """Decide SUCCESS, FAIL or WAIT for ``connector_id`` at ``target`` (one round trip).
 
@@ -258,7 +262,7 @@ class AsyncHistoryReader(_Reader):
         *,
         criterion: Criterion | str = Criterion.ENDED_AFTER,
         now: int | None = None,
-        **flags: bool,
+        **flags: Unpack[Flags],
     ) -> Decision:
         """Decide for ``connector_id`` at ``target``, as ``HistoryReader.decide`` does."""
         target_ms, crit = target_and_criterion(target, criterion)
