@@ -38,8 +38,9 @@ DEFAULT_SENTINEL_PORT = 26379
 SENTINEL_OPTIONS = frozenset(
     {"sentinel_username", "sentinel_password", "sentinel_ssl", "ssl_ca_certs"}
 )
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+#: How a yes/no option is spelt in a URL or a query string, and what it means.
+FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True}
+FLAG_WORDS |= {"0": False, "false": False, "no": False, "off": False}
 EXAMPLE = "redis+sentinel://:password@host1:26379,host2:26379,host3:26379/mymaster/0"
 
 
@@ -148,7 +149,7 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
         ssl=scheme == "rediss+sentinel",
         sentinel_username=query.get("sentinel_username") or None,
         sentinel_password=query.get("sentinel_password") or None,
-        sentinel_ssl=_flag("sentinel_ssl", query.get("sentinel_ssl", "")),
+        sentinel_ssl=parse_flag(query.get("sentinel_ssl") or "false", "sentinel_ssl"),
         ssl_ca_certs=query.get("ssl_ca_certs") or None,
     )
 
@@ -209,9 +210,9 @@ def _host_port(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _flag(name: str, value: str) -> bool:
-    if value.lower() in _TRUE:
-        return True
-    if value.lower() in _FALSE:
-        return False
-    raise ValueError(f"{name} must be true or false, not {value!r}")
+def parse_flag(text: str, name: str) -> bool:
+    """Read the yes/no option ``name`` spelt as in ``FLAG_WORDS``; raise ValueError else."""
+    try:
+        return FLAG_WORDS[text.lower()]
+    except KeyError:
+        raise ValueError(f"{name} must be true or false, not {text!r}") from None

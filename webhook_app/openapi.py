@@ -17,13 +17,12 @@ from spectree import Response, SecurityScheme, SpecTree
 from spectree.models import SecureType, SecuritySchemeData
 
 from fivetran_events import Criterion, __version__
+from fivetran_events.redis_url import FLAG_WORDS, parse_flag
 from fivetran_events.timeutil import parse_iso, to_ms
 
 from .errors import ApiError
 
 MAX_LIMIT = 1000
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
 
 
 def _epoch_ms(value: Any) -> Any:
@@ -38,14 +37,7 @@ def _epoch_ms(value: Any) -> Any:
 
 def _flag(value: Any) -> Any:
     """Accept the usual spellings of a boolean, and only those (``2`` is a mistake)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError("must be true or false")
+    return value if isinstance(value, bool) else parse_flag(str(value), "the value")
 
 
 #: A point in time given as ISO 8601 text; the view receives epoch milliseconds.
@@ -64,7 +56,7 @@ Timestamp = Annotated[
 Flag = Annotated[
     bool,
     BeforeValidator(_flag),
-    WithJsonSchema({"type": "string", "enum": sorted(_TRUE | _FALSE)}),
+    WithJsonSchema({"type": "string", "enum": sorted(FLAG_WORDS)}),
 ]
 
 

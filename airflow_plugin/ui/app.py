@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse
 
 from fivetran_events import HistoryReader, parse_criterion
 from fivetran_events.model import ID_PATTERN
+from fivetran_events.redis_url import parse_flag
 from fivetran_events.timeutil import from_ms, now_ms, parse_iso, to_ms
 
 from . import queries, render
@@ -30,8 +31,6 @@ from .queries import Flags
 
 #: Days the calendar shows when the request names no range.
 DEFAULT_DAYS = 31
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
 _ID = re.compile(ID_PATTERN)
 
 
@@ -155,13 +154,10 @@ def _int(raw: str | None, name: str, default: int, low: int, high: int) -> int:
 
 
 def _bool(raw: str | None, name: str, default: bool) -> bool:
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in _TRUE:
-        return True
-    if raw.lower() in _FALSE:
-        return False
-    raise ViewError(400, f"{name} must be true or false, not {raw!r}")
+    try:
+        return default if not raw else parse_flag(raw, name)
+    except ValueError as exc:
+        raise ViewError(400, str(exc)) from None
 
 
 def _flags(q: Any) -> Flags:
