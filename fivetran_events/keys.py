@@ -30,7 +30,7 @@ keys can collide.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_PREFIX = "fte:"
 
@@ -40,49 +40,24 @@ CONNECTOR_SETS = ("ok", "okstart", "fail", "other", "resyncs", "starts", "runnin
 
 @dataclass(frozen=True)
 class ConnectorKeys:
-    """The names of one connector's keys."""
+    """The names of one connector's keys: a set's is ``{p}h:{c}:{its suffix}``."""
 
     prefix: str
     connector_id: str
+    ok: str = field(init=False)
+    okstart: str = field(init=False)
+    fail: str = field(init=False)
+    other: str = field(init=False)
+    resyncs: str = field(init=False)
+    starts: str = field(init=False)
+    running: str = field(init=False)
+    seen: str = field(init=False)
+    channel: str = field(init=False)
 
-    def _k(self, suffix: str) -> str:
-        return f"{self.prefix}h:{self.connector_id}:{suffix}"
-
-    @property
-    def ok(self) -> str:
-        return self._k("ok")
-
-    @property
-    def okstart(self) -> str:
-        return self._k("okstart")
-
-    @property
-    def fail(self) -> str:
-        return self._k("fail")
-
-    @property
-    def other(self) -> str:
-        return self._k("other")
-
-    @property
-    def starts(self) -> str:
-        return self._k("starts")
-
-    @property
-    def running(self) -> str:
-        return self._k("running")
-
-    @property
-    def resyncs(self) -> str:
-        return self._k("resyncs")
-
-    @property
-    def seen(self) -> str:
-        return self._k("seen")
-
-    @property
-    def channel(self) -> str:
-        return f"{self.prefix}changes:{self.connector_id}"
+    def __post_init__(self) -> None:
+        for suffix in CONNECTOR_SETS:
+            object.__setattr__(self, suffix, f"{self.prefix}h:{self.connector_id}:{suffix}")
+        object.__setattr__(self, "channel", f"{self.prefix}changes:{self.connector_id}")
 
 
 def connectors_key(prefix: str) -> str:

@@ -353,20 +353,17 @@ class AirflowClient:
                     f"Airflow 2 answered 404 for dataset '{uri}': {body_text(resp)}"
                 )
         else:
-            asset = self.asset_id(uri)
-            resp = self._request(
-                "POST", "/api/v2/assets/events", json={"asset_id": asset, "extra": dict(extra)}
-            )
-            if resp.status_code == 404:
-                # The asset went away since we cached its id: look it up once more.
-                asset = self.asset_id(uri, refresh=True)
-                resp = self._request(
-                    "POST", "/api/v2/assets/events", json={"asset_id": asset, "extra": dict(extra)}
+            # A 404 on the cached id: the asset went away since; look it up once more.
+            for refresh in (False, True):
+                asset = self.asset_id(uri, refresh=refresh)
+                body = {"asset_id": asset, "extra": dict(extra)}
+                resp = self._request("POST", "/api/v2/assets/events", json=body)
+                if resp.status_code != 404:
+                    break
+            else:
+                raise AssetNotFound(
+                    f"Airflow answered 404 for asset '{uri}' (id {asset}): {body_text(resp)}"
                 )
-                if resp.status_code == 404:
-                    raise AssetNotFound(
-                        f"Airflow answered 404 for asset '{uri}' (id {asset}): {body_text(resp)}"
-                    )
         self._check(resp)
         with unexpected_answer_is_a_retry("POST of an event"):
             return AirflowEvent.from_json(resp.json())
