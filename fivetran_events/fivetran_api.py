@@ -122,7 +122,7 @@ class Connection:
         status = status if isinstance(status, Mapping) else {}
         frequency = body.get("sync_frequency")
         return cls(
-            id=str(body["id"]),
+            id=str(body.get("id", "")),
             group_id=_text(body.get("group_id")),
             service=_text(body.get("service")),
             schema=_text(body.get("schema")),
@@ -150,7 +150,7 @@ class Group:
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Group:
         return cls(
-            id=str(body["id"]),
+            id=str(body.get("id", "")),
             name=_text(body.get("name")),
             created_at=_time(body.get("created_at")),
         )
@@ -174,7 +174,7 @@ class Webhook:
     def from_json(cls, body: Mapping[str, Any]) -> Webhook:
         events = body.get("events")
         return cls(
-            id=str(body["id"]),
+            id=str(body.get("id", "")),
             type=_text(body.get("type")) or "",
             group_id=_text(body.get("group_id")),
             url=_text(body.get("url")) or "",
@@ -319,7 +319,7 @@ class FivetranClient:
 
     def connection(self, connection_id: str) -> Connection:
         path = f"/v1/connections/{_segment(connection_id)}"
-        return Connection.from_json(self.request("GET", path, accept=CONNECTIONS_ACCEPT))
+        return Connection.from_json(self._one("GET", path, accept=CONNECTIONS_ACCEPT))
 
     def groups(self) -> list[Group]:
         return [Group.from_json(item) for item in self.items("/v1/groups")]
@@ -331,7 +331,7 @@ class FivetranClient:
         return [Webhook.from_json(item) for item in self.items("/v1/webhooks")]
 
     def webhook(self, webhook_id: str) -> Webhook:
-        return Webhook.from_json(self.request("GET", f"/v1/webhooks/{_segment(webhook_id)}"))
+        return Webhook.from_json(self._one("GET", f"/v1/webhooks/{_segment(webhook_id)}"))
 
     def create_account_webhook(
         self, url: str, events: Sequence[str], secret: str, *, active: bool = True
@@ -342,7 +342,7 @@ class FivetranClient:
         refuses to create the webhook, with a 400, unless that gets a 2xx.
         """
         body = {"url": url, "events": list(events), "active": active, "secret": secret}
-        return Webhook.from_json(self.request("POST", "/v1/webhooks/account", body=body))
+        return Webhook.from_json(self._one("POST", "/v1/webhooks/account", body=body))
 
     def create_group_webhook(
         self, group_id: str, url: str, events: Sequence[str], secret: str, *, active: bool = True
@@ -350,12 +350,12 @@ class FivetranClient:
         """Create a webhook for one group's connections (tested as the account's is)."""
         body = {"url": url, "events": list(events), "active": active, "secret": secret}
         path = f"/v1/webhooks/group/{_segment(group_id)}"
-        return Webhook.from_json(self.request("POST", path, body=body))
+        return Webhook.from_json(self._one("POST", path, body=body))
 
     def test_webhook(self, webhook_id: str, event: str = "sync_start") -> WebhookTest:
         """Have Fivetran send a sample ``event`` to the webhook's URL; say how it went."""
         path = f"/v1/webhooks/{_segment(webhook_id)}/test"
-        return WebhookTest.from_json(self.request("POST", path, body={"event": event}))
+        return WebhookTest.from_json(self._one("POST", path, body={"event": event}))
 
     def delete_webhook(self, webhook_id: str) -> None:
         self.request("DELETE", f"/v1/webhooks/{_segment(webhook_id)}")
@@ -418,6 +418,13 @@ class FivetranClient:
                     self.max_attempts,
                 )
                 self._sleep(wait)
+
+    def _one(self, method: str, path: str, **kwargs: Any) -> Mapping[str, Any]:
+        """``request``, for a call whose ``data`` is one object (a webhook, a connection)."""
+        data = self.request(method, path, **kwargs)
+        if not isinstance(data, Mapping):
+            raise FivetranUnavailable(method, path, "the answer's data is not an object")
+        return data
 
     def _retry_wait(self, method: str, exc: FivetranUnavailable, attempt: int) -> float | None:
         """The pause before trying ``exc``'s call again, or None to give up with it."""

@@ -6,13 +6,14 @@ collections, Fivetran's error bodies, 401 on a wrong key, 429 with Retry-After o
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -23,6 +24,7 @@ from fivetran_events.exceptions import (
     FivetranUnavailable,
 )
 from fivetran_events.fivetran_api import FivetranClient, describe
+from fivetran_events.signature import SIGNATURE_HEADER, verify
 from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.servers import free_port, serving_in_thread
 
@@ -237,3 +239,58 @@ class TestTransport:
             thread.join(5)
             listener.close()
         assert seen == [0, 1]
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """A webhook target that checks Fivetran's signature as the app does (200, else 401)."""
+
+    secret = "receiver-secret"
+    bodies: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        ok = verify(raw, self.headers.get(SIGNATURE_HEADER), [self.secret])
+        if ok:
+            self.bodies.append(json.loads(raw))
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[str]:
+    Receiver.bodies = []
+    server = HTTPServer(("127.0.0.1", 0), Receiver)
+    with serving_in_thread(server):
+        yield f"http://127.0.0.1:{server.server_address[1]}/webhooks/fivetran"
+
+
+class TestWebhooks:
+    def test_create_get_list_test_delete(self, api: FivetranStandIn, receiver: str) -> None:
+        """The whole life of a webhook; each POST to the target was signed with its secret."""
+        api.group("g1")
+        c = client(api.url)
+        account = c.create_account_webhook(receiver, ["sync_start", "sync_end"], Receiver.secret)
+        group = c.create_group_webhook("g1", receiver, ["sync_end"], Receiver.secret, active=False)
+        assert (account.type, account.group_id, account.active) == ("account", None, True)
+        assert (group.type, group.group_id, group.active) == ("group", "g1", False)
+        assert [b["event"] for b in Receiver.bodies] == ["test_event"]  # an inactive one: none
+        assert c.webhook(account.id) == account
+        assert [w.id for w in c.webhooks()] == [account.id, group.id]
+        result = c.test_webhook(account.id, "sync_end")
+        assert (result.succeed, result.status) == (True, 200)
+        assert Receiver.bodies[-1]["event"] == "sync_end"
+        c.delete_webhook(group.id)
+        with pytest.raises(FivetranNotFound, match=f"GET /v1/webhooks/{group.id}: .*404"):
+            c.webhook(group.id)
+
+    def test_a_create_whose_test_is_refused_creates_nothing(
+        self, api: FivetranStandIn, receiver: str
+    ) -> None:
+        with pytest.raises(FivetranRejected) as caught:
+            client(api.url).create_account_webhook(receiver, ["sync_end"], "another-secret")
+        assert caught.value.status == 400 and "status 401" in str(caught.value)
+        assert api.webhooks == {} and Receiver.bodies == []
