@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .. import logs
-from . import fivetran, forwarding, history, migrate, serving
+from . import fivetran, forwarding, history, importing, migrate, serving
 from .helpers import EXIT_CODES_HELP, ExitCode, echo
 from .serving import DEFAULT_WORKERS
 
@@ -73,6 +73,7 @@ for _command in (
     *forwarding.COMMANDS,
     *migrate.COMMANDS,
     *fivetran.COMMANDS,
+    *importing.COMMANDS,
 ):
     main.add_command(_command)
 
