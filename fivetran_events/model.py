@@ -60,7 +60,11 @@ DERIVED_SYNC_MARK = "~"
 SOURCE_WEBHOOK = ""
 SOURCE_IMPORTED = "I"
 SOURCE_RECONCILED = "R"
-SOURCE_NAMES = {SOURCE_WEBHOOK: "webhook", SOURCE_IMPORTED: "imported", SOURCE_RECONCILED: "reconciled"}
+SOURCE_NAMES = {
+    SOURCE_WEBHOOK: "webhook",
+    SOURCE_IMPORTED: "imported",
+    SOURCE_RECONCILED: "reconciled",
+}
 
 
 class EventKind(str, Enum):

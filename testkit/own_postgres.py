@@ -140,7 +140,7 @@ def own_postgres() -> Iterator[OwnPostgres]:
                 try:
                     server.execute("SELECT 1")
                     return True
-                except Exception:  # noqa: BLE001  # not accepting connections yet
+                except Exception:  # not accepting connections yet
                     return False
 
             poll_until(

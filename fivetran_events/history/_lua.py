@@ -68,7 +68,6 @@ local function split(m)
 end
 
 if ARGV[1] == 'start' then
-  redis.call('ZADD', KEYS[2], 'LT', ARGV[2], sid)
   -- The sync's first end at or after this start: if there is one, this start belongs
   -- to an attempt that has ended; otherwise a new attempt runs (also a retry's).
   local best, key, score, raw
@@ -84,8 +83,17 @@ if ARGV[1] == 'start' then
     end
   end
   if not best then
-    if tonumber(redis.call('ZSCORE', KEYS[3], sid) or -1) == t then known = 'same' end
-    redis.call('ZADD', KEYS[3], 'GT', ARGV[2], sid)
+    -- A running sync's entry says not where it came from: an imported start near it is
+    -- the same start (the import never moves the webhook's); a delivered one keeps the
+    -- rule of a retry's start (the later wins).
+    local r = tonumber(redis.call('ZSCORE', KEYS[3], sid) or -1)
+    if r == t then
+      known = 'same'
+    elseif r >= 0 and src ~= '' and math.abs(r - t) <= {SAME_SYNC_WINDOW_MS} then
+      known = 'other'
+    else
+      redis.call('ZADD', KEYS[3], 'GT', ARGV[2], sid)
+    end
   else
     local d, tag, tail = split(best)
     local was = d ~= '' and score - tonumber(d, 36)
@@ -104,6 +112,8 @@ if ARGV[1] == 'start' then
       end
     end
   end
+  -- The sync's earliest start, which a late end looks for: not another source's copy.
+  if known ~= 'other' then redis.call('ZADD', KEYS[2], 'LT', ARGV[2], sid) end
 elseif ARGV[1] == 'end' then
   local key = KEYS[6]
   if ARGV[7] == 'ok' then key = KEYS[4] elseif ARGV[7] == 'fail' then key = KEYS[5] end

@@ -11,7 +11,7 @@ changes nothing.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,6 @@ import click
 
 from fivetran_events.log_import import (
     DEFAULT_SCHEMA,
-    Columns,
     RowFilter,
     Summary,
     events_of,
@@ -37,25 +36,64 @@ from .helpers import clean_errors, echo, emit_json, json_option, parse_time, set
 PROGRESS_EVERY = 100_000
 
 
-def _tracked(
-    rows: Iterable[Mapping[str, Any]], step: Any, summary: Summary, bar: Any
-) -> Iterator[Mapping[str, Any]]:
-    """Pass ``rows`` through, moving the progress ``bar`` (if any) every thousand rows."""
-    n = 0
-    for row in rows:
-        yield row
-        n += 1
-        if n % 1000 == 0 and bar is not None:
-            bar(step(1000), summary)
-    if bar is not None:
-        bar(step(n % 1000), summary)
+class Progress:
+    """Rows read and recorded, on stderr: a bar on a terminal, else a line now and then.
+
+    The bar's length is the file's size (or the database's row count), so it moves by
+    bytes read (or rows); it is redrawn every thousand rows.
+    """
+
+    def __init__(
+        self,
+        summary: Summary,
+        length: int,
+        position: Callable[[], int] | None,
+        stack: ExitStack,
+    ) -> None:
+        self.summary = summary
+        self.position = position
+        self.done = 0
+        self.printed = 0
+        self.bar: Any = None
+        if sys.stderr.isatty():
+            self.bar = stack.enter_context(
+                click.progressbar(
+                    length=max(length, 1),
+                    label="Importing",
+                    file=sys.stderr,
+                    show_pos=False,
+                    item_show_func=lambda text: text,
+                )
+            )
+
+    def track(self, rows: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+        n = 0
+        for row in rows:
+            yield row
+            n += 1
+            if n % 1000 == 0:
+                self.show(n)
+        self.show(n)
+
+    def show(self, rows: int) -> None:
+        s = self.summary
+        if self.bar is not None:
+            at = self.position() if self.position is not None else rows
+            self.bar.update(at - self.done, f"{s.rows} rows read, {s.recorded} recorded")
+            self.done = at
+        elif s.rows - self.printed >= PROGRESS_EVERY:
+            self.printed = s.rows
+            click.echo(
+                f"importing: {s.rows} rows read, {s.recorded} recorded, {s.known} already known",
+                err=True,
+            )
 
 
 def _summary_text(summary: Summary, forward: bool) -> list[str]:
-    fate = "forwarded to Airflow" if forward else "not forwarded (--forward forwards them)"
+    fate = "forwarded to Airflow" if forward else "not forwarded, see --forward"
     lines = [
         f"rows read      {summary.rows}",
-        f"recorded       {summary.recorded} ({summary.successes} successes, {fate})",
+        f"recorded       {summary.recorded} ({summary.successes} successes: {fate})",
         f"already known  {summary.known}",
         f"skipped        {sum(summary.skipped.values())}",
     ]
@@ -143,59 +181,26 @@ def import_log(
     show = sys.stderr.isatty() if progress is None else progress
     with ExitStack() as stack:
         rows: Iterable[Mapping[str, Any]]
-        columns: Columns
         if from_file is not None:
             found = read_file(from_file)
-            columns, rows, length = found.columns, found.rows, found.size
-            seen = [0]
-
-            def step(_: int) -> int:
-                moved = found.position() - seen[0]
-                seen[0] = found.position()
-                return moved
+            columns, rows, length, position = found.columns, found.rows, found.size, found.position
         else:
             db = read_database(from_db or "", schema, keep)
-            columns, rows, length = db.columns, db.rows, db.count
-
-            def step(n: int) -> int:
-                return n
-
-        bar = None
-        if show and sys.stderr.isatty():
-            shown = stack.enter_context(
-                click.progressbar(
-                    length=max(length, 1),
-                    label="Importing",
-                    file=sys.stderr,
-                    show_pos=False,
-                    item_show_func=lambda x: x,
-                )
-            )
-
-            def bar(n: int, summary: Summary) -> None:
-                shown.update(n, f"{summary.rows} rows read, {summary.recorded} recorded")
-        elif show:
-            printed = [0]
-
-            def bar(n: int, summary: Summary) -> None:
-                if summary.rows - printed[0] >= PROGRESS_EVERY:
-                    printed[0] = summary.rows
-                    click.echo(
-                        f"importing: {summary.rows} rows read, {summary.recorded} recorded, "
-                        f"{summary.known} already known",
-                        err=True,
-                    )
-
-        events = events_of(_tracked(rows, step, summary, bar), columns, keep, summary)
+            columns, rows, length, position = db.columns, db.rows, db.count, None
+        meter = Progress(summary, length, position, stack) if show else None
+        if meter is not None:
+            rows = meter.track(rows)
         record_events(
             client,
             s.key_prefix,
             s.retention_ms,
-            events,
+            events_of(rows, columns, keep, summary),
             summary,
             s.max_clock_skew_ms,
             on_success=on_success,
         )
+        if meter is not None:
+            meter.show(summary.rows)  # the last batches were written after the last row
     if as_json:
         emit_json({**summary.to_dict(), "forwarded": forward, "source": "imported"})
         return
