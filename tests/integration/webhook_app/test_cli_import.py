@@ -23,6 +23,7 @@ import redis
 from click.testing import CliRunner, Result
 
 from fivetran_events import Settings
+from testkit.forward_support import syncs
 from testkit.own_postgres import OwnPostgres, own_postgres
 from testkit.support import deliver, payload
 from testkit.worker_process import worker_env
@@ -256,6 +257,7 @@ class TestWithTheWebhook:
         assert store.for_syncs(CONN, [sync_id(0)]) == {sync_id(0): []}
         body = json.loads(cli(env, "history", CONN, "--json").output)
         assert [s.get("source") for s in body["syncs"]] == ["imported"]
+        assert [s.get("source") for s in syncs(http, CONN)] == ["imported"]  # the read API
 
     def test_an_import_after_the_webhook_finds_it_known(
         self, env: dict[str, str], tmp_path: Path, http: Any
