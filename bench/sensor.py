@@ -146,8 +146,8 @@ def bulk_history(
     when ``sync_start`` is not subscribed. The loader runs the write script itself, so
     the history is exactly what the webhook would have recorded.
     """
+    from fivetran_events.history import bulk
     from fivetran_events.model import Event, EventKind
-    from testkit import bulk
 
     t0 = int(start.timestamp() * 1000)
     dt = int(step.total_seconds() * 1000)

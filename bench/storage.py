@@ -16,7 +16,7 @@ stand-in, and the bench waits out the expiries (delivered records kept 60 s inst
 measured TTL) and the bytes a sync after a week, against the 300-byte goal. RQ's fixed
 300 s result TTL is read with PTTL (``--wait-rq`` waits it out too).
 
-``--writer bulk`` (default) loads through ``testkit.bulk`` (the write
+``--writer bulk`` (default) loads through ``fivetran_events.history.bulk`` (the write
 script itself, pipelined); ``--writer record`` calls ``HistoryWriter.record`` once per
 event (slower; it also runs against older versions of the package, which is how the v1
 figure was taken). Run: ``python -m bench.storage [--syncs 100000]``.
@@ -178,7 +178,7 @@ def load(client: redis.Redis, how: str, syncs: int, connectors: int, now: int) -
     stream = events(syncs, connectors, now)
     retention_ms = RETENTION_DAYS * DAY_MS
     if how == "bulk":
-        from testkit import bulk
+        from fivetran_events.history import bulk
 
         bulk.load(client, PREFIX, stream, retention_ms, now=now)
     else:

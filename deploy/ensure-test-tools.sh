@@ -2,6 +2,8 @@
 # Install what the tests use beyond Python packages: redis-server, nginx (only for
 # `nginx -t` on deploy/nginx.conf), promtool from Debian's prometheus (only for
 # `promtool check rules` / `test rules` on deploy/prometheus/; no server is started),
+# Debian's postgresql (`fivetran-events import --from-db`'s tests start their own server on
+# a free loopback port, testkit/own_postgres.py; the package's own cluster is not started),
 # chromium (the browser test of the Airflow UI view drives it through Playwright; no
 # browser is downloaded) and a Dockerfile linter from npm.
 set -euo pipefail
@@ -29,6 +31,10 @@ apt_install() { # command package why
 apt_install nginx nginx-light "config checks only"
 apt_install promtool prometheus "promtool for the alert rules' tests"
 apt_install chromium chromium "the UI view's browser test, headless"
+# Debian keeps PostgreSQL's server programs off PATH, under /usr/lib/postgresql/VERSION/bin.
+if ! compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null; then
+  apt_install postgres postgresql "the import's tests: a server of their own"
+fi
 if [ ! -x .venv/node/node_modules/.bin/dockerfilelint ]; then
   command -v npm >/dev/null || { echo "error: npm is needed for the Dockerfile linter" >&2; exit 1; }
   echo "==> installing dockerfilelint (npm) into .venv/node"

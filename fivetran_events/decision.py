@@ -28,7 +28,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, TypedDict
 
-from .model import FAILURE_STATUSES, RESCHEDULED, is_derived_sync_id
+from .model import FAILURE_STATUSES, RESCHEDULED, SOURCE_NAMES, is_derived_sync_id
 from .timeutil import iso, parse_iso, to_ms, to_utc
 
 
@@ -81,6 +81,8 @@ class Completion:
     started_ms: int | None = None
     #: Fivetran's ``rescheduledAt`` of a RESCHEDULED end (epoch ms).
     rescheduled_at_ms: int | None = None
+    #: Where the record came from (model.SOURCE_*): "" for a webhook delivery.
+    source: str = ""
 
     @property
     def failed(self) -> bool:
@@ -96,7 +98,7 @@ class Completion:
         return (self.ended_ms, 1 if self.succeeded else 0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "sync_id": self.sync_id,
             "sync_id_derived": self.derived,
             "status": self.status,
@@ -106,6 +108,9 @@ class Completion:
             "task_type": self.task_type,
             "rescheduled_at": iso(self.rescheduled_at_ms),
         }
+        if self.source:  # only when not delivered by the webhook: "imported", "reconciled"
+            out["source"] = SOURCE_NAMES.get(self.source, self.source)
+        return out
 
 
 @dataclass(frozen=True)

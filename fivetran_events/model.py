@@ -54,6 +54,17 @@ LIFECYCLE_EVENTS: dict[str, tuple[str, str]] = {
 #: A derived sync id (a sync event without ``sync_id``) starts with this character,
 #: which no real id can hold (``ID_PATTERN``): the mark that it was derived.
 DERIVED_SYNC_MARK = "~"
+#: Where a recorded sync came from, as the one letter its completion member carries
+#: (history/codec.py). A webhook delivery has none, so its members stay as short as
+#: before; ``R`` is kept for records made from Fivetran's REST API (succeeded_at/failed_at).
+SOURCE_WEBHOOK = ""
+SOURCE_IMPORTED = "I"
+SOURCE_RECONCILED = "R"
+SOURCE_NAMES = {
+    SOURCE_WEBHOOK: "webhook",
+    SOURCE_IMPORTED: "imported",
+    SOURCE_RECONCILED: "reconciled",
+}
 
 
 class EventKind(str, Enum):
@@ -152,6 +163,9 @@ class Event:
     tables: tuple[str, ...] = field(default_factory=tuple)
     #: ``data.rescheduledAt`` of a RESCHEDULED end, in epoch ms, when it is a time.
     rescheduled_at_ms: int | None = None
+    #: Where it came from (``SOURCE_*``): not part of ``dedup_id``, since the same event
+    #: read from Fivetran's LOG table is the same event.
+    source: str = SOURCE_WEBHOOK
 
     @cached_property
     def created_ms(self) -> int:

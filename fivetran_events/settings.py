@@ -11,6 +11,7 @@ import json
 import os
 import string
 from typing import Annotated, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import redis
 from pydantic import Field, SecretStr, StringConstraints, ValidationError, field_validator
@@ -25,6 +26,8 @@ DAY_S = 86_400
 ENV_PREFIX = "FIVETRAN_EVENTS_"
 #: Dataset URI of a connector without a mapping entry (``fivetran_events.uris``).
 DEFAULT_URI_TEMPLATE = "fivetran://connector/{connector_id}"
+#: Fivetran's REST API.
+DEFAULT_FIVETRAN_API_URL = "https://api.fivetran.com"
 #: The placeholders a URI template may use.
 FIELDS = ("connector_id", "connector_name", "connector_type", "group_id")
 
@@ -42,6 +45,22 @@ def check_template(template: str) -> str:
     if "://" not in template:
         raise ValueError(f"URI template {template!r} must be a URI (scheme://...)")
     return template
+
+
+def check_api_url(url: str) -> str:
+    """Return Fivetran's API base URL without a trailing ``/``; raise ValueError if unusable.
+
+    No user or password in it: the key and secret go in their own settings, so that no
+    error message or log line that names the URL can carry them.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL, e.g. https://api.fivetran.com")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not carry a user or password: set the key and secret instead")
+    if parts.query or parts.fragment:
+        raise ValueError("must be a base URL without ?query or #fragment")
+    return url.strip().rstrip("/")
 
 
 #: A list of secrets read by ``_secret_list``: the model's whitespace stripping does not
@@ -183,6 +202,14 @@ class Settings(HistoryDefaults):
     #: finds it. Records not delivered stay the retry window plus this long.
     forward_keep_delivered_hours: float = Field(default=72.0, gt=0)
 
+    # --- Fivetran's REST API (fivetran_events.fivetran_api) ---------------------------
+    #: The API key of a Fivetran user or system key (REST API: Basic auth's user name).
+    fivetran_api_key: SecretStr | None = None
+    #: Its secret (Basic auth's password).
+    fivetran_api_secret: SecretStr | None = None
+    #: Base URL of Fivetran's REST API; another one points the client at a stand-in.
+    fivetran_api_url: str = DEFAULT_FIVETRAN_API_URL
+
     @field_validator("dataset_uri_template")
     @classmethod
     def _template(cls, value: str) -> str:
@@ -197,7 +224,12 @@ class Settings(HistoryDefaults):
             raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8080")
         return value.rstrip("/")
 
-    @field_validator("airflow_password", mode="before")
+    @field_validator("fivetran_api_url")
+    @classmethod
+    def _fivetran_url(cls, value: str) -> str:
+        return check_api_url(value)
+
+    @field_validator("airflow_password", "fivetran_api_key", "fivetran_api_secret", mode="before")
     @classmethod
     def _strip_secret(cls, value: object) -> object:
         # A secret file ends with a newline (echo, openssl rand > file): never part of it.

@@ -1,40 +1,139 @@
-"""A stand-in for Fivetran's REST API on 127.0.0.1, enough for the provider's hook.
+"""A stand-in for Fivetran's REST API on 127.0.0.1: today's endpoints, and the legacy ones.
 
-It serves ``GET/PATCH /v1/connectors/{id}`` and ``POST /v1/connectors/{id}/force``
-with the fields ``airflow-provider-fivetran-async`` reads (``succeeded_at``,
-``failed_at``, ``status.sync_state``, …) and counts every call, so tests and the
-benchmark can show what the provider's sensor and operator cost. A forced sync ends
-``sync_seconds`` later; ``on_sync_end`` lets the caller also deliver the webhook.
+Today's, as Fivetran documents them (fivetran.com/docs/rest-api), for our own client
+(``fivetran_events.fivetran_api``):
+
+- ``GET /v1/connections`` (``group_id``, ``schema`` filters), ``GET /v1/connections/{id}``,
+  ``GET /v1/groups``, ``GET /v1/webhooks``: paged by cursor (``?cursor=&limit=``, limit
+  1..1000, 100 by default; ``data.items``, ``data.next_cursor`` while more are left);
+- ``POST /v1/webhooks/account``, ``POST /v1/webhooks/group/{group_id}``: the webhook is
+  created only if the signed ``test_event`` POSTed to its URL (when ``active``) gets a
+  2xx, as Fivetran does; otherwise 400. Its secret is answered masked (``******``);
+- ``GET|DELETE /v1/webhooks/{id}``; ``POST /v1/webhooks/{id}/test`` with
+  ``{"event": ...}`` POSTs a signed sample of that event (connection ``_connection_1``)
+  and answers ``data.succeed``/``status``/``message``.
+
+Unknown ids get 404 with Fivetran's error body (``{"code", "message"}``), a wrong Basic
+auth 401. ``fail_next`` makes the next calls answer 429 with ``Retry-After`` (or another
+status), ``delay_seconds`` holds every answer back (timeouts). One deviation, for tests:
+a webhook URL may be plain ``http://`` (the test servers have no TLS) unless
+``allow_http`` is off; Fivetran refuses it with 400.
+
+The legacy endpoints, for ``airflow-provider-fivetran-async``'s hook (the sensor
+benchmark and the provider's system test): ``GET/PATCH /v1/connectors/{id}`` and
+``POST /v1/connectors/{id}/force`` with the fields it reads (``succeeded_at``,
+``failed_at``, ``status.sync_state``, …). A forced sync ends ``sync_seconds`` later;
+``on_sync_end`` lets the caller also deliver the webhook. Both paths serve the same
+connections. Every call is counted in ``calls``, so tests and the benchmark can show
+what a client costs.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import itertools
 import json
 import threading
+import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
+import requests
+
+from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso
 
 from .servers import serving_in_thread
 
+#: The test delivery Fivetran POSTs when a webhook is created (its documentation's).
+TEST_EVENT: dict[str, Any] = {
+    "event": "test_event",
+    "created": "timestamp",
+    "connector_type": "_connector_type",
+    "connector_id": "_connector_1",
+    "group_id": "_destination_1",
+}
+#: The user Fivetran names as a webhook's creator.
+CREATED_BY = "_airworthy"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One POST the stand-in made to a webhook's URL, and what it got."""
+
+    url: str
+    body: dict[str, Any]
+    #: The status the URL answered; None when it could not be reached.
+    status: int | None
+
+
+class Answer(Exception):
+    """Raised by a route to answer with ``status`` and Fivetran's body."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        #: The call's name in ``calls``; None: counted under its status.
+        self.name: str | None = None
+
+
+def _error(status: int, code: str, message: str) -> Answer:
+    return Answer(status, {"code": code, "message": message})
+
+
+def _cursor(skip: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"skip": skip}).encode()).decode().rstrip("=")
+
+
+def _skip(cursor: str) -> int:
+    try:
+        skip = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))["skip"]
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise _error(400, "InvalidInput", f"Invalid cursor: {cursor}") from None
+    if not isinstance(skip, int) or skip < 0:
+        raise _error(400, "InvalidInput", f"Invalid cursor: {cursor}")
+    return skip
+
 
 class FivetranStandIn:
-    """The connectors' state and the calls received."""
+    """The account's connections, groups and webhooks, and the calls received."""
 
     def __init__(
-        self, sync_seconds: float = 0.5, on_sync_end: Callable[[str, datetime], None] | None = None
+        self,
+        sync_seconds: float = 0.5,
+        on_sync_end: Callable[[str, datetime], None] | None = None,
+        api_key: str = "key",
+        api_secret: str = "secret",
+        allow_http: bool = True,
     ) -> None:
         self.connectors: dict[str, dict[str, Any]] = {}
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.webhooks: dict[str, dict[str, Any]] = {}
+        #: Every POST made to a webhook's URL (creation tests and webhook tests).
+        self.deliveries: list[Delivery] = []
         self.calls: Counter[str] = Counter()
         self.sync_seconds = sync_seconds
         self.on_sync_end = on_sync_end
+        self.api_key = api_key
+        self.api_secret = api_secret
+        self.allow_http = allow_http
+        #: Seconds every answer is held back (a client's read timeout).
+        self.delay_seconds = 0.0
+        self._faults: list[tuple[int, str | None]] = []
+        self._ids = itertools.count(1)
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
+
+    # --- State, as a test sets it -------------------------------------------------------
 
     def connector(
         self,
@@ -42,16 +141,19 @@ class FivetranStandIn:
         succeeded_at: datetime | None = None,
         failed_at: datetime | None = None,
         sync_state: str = "scheduled",
+        group_id: str = "inappropriate_implode",
+        schema: str = "ftar_pg",
     ) -> None:
-        """Set a connector's state as Fivetran would report it."""
+        """Set a connection's state as Fivetran would report it."""
         with self.lock:
             self.connectors[connector_id] = {
                 "id": connector_id,
-                "group_id": "inappropriate_implode",
+                "group_id": group_id,
                 "service": "google_cloud_postgresql",
-                "schema": "ftar_pg",
+                "schema": schema,
                 "paused": False,
                 "schedule_type": "manual",
+                "sync_frequency": 360,
                 "succeeded_at": iso(succeeded_at),
                 "failed_at": iso(failed_at),
                 "status": {
@@ -61,6 +163,20 @@ class FivetranStandIn:
                     "is_historical_sync": False,
                 },
             }
+
+    def group(self, group_id: str, name: str | None = None) -> None:
+        """Add a group (a destination) to the account."""
+        with self.lock:
+            self.groups[group_id] = {
+                "id": group_id,
+                "name": name or group_id,
+                "created_at": "2026-01-01T00:00:00.000000Z",
+            }
+
+    def fail_next(self, times: int, status: int = 429, retry_after: str | None = "1") -> None:
+        """Answer the next ``times`` calls, whatever they are, with ``status`` and Retry-After."""
+        with self.lock:
+            self._faults.extend([(status, retry_after)] * times)
 
     def finish_sync(self, connector_id: str, ended: datetime, ok: bool = True) -> None:
         with self.lock:
@@ -74,19 +190,209 @@ class FivetranStandIn:
         assert self.server is not None
         return "http", f"127.0.0.1:{self.server.server_address[1]}"
 
+    @property
+    def url(self) -> str:
+        """The base URL for our own client (``FIVETRAN_EVENTS_FIVETRAN_API_URL``)."""
+        protocol, host = self.base
+        return f"{protocol}://{host}"
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    # --- The legacy /v1/connectors ------------------------------------------------------
+
     def _force(self, connector_id: str) -> None:
         with self.lock:
             self.connectors[connector_id]["status"]["sync_state"] = "syncing"
 
         def end() -> None:
-            from datetime import timezone
-
             ended = datetime.now(timezone.utc)
             self.finish_sync(connector_id, ended)
             if self.on_sync_end is not None:
                 self.on_sync_end(connector_id, ended)
 
         threading.Timer(self.sync_seconds, end).start()
+
+    def _legacy(self, method: str, parts: list[str], body: dict[str, Any]) -> dict[str, Any]:
+        cid = parts[2]
+        with self.lock:
+            known = cid in self.connectors
+        if not known:
+            raise _error(404, "NotFound", f"no connector {cid}")
+        if method == "POST" and parts[3:] == ["force"]:
+            self._force(cid)
+            return {"code": "Success", "message": "Sync has been forced"}
+        with self.lock:
+            if method == "PATCH":
+                self.connectors[cid].update(body)
+            data = json.loads(json.dumps(self.connectors[cid]))
+        return {"code": "Success", "data": data}
+
+    # --- Today's endpoints --------------------------------------------------------------
+
+    def _page(self, items: list[dict[str, Any]], query: dict[str, str]) -> dict[str, Any]:
+        try:
+            limit = int(query.get("limit", "100"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 1000:
+            raise _error(400, "InvalidInput", "limit must be a number in the range 1..1000")
+        skip = _skip(query["cursor"]) if "cursor" in query else 0
+        data: dict[str, Any] = {"items": items[skip : skip + limit]}
+        if skip + limit < len(items):
+            data["next_cursor"] = _cursor(skip + limit)
+        return {"code": "Success", "data": json.loads(json.dumps(data))}
+
+    def _known(self, table: dict[str, dict[str, Any]], kind: str, key: str) -> dict[str, Any]:
+        if key not in table:
+            raise _error(404, f"NotFound_{kind}", f"{kind} with id '{key}' doesn't exist")
+        return table[key]
+
+    def _deliver(self, url: str, body: dict[str, Any], secret: str | None) -> Delivery:
+        """POST ``body`` to ``url`` signed with ``secret``, as Fivetran sends a webhook."""
+        raw = json.dumps(body, separators=(",", ":")).encode()
+        headers = {"Content-Type": "application/json"}
+        if secret:
+            headers[SIGNATURE_HEADER] = sign(raw, secret)
+        try:
+            status: int | None = requests.post(
+                url, data=raw, headers=headers, timeout=10
+            ).status_code
+        except requests.RequestException:
+            status = None
+        delivery = Delivery(url, body, status)
+        with self.lock:
+            self.deliveries.append(delivery)
+        return delivery
+
+    def _create_webhook(self, body: dict[str, Any], group_id: str | None) -> dict[str, Any]:
+        url, events = body.get("url"), body.get("events")
+        active, secret = body.get("active", True), body.get("secret")
+        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
+            raise _error(400, "InvalidInput", "Field 'url' must be an HTTPS URL")
+        if urlsplit(url).scheme == "http" and not self.allow_http:
+            raise _error(400, "InvalidInput", "Webhook URL must be secure (HTTPS)")
+        if (
+            not isinstance(events, list)
+            or not events
+            or not all(isinstance(e, str) for e in events)
+        ):
+            raise _error(400, "InvalidInput", "Field 'events' must be a non-empty list of events")
+        if not isinstance(active, bool) or not (secret is None or isinstance(secret, str)):
+            raise _error(400, "InvalidInput", "Fields 'active' and 'secret' have wrong types")
+        if group_id is not None:
+            with self.lock:
+                self._known(self.groups, "Group", group_id)
+        if active:
+            test = self._deliver(url, TEST_EVENT, secret)
+            if test.status is None or not 200 <= test.status < 300:
+                got = "no answer" if test.status is None else f"status {test.status}"
+                raise _error(400, "InvalidInput", f"Webhook test failed: {url} answered {got}")
+        webhook: dict[str, Any] = {
+            "id": f"webhook_{next(self._ids)}",
+            "type": "group" if group_id else "account",
+            **({"group_id": group_id} if group_id else {}),
+            "url": url,
+            "events": events,
+            "active": active,
+            "secret": secret,
+            "created_at": iso(datetime.now(timezone.utc)),
+            "created_by": CREATED_BY,
+        }
+        with self.lock:
+            self.webhooks[webhook["id"]] = webhook
+        kind = "Group" if group_id else "Account"
+        return {
+            "code": "Success",
+            "message": f"{kind} webhook has been created",
+            "data": _shown(webhook),
+        }
+
+    def _test_webhook(self, webhook_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        event = body.get("event")
+        if not isinstance(event, str) or not event:
+            raise _error(400, "InvalidInput", "Field 'event' is required")
+        with self.lock:
+            webhook = dict(self._known(self.webhooks, "Webhook", webhook_id))
+        sample: dict[str, Any] = {
+            "event": event,
+            "created": iso(datetime.now(timezone.utc)),
+            "connector_type": "_connector_type",
+            "connector_id": "_connection_1",
+            "connector_name": "_connection_1",
+            "sync_id": str(uuid.uuid4()),
+            "destination_group_id": "_destination_1",
+        }
+        if event == "sync_end":
+            sample["data"] = {"status": "SUCCESSFUL"}
+        got = self._deliver(webhook["url"], sample, webhook["secret"])
+        ok = got.status is not None and 200 <= got.status < 300
+        return {
+            "code": "Success",
+            "message": "Webhook has been tested",
+            "data": {
+                "succeed": ok,
+                "status": got.status or 0,
+                "message": "Success" if ok else f"Failed: {got.status or 'no answer'}",
+            },
+        }
+
+    def route(
+        self, method: str, path: str, query: dict[str, str], body: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """Return (the call's name in ``calls``, the answer's body); raise Answer for errors."""
+        parts = [unquote(p) for p in path.strip("/").split("/")]
+        if parts[:2] == ["v1", "connectors"] and len(parts) >= 3:
+            name = f"{method} /v1/connectors/{{id}}" + ("/" + parts[3] if len(parts) > 3 else "")
+            try:
+                return name, self._legacy(method, parts, body)
+            except Answer as exc:
+                exc.name = name  # counted by endpoint, as it always was
+                raise
+        match (method, parts):
+            case ("GET", ["v1", "connections"]):
+                with self.lock:
+                    items = [
+                        c
+                        for c in self.connectors.values()
+                        if query.get("group_id") in (None, c["group_id"])
+                        and query.get("schema") in (None, c["schema"])
+                    ]
+                return "GET /v1/connections", self._page(items, query)
+            case ("GET", ["v1", "connections", cid]):
+                with self.lock:
+                    data = json.loads(json.dumps(self._known(self.connectors, "Connection", cid)))
+                return "GET /v1/connections/{id}", {"code": "Success", "data": data}
+            case ("GET", ["v1", "groups"]):
+                with self.lock:
+                    items = list(self.groups.values())
+                return "GET /v1/groups", self._page(items, query)
+            case ("GET", ["v1", "webhooks"]):
+                with self.lock:
+                    items = [_shown(w) for w in self.webhooks.values()]
+                return "GET /v1/webhooks", self._page(items, query)
+            case ("POST", ["v1", "webhooks", "account"]):
+                return "POST /v1/webhooks/account", self._create_webhook(body, None)
+            case ("POST", ["v1", "webhooks", "group", gid]):
+                return "POST /v1/webhooks/group/{id}", self._create_webhook(body, gid)
+            case ("GET", ["v1", "webhooks", wid]):
+                with self.lock:
+                    data = _shown(self._known(self.webhooks, "Webhook", wid))
+                return "GET /v1/webhooks/{id}", {"code": "Success", "data": data}
+            case ("DELETE", ["v1", "webhooks", wid]):
+                with self.lock:
+                    self._known(self.webhooks, "Webhook", wid)
+                    del self.webhooks[wid]
+                message = f"Webhook with id '{wid}' has been deleted"
+                return "DELETE /v1/webhooks/{id}", {"code": "Success", "message": message}
+            case ("POST", ["v1", "webhooks", wid, "test"]):
+                return "POST /v1/webhooks/{id}/test", self._test_webhook(wid, body)
+        raise _error(404, "NotFound", f"No such endpoint: {method} {path}")
+
+    def _authorized(self, header: str | None) -> bool:
+        expected = base64.b64encode(f"{self.api_key}:{self.api_secret}".encode()).decode()
+        return header == f"Basic {expected}"
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
@@ -95,37 +401,65 @@ class FivetranStandIn:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _answer(self, status: int, body: dict[str, Any]) -> None:
+            def _answer(self, status: int, body: dict[str, Any], **headers: str) -> None:
                 raw = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
+                for name, value in headers.items():
+                    self.send_header(name.replace("_", "-"), value)
                 self.end_headers()
                 self.wfile.write(raw)
 
             def _route(self, method: str) -> None:
-                parts = self.path.split("?")[0].strip("/").split("/")
+                split = urlsplit(self.path)
+                query = {k: v[-1] for k, v in parse_qs(split.query).items()}
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}") if length else {}
-                if len(parts) < 3 or parts[:2] != ["v1", "connectors"]:
-                    self._answer(404, {"code": "NotFound"})
-                    return
-                cid = parts[2]
-                key = f"{method} /v1/connectors/{{id}}" + ("/" + parts[3] if len(parts) > 3 else "")
-                with api.lock:
-                    api.calls[key] += 1
-                    known = cid in api.connectors
-                if not known:
-                    self._answer(404, {"code": "NotFound", "message": f"no connector {cid}"})
-                elif method == "POST" and parts[3:] == ["force"]:
-                    api._force(cid)
-                    self._answer(200, {"code": "Success", "message": "Sync has been forced"})
-                else:
+                try:
+                    body = json.loads(self.rfile.read(length)) if length else {}
+                except ValueError:
+                    body = None
+                if api.delay_seconds:
+                    time.sleep(api.delay_seconds)
+                if not api._authorized(self.headers.get("Authorization")):
                     with api.lock:
-                        if method == "PATCH":
-                            api.connectors[cid].update(body)
-                        data = json.loads(json.dumps(api.connectors[cid]))
-                    self._answer(200, {"code": "Success", "data": data})
+                        api.calls["401"] += 1
+                    self._answer(
+                        401, {"code": "AuthFailed", "message": "Invalid API key or secret"}
+                    )
+                    return
+                with api.lock:
+                    fault = api._faults.pop(0) if api._faults else None
+                if fault is not None:
+                    status, retry_after = fault
+                    with api.lock:
+                        api.calls[str(status)] += 1
+                    extra = {"Retry_After": retry_after} if retry_after is not None else {}
+                    message = "Too many requests" if status == 429 else "Something went wrong"
+                    self._answer(
+                        status,
+                        {
+                            "code": "TooManyRequests" if status == 429 else "Error",
+                            "message": message,
+                        },
+                        **extra,
+                    )
+                    return
+                if not isinstance(body, dict):
+                    self._answer(
+                        400, {"code": "InvalidInput", "message": "Body must be a JSON object"}
+                    )
+                    return
+                try:
+                    name, answer = api.route(method, split.path, query, body)
+                except Answer as exc:
+                    with api.lock:
+                        api.calls[exc.name or str(exc.status)] += 1
+                    self._answer(exc.status, exc.body)
+                    return
+                with api.lock:
+                    api.calls[name] += 1
+                self._answer(200, answer)
 
             def do_GET(self) -> None:
                 self._route("GET")
@@ -136,11 +470,15 @@ class FivetranStandIn:
             def do_POST(self) -> None:
                 self._route("POST")
 
+            def do_DELETE(self) -> None:
+                self._route("DELETE")
+
         return Handler
 
-    @property
-    def total_calls(self) -> int:
-        return sum(self.calls.values())
+
+def _shown(webhook: dict[str, Any]) -> dict[str, Any]:
+    """A webhook as Fivetran answers it: the secret masked."""
+    return {**webhook, "secret": "******"}
 
 
 @contextmanager

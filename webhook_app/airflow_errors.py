@@ -10,15 +10,15 @@ reached Airflow), ``AssetNotFound`` (no DAG uses that URI: record, do not retry 
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timezone
-from email.utils import parsedate_to_datetime
 
 import requests
 from urllib3.exceptions import NewConnectionError
+
+# Parsed in the core, which Fivetran's client (fivetran_events.fivetran_api) shares;
+# re-exported here for the forwarder.
+from fivetran_events.timeutil import retry_after_seconds as retry_after_seconds
 
 #: Longest response body kept in an error message.
 BODY_LIMIT = 2000
@@ -59,31 +59,6 @@ class AirflowRejected(AirflowError):
         super().__init__(f"Airflow answered {status}: {body}")
         self.status = status
         self.body = body
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now.
-
-    Garbage, NaN and negative numbers give None (no wish expressed: the normal backoff);
-    a huge or infinite value is returned as it is, for the caller to cap
-    (``FIVETRAN_EVENTS_MAX_RETRY_AFTER_SECONDS``).
-    """
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return None if math.isnan(seconds) or seconds < 0 else seconds
-    try:
-        when = parsedate_to_datetime(value)
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        return max(0.0, when.timestamp() - (time.time() if now is None else now))
-    except (TypeError, ValueError, OverflowError, IndexError):
-        return None
 
 
 def maybe_sent(exc: requests.RequestException) -> bool:

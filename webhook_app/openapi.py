@@ -96,6 +96,12 @@ class SyncFields(BaseModel):
     rescheduled_at: str | None = Field(
         None, description="Fivetran's data.rescheduledAt of a RESCHEDULED end"
     )
+    source: str | None = Field(
+        None,
+        description="where the record came from when not from the webhook: imported "
+        "(from Fivetran's LOG table, `fivetran-events import`)",
+        json_schema_extra={"enum": ["imported", "reconciled", None]},
+    )
 
 
 class Completion(SyncFields):

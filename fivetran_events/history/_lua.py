@@ -15,6 +15,13 @@ from __future__ import annotations
 #: sync's end (those that ended after it began: one connector's syncs do not overlap,
 #: so this is one or two in practice; the bound keeps a write's cost bounded whatever).
 LATE_START_SCAN = 64
+#: How far apart two copies of one sync's start or end may be dated when they come from
+#: different sources (a webhook delivery's ``created``, the LOG table's ``time_stamp``,
+#: model.SOURCE_*) and still be one record: the sync is identified by its connector,
+#: sync id, status and this window, so whichever copy came first stays and the other is
+#: already known. Copies from one source keep the exact-time rule (two ends of one sync
+#: with one status are two records when their times differ).
+SAME_SYNC_WINDOW_MS = 5 * 60 * 1000
 
 
 # Members are history/codec.py's: token "," delta suffix. The script only ever writes
@@ -38,6 +45,12 @@ local TIMED_GROUPS = {{{{'state_at', 'state', 'state_event'}},
 local t = tonumber(ARGV[2])
 local sid, p, suffix = ARGV[4], ARGV[5], ARGV[6]
 local plen = #p
+-- The event's source letter (codec.py; '' for the webhook) and the rest of its suffix.
+local src, body = string.match(suffix, '^([A-Z]?)(.*)$')
+-- 'same' when this exact start or end is recorded already (it then changes nothing),
+-- 'other' when another source's copy of it is (nothing is written: a duplicate).
+local known = false
+local function window(lo, hi) return string.format('%d', lo), string.format('%d', hi) end
 
 local function b36(n)
   local s = ''
@@ -55,7 +68,6 @@ local function split(m)
 end
 
 if ARGV[1] == 'start' then
-  redis.call('ZADD', KEYS[2], 'LT', ARGV[2], sid)
   -- The sync's first end at or after this start: if there is one, this start belongs
   -- to an attempt that has ended; otherwise a new attempt runs (also a retry's).
   local best, key, score, raw
@@ -71,10 +83,26 @@ if ARGV[1] == 'start' then
     end
   end
   if not best then
-    redis.call('ZADD', KEYS[3], 'GT', ARGV[2], sid)
+    -- A running sync's entry says not where it came from: an imported start near it is
+    -- the same start (the import never moves the webhook's); a delivered one keeps the
+    -- rule of a retry's start (the later wins).
+    local r = tonumber(redis.call('ZSCORE', KEYS[3], sid) or -1)
+    if r == t then
+      known = 'same'
+    elseif r >= 0 and src ~= '' and math.abs(r - t) <= {SAME_SYNC_WINDOW_MS} then
+      known = 'other'
+    else
+      redis.call('ZADD', KEYS[3], 'GT', ARGV[2], sid)
+    end
   else
     local d, tag, tail = split(best)
-    if d == '' or score - tonumber(d, 36) < t then
+    local was = d ~= '' and score - tonumber(d, 36)
+    if was == t then
+      known = 'same'
+    elseif was and string.match(tail, '^[A-Z]?') ~= src
+        and math.abs(was - t) <= {SAME_SYNC_WINDOW_MS} then
+      known = 'other'
+    elseif not was or was < t then
       local n = p .. b36(score - t) .. tag .. tail
       redis.call('ZREM', key, best)
       redis.call('ZADD', key, raw, n)
@@ -84,14 +112,24 @@ if ARGV[1] == 'start' then
       end
     end
   end
+  -- The sync's earliest start, which a late end looks for: not another source's copy.
+  if known ~= 'other' then redis.call('ZADD', KEYS[2], 'LT', ARGV[2], sid) end
 elseif ARGV[1] == 'end' then
   local key = KEYS[6]
   if ARGV[7] == 'ok' then key = KEYS[4] elseif ARGV[7] == 'fail' then key = KEYS[5] end
-  local known = false
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, ARGV[2], ARGV[2])) do
-    if string.sub(m, 1, plen) == p then
-      local _, _, tail = split(m)
-      if tail == suffix then known = true end
+  -- The same end: same sync, status and details at the same time, or another source's
+  -- copy dated within the window.
+  local lo, hi = window(t - {SAME_SYNC_WINDOW_MS}, t + {SAME_SYNC_WINDOW_MS})
+  local near = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', 0,
+                          {LATE_START_SCAN})
+  for j = 1, #near, 2 do
+    if string.sub(near[j], 1, plen) == p then
+      local _, _, tail = split(near[j])
+      local msrc, mbody = string.match(tail, '^([A-Z]?)(.*)$')
+      if mbody == body then
+        if msrc ~= src then known = known or 'other'
+        elseif tonumber(near[j + 1]) == t then known = 'same' end
+      end
     end
   end
   if not known then
@@ -127,6 +165,7 @@ elseif ARGV[1] == 'end' then
 elseif ARGV[1] == 'resync' then
   redis.call('ZADD', KEYS[8], ARGV[2], ARGV[5])
 end
+if known == 'other' then return 0 end
 
 -- Connector metadata only moves forward: an older event fills what is missing and
 -- nothing else; a newer one replaces what it carries (an absent name blanks nothing).

@@ -4,12 +4,15 @@ Layout v2 keeps each member at most 28 bytes for a success, so that with Redis's
 bytes of string header and its terminator it fits a 32-byte allocation (docs/architecture.md
 has the measurements)::
 
-    member  = token "," [delta] ["@" end] [" " json]
+    member  = token "," [delta] ["@" end] [source] [" " json]
     token   = base64url of the 16 bytes of a canonical lowercase UUID (22 characters)
             | "." sync_id          (any other sync id; "." never starts a base64 token)
     delta   = end - start of the attempt, in ms, base 36; empty when no start is known
     end     = the end in ms, base 36: only when another end of the same sync would
               otherwise have the same member (two successes of one sync id, no start)
+    source  = where the record came from, one upper-case letter (model.SOURCE_*): "I"
+              imported from Fivetran's LOG table, "R" reconciled from its REST API;
+              none for a webhook delivery, so webhook history is as short as before
     json    = {"st": status, "r": reason, "tt": task_type, "ra": rescheduled_at_ms}:
               only for anything but SUCCESSFUL (failures and reschedules are rare:
               what Fivetran says of them may be long)
@@ -71,9 +74,10 @@ def completion_parts(
     reason: str | None,
     task_type: str | None,
     rescheduled_at_ms: int | None = None,
+    source: str = "",
 ) -> tuple[str, str]:
     """Return a completion member's prefix (``token ","``) and suffix (after the delta)."""
-    suffix = ""
+    suffix = source
     if status != "SUCCESSFUL":
         body: dict[str, Any] = {"st": status}
         if reason:
@@ -82,7 +86,7 @@ def completion_parts(
             body["tt"] = task_type
         if rescheduled_at_ms is not None:
             body["ra"] = rescheduled_at_ms
-        suffix = " " + json.dumps(body, separators=(",", ":"), sort_keys=True)
+        suffix += " " + json.dumps(body, separators=(",", ":"), sort_keys=True)
     return sync_token(sync_id) + ",", suffix
 
 
@@ -94,6 +98,7 @@ def encode_completion(event: Event, started_ms: int | None = None) -> str:
         event.reason,
         event.task_type,
         event.rescheduled_at_ms,
+        event.source,
     )
     delta = "" if started_ms is None else b36(event.created_ms - started_ms)
     return prefix + delta + suffix
@@ -115,7 +120,8 @@ def decode_completion(
         raise ValueError("a completion member needs its score")
     head, _, extra = text.partition(" ")
     token, _, rest = head.partition(",")
-    delta_text = rest.partition("@")[0]
+    source = rest[-1] if rest[-1:].isupper() else ""  # base 36 is lower case
+    delta_text = rest[: len(rest) - len(source)].partition("@")[0]
     body = json.loads(extra) if extra else {"st": "SUCCESSFUL"}
     delta = int(delta_text, 36) if delta_text else None
     if by_start:
@@ -136,6 +142,7 @@ def decode_completion(
         task_type=body.get("tt"),
         started_ms=started,
         rescheduled_at_ms=int(body["ra"]) if "ra" in body else None,
+        source=source,
     )
 
 

@@ -202,6 +202,7 @@ def script_args(keys: Sequence[str], event: Event, cutoff: int, trim_every: int)
     if event.kind is EventKind.SYNC_START:
         kind = "start"
         head = completion_parts(event.sync_id or "", "", None, None)[0]
+        suffix = event.source  # the script tells a start from another source by it
     elif event.kind is EventKind.SYNC_END:
         kind = "end"
         head, suffix = completion_parts(
@@ -210,6 +211,7 @@ def script_args(keys: Sequence[str], event: Event, cutoff: int, trim_every: int)
             event.reason,
             event.task_type,
             event.rescheduled_at_ms,
+            event.source,
         )
         outcome = "ok" if event.is_success else "fail" if event.is_failure else ""
     elif event.kind is EventKind.LIFECYCLE:

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .. import logs
-from . import forwarding, history, migrate, serving
+from . import fivetran, forwarding, history, importing, migrate, serving
 from .helpers import EXIT_CODES_HELP, ExitCode, echo
 from .serving import DEFAULT_WORKERS
 
@@ -67,7 +67,14 @@ def main() -> None:
     logs.configure()
 
 
-for _command in (*serving.COMMANDS, *history.COMMANDS, *forwarding.COMMANDS, *migrate.COMMANDS):
+for _command in (
+    *serving.COMMANDS,
+    *history.COMMANDS,
+    *forwarding.COMMANDS,
+    *migrate.COMMANDS,
+    *fivetran.COMMANDS,
+    *importing.COMMANDS,
+):
     main.add_command(_command)
 
 __all__ = ["DEFAULT_WORKERS", "ExitCode", "main"]

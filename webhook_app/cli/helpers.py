@@ -24,6 +24,7 @@ from fivetran_events import (
     Settings,
     load_settings,
 )
+from fivetran_events.exceptions import FivetranApiError, FivetranAuthFailed, FivetranUnavailable
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import parse_iso, to_ms
 
@@ -36,24 +37,26 @@ class ExitCode(IntEnum):
     """The exit statuses of ``fivetran-events``, one per thing a script may act on."""
 
     OK = 0
-    #: decide: the sync failed; datasets check: a URI is missing in Airflow.
+    #: decide: the sync failed; datasets check: a URI is missing in Airflow; fivetran
+    #: webhooks test: the webhook's URL did not answer Fivetran's sample with a 2xx.
     FAILED = 1
     #: a wrong option or argument, a bad ``FIVETRAN_EVENTS_*`` setting, an unknown connector.
     USAGE = 2
     #: decide: no answer yet, ask again later.
     WAIT = 3
-    #: Redis or Airflow cannot be reached (refused, timed out, 5xx).
+    #: Redis, Airflow or Fivetran's API cannot be reached (refused, timed out, 5xx, 429).
     UNREACHABLE = 4
-    #: Redis or Airflow answered with an error (e.g. Airflow refused the login).
+    #: Redis, Airflow or Fivetran answered with an error (e.g. a refused login).
     ERROR = 5
 
 
 #: The ``--help`` text and the manual's table (docs/reading-history.md) say the same.
 EXIT_CODES_HELP = (
-    "Exit codes: 0 success; 1 the sync failed (decide) or a dataset is missing "
-    "(datasets check); 2 usage error (options, arguments, FIVETRAN_EVENTS_* settings, "
-    "unknown connector); 3 wait (decide); 4 cannot reach Redis or Airflow; "
-    "5 Redis or Airflow answered with an error."
+    "Exit codes: 0 success; 1 the sync failed (decide), a dataset is missing "
+    "(datasets check) or a webhook's test failed (fivetran webhooks test); 2 usage error "
+    "(options, arguments, FIVETRAN_EVENTS_* settings, unknown connector or webhook); "
+    "3 wait (decide); 4 cannot reach Redis, Airflow or Fivetran; 5 Redis, Airflow or "
+    "Fivetran answered with an error."
 )
 
 
@@ -69,6 +72,8 @@ def as_cli_error(exc: BaseException) -> CliError | None:
     """Name what to fix for an error of ours, Redis or Airflow; None for anything else."""
     if isinstance(exc, ConfigurationError):
         return CliError(str(exc), ExitCode.USAGE)
+    if isinstance(exc, FivetranApiError):
+        return _fivetran_error(exc)
     if isinstance(exc, FivetranEventsError):
         return CliError(str(exc), ExitCode.ERROR)
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
@@ -93,6 +98,24 @@ def as_cli_error(exc: BaseException) -> CliError | None:
     if isinstance(exc, AirflowError):
         return CliError(f"Airflow answered with an error: {exc}", ExitCode.ERROR)
     return None
+
+
+def _fivetran_error(exc: FivetranApiError) -> CliError:
+    """Name what to fix for a failed call to Fivetran's API (its message names the call)."""
+    if isinstance(exc, FivetranUnavailable):
+        if exc.status is None:
+            hint = "check FIVETRAN_EVENTS_FIVETRAN_API_URL and the network"
+            if exc.maybe_applied:
+                hint += "; the call may have been applied: look before repeating it"
+            return CliError(f"cannot reach Fivetran's API ({exc}): {hint}", ExitCode.UNREACHABLE)
+        return CliError(f"Fivetran's API is unavailable now ({exc})", ExitCode.UNREACHABLE)
+    if isinstance(exc, FivetranAuthFailed):
+        return CliError(
+            f"Fivetran refused the API key ({exc}): check FIVETRAN_EVENTS_FIVETRAN_API_KEY, "
+            "_SECRET and the key's permissions",
+            ExitCode.ERROR,
+        )
+    return CliError(f"Fivetran answered with an error: {exc}", ExitCode.ERROR)
 
 
 def clean_errors(func: F) -> F:

@@ -48,8 +48,10 @@ def _state(lifecycle: dict[str, Any]) -> str:
 
 
 def _sync_id(row: dict[str, Any]) -> str:
-    """The sync id, marked when it was derived (the delivery carried none)."""
-    return f"{row['sync_id']} (derived)" if row.get("sync_id_derived") else str(row["sync_id"])
+    """The sync id, marked when it was derived (the delivery carried none) and when the
+    record did not come from the webhook (``imported`` from Fivetran's LOG table)."""
+    marks = [m for m in ("derived" if row.get("sync_id_derived") else None, row.get("source")) if m]
+    return " ".join([str(row["sync_id"]), *(f"({m})" for m in marks)])
 
 
 def _forwarding(deliveries: list[dict[str, Any]], on: bool) -> str:
@@ -109,7 +111,8 @@ def history(connector_id: str, limit: int, as_json: bool) -> None:
 
     TASK TYPE and REASON are Fivetran's data.taskType and data.reason, RESCHEDULED AT the
     data.rescheduledAt of a RESCHEDULED end; a sync id marked (derived) was made up from
-    the connector and time because the delivery carried none.
+    the connector and time because the delivery carried none, one marked (imported) was
+    read from Fivetran's LOG table by `fivetran-events import`.
     """
     r = reader()
     check_connector(r, connector_id)

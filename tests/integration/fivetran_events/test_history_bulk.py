@@ -8,9 +8,9 @@ from typing import Any
 import redis
 
 from fivetran_events import HistoryWriter
+from fivetran_events.history import bulk
 from fivetran_events.model import Event
 from fivetran_events.timeutil import to_ms
-from testkit import bulk
 from testkit.support import at, ev
 
 DAY_MS = 86_400_000

@@ -48,3 +48,62 @@ class TestDocumented:
         names = [f"FIVETRAN_EVENTS_{f.upper()}" for f in Settings.model_fields]
         missing = [n for n in [*names, SECRETS_DIR_VARIABLE] if f"`{n}`" not in page]
         assert missing == []
+
+
+class TestFivetranApi:
+    def test_from_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Key, secret and URL (its trailing slash dropped); the secret in no repr."""
+        monkeypatch.setenv("FIVETRAN_EVENTS_FIVETRAN_API_KEY", "the-key")
+        monkeypatch.setenv("FIVETRAN_EVENTS_FIVETRAN_API_SECRET", "the-api-secret")
+        monkeypatch.setenv("FIVETRAN_EVENTS_FIVETRAN_API_URL", "http://127.0.0.1:8080/")
+        s = load_settings()
+        assert s.fivetran_api_key is not None and s.fivetran_api_secret is not None
+        assert s.fivetran_api_key.get_secret_value() == "the-key"
+        assert s.fivetran_api_secret.get_secret_value() == "the-api-secret"
+        assert s.fivetran_api_url == "http://127.0.0.1:8080"
+        assert "the-api-secret" not in repr(s) and "the-key" not in repr(s)
+
+    def test_defaults(self) -> None:
+        s = load_settings()
+        assert (s.fivetran_api_key, s.fivetran_api_secret) == (None, None)
+        assert s.fivetran_api_url == "https://api.fivetran.com"
+
+    def test_from_the_secrets_folder(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Files named like the variables; a file's trailing newline is not part of it."""
+        (tmp_path / "fivetran_events_fivetran_api_key").write_text("file-key\n")
+        (tmp_path / "fivetran_events_fivetran_api_secret").write_text("file-secret\n")
+        monkeypatch.setenv("FIVETRAN_EVENTS_SECRETS_DIR", str(tmp_path))
+        s = load_settings()
+        assert s.fivetran_api_key is not None and s.fivetran_api_secret is not None
+        assert s.fivetran_api_key.get_secret_value() == "file-key"
+        assert s.fivetran_api_secret.get_secret_value() == "file-secret"
+
+    @pytest.mark.parametrize(
+        ("url", "says"),
+        [
+            ("ftp://api.fivetran.com", "http:// or https://"),
+            ("api.fivetran.com", "http:// or https://"),
+            ("https://me:pa55word@api.fivetran.com", "must not carry a user or password"),
+            ("https://api.fivetran.com/?x=1", "without ?query"),
+        ],
+    )
+    def test_a_bad_url_names_the_variable(
+        self, monkeypatch: pytest.MonkeyPatch, url: str, says: str
+    ) -> None:
+        monkeypatch.setenv("FIVETRAN_EVENTS_FIVETRAN_API_URL", url)
+        with pytest.raises(ConfigurationError) as caught:
+            load_settings()
+        assert str(caught.value).startswith("FIVETRAN_EVENTS_FIVETRAN_API_URL: ")
+        assert says in str(caught.value) and "pa55word" not in str(caught.value)
+
+    def test_the_client_names_what_is_missing(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from fivetran_events.fivetran_api import FivetranClient
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_FIVETRAN_API_KEY", "the-key")
+        with pytest.raises(ConfigurationError) as caught:
+            FivetranClient.from_settings(load_settings())
+        assert str(caught.value).startswith("FIVETRAN_EVENTS_FIVETRAN_API_SECRET must be set")
+        monkeypatch.setenv("FIVETRAN_EVENTS_FIVETRAN_API_SECRET", "s")
+        assert repr(FivetranClient.from_settings(load_settings())) == (
+            "FivetranClient(base_url='https://api.fivetran.com')"
+        )

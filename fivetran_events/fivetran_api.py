@@ -1,0 +1,545 @@
+"""A client of Fivetran's REST API as it is today: connections, groups, webhooks.
+
+Shared by the server's CLI (and, later, reconciliation) and the Airflow side, so it lives
+in the core. ``requests`` is its HTTP library: the server already depends on it and
+Airflow ships it, so neither side installs anything new for it.
+
+What it speaks (fivetran.com/docs/rest-api): ``/v1/connections`` (which replaced
+``/v1/connectors``, now answering 404 for some accounts), ``/v1/groups`` and
+``/v1/webhooks``; Basic auth with an API key and secret; collections paged by cursor
+(``data.items``, ``data.next_cursor``; ``?cursor=&limit=``, ``limit`` 1..1000); every
+answer ``{"code", "message", "data"}``.
+
+Failures are bounded and named:
+
+- each request times out (``timeout`` seconds to connect and again to read);
+- a 429 is waited out for its Retry-After, unless it asks for more than
+  ``max_retry_after`` seconds (then it fails at once, saying how long Fivetran asked);
+- a connection that could not be made is retried, and for requests that are safe to
+  repeat (GET, DELETE) so are timeouts, resets and 5xx, with a doubling pause;
+  ``max_attempts`` tries in all;
+- every error is a ``FivetranApiError`` (``fivetran_events.exceptions`` draws the
+  hierarchy) whose message reads ``METHOD /path: what happened``, with Fivetran's own
+  ``code`` and ``message`` when it answered. The key and secret are in no message, log
+  line or ``repr``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from urllib3.exceptions import NewConnectionError
+
+from .exceptions import (
+    ConfigurationError,
+    FivetranApiError,
+    FivetranAuthFailed,
+    FivetranNotFound,
+    FivetranRejected,
+    FivetranUnavailable,
+)
+from .model import LIFECYCLE_EVENTS, RESYNC_EVENTS
+from .settings import DEFAULT_FIVETRAN_API_URL, Settings, check_api_url
+from .timeutil import iso, parse_iso, retry_after_seconds
+
+log = logging.getLogger(__name__)
+
+#: Seconds to connect, and again to read an answer, before a request is given up.
+DEFAULT_TIMEOUT = 30.0
+#: Tries of one request in all, the first included.
+DEFAULT_MAX_ATTEMPTS = 4
+#: The longest Retry-After waited out; Fivetran asking for more fails the call at once.
+DEFAULT_MAX_RETRY_AFTER = 60.0
+#: First pause before a retry without Retry-After; it doubles after each, up to the cap.
+DEFAULT_BACKOFF = 0.5
+MAX_BACKOFF = 8.0
+#: Items asked for per page: Fivetran's largest, so an account is read in few calls.
+PAGE_SIZE = 1000
+#: Methods that can be sent twice without doing twice what they do.
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+#: Statuses that mean "not now" rather than "not this request".
+RETRIED_STATUSES = frozenset({500, 502, 503, 504})
+#: Longest piece of an answer quoted in an error.
+QUOTE_LIMIT = 500
+#: The Accept header the connection endpoints document (their version 2 answers).
+CONNECTIONS_ACCEPT = "application/json;version=2"
+#: The events the service acts on: sync starts and ends, resyncs, and the lifecycle events
+#: it records per connector (``fivetran_events.model``). A webhook created for the
+#: service subscribes to these.
+SERVICE_EVENTS: tuple[str, ...] = (
+    "sync_start",
+    "sync_end",
+    *sorted(RESYNC_EVENTS),
+    *LIFECYCLE_EVENTS,
+)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_iso(value)
+    except (ValueError, OverflowError):
+        return None
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A connection (formerly "connector") as ``/v1/connections`` describes it.
+
+    ``raw`` keeps the whole object for fields not named here (``config``, ``setup_tests``).
+    """
+
+    id: str
+    group_id: str | None
+    service: str | None
+    schema: str | None
+    paused: bool
+    succeeded_at: datetime | None
+    failed_at: datetime | None
+    sync_state: str | None
+    setup_state: str | None
+    update_state: str | None
+    is_historical_sync: bool
+    schedule_type: str | None
+    sync_frequency: int | None
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Connection:
+        status = body.get("status")
+        status = status if isinstance(status, Mapping) else {}
+        frequency = body.get("sync_frequency")
+        return cls(
+            id=str(body.get("id", "")),
+            group_id=_text(body.get("group_id")),
+            service=_text(body.get("service")),
+            schema=_text(body.get("schema")),
+            paused=body.get("paused") is True,
+            succeeded_at=_time(body.get("succeeded_at")),
+            failed_at=_time(body.get("failed_at")),
+            sync_state=_text(status.get("sync_state")),
+            setup_state=_text(status.get("setup_state")),
+            update_state=_text(status.get("update_state")),
+            is_historical_sync=status.get("is_historical_sync") is True,
+            schedule_type=_text(body.get("schedule_type")),
+            sync_frequency=frequency if isinstance(frequency, int) else None,
+            raw=body,
+        )
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group (a destination and its connections), from ``/v1/groups``."""
+
+    id: str
+    name: str | None
+    created_at: datetime | None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Group:
+        return cls(
+            id=str(body.get("id", "")),
+            name=_text(body.get("name")),
+            created_at=_time(body.get("created_at")),
+        )
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """A webhook as Fivetran reports it; its secret is never given back (``******``)."""
+
+    id: str
+    #: ``account`` (every connection's events) or ``group`` (one group's).
+    type: str
+    group_id: str | None
+    url: str
+    events: tuple[str, ...]
+    active: bool
+    created_at: datetime | None
+    created_by: str | None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Webhook:
+        events = body.get("events")
+        return cls(
+            id=str(body.get("id", "")),
+            type=_text(body.get("type")) or "",
+            group_id=_text(body.get("group_id")),
+            url=_text(body.get("url")) or "",
+            events=tuple(e for e in events if isinstance(e, str))
+            if isinstance(events, list)
+            else (),
+            active=body.get("active") is True,
+            created_at=_time(body.get("created_at")),
+            created_by=_text(body.get("created_by")),
+        )
+
+
+@dataclass(frozen=True)
+class WebhookTest:
+    """What Fivetran's webhook test reports: whether the target took the sample, and how."""
+
+    succeed: bool
+    #: The HTTP status the webhook's URL answered (None when Fivetran got no answer).
+    status: int | None
+    message: str | None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> WebhookTest:
+        status = body.get("status")
+        return cls(
+            succeed=body.get("succeed") is True,
+            status=status if isinstance(status, int) else None,
+            message=_text(body.get("message")),
+        )
+
+
+def _segment(value: str) -> str:
+    """An id as one path segment: ``/`` or ``..`` in it cannot reach another endpoint."""
+    return quote(value, safe="")
+
+
+def _quoted(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT] + "..."
+
+
+def _could_not_connect(exc: requests.RequestException) -> bool:
+    """Whether ``exc`` means the request never left (nothing can have been applied)."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    if isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout):
+        reason = getattr(exc.args[0], "reason", None) if exc.args else None
+        return isinstance(reason, NewConnectionError)
+    return False
+
+
+def _transport_reason(exc: requests.RequestException, timeout: float) -> str:
+    if isinstance(exc, requests.ConnectTimeout):
+        return f"no connection within {timeout:g} s"
+    if isinstance(exc, requests.ReadTimeout):
+        return f"no answer within {timeout:g} s"
+    if _could_not_connect(exc):
+        return "connection refused or host unreachable"
+    return f"{type(exc).__name__}: {_quoted(str(exc))}"
+
+
+class FivetranClient:
+    """Fivetran's REST API with one account's key and secret.
+
+    Build it from settings (``from_settings``) on the server, or from an Airflow
+    connection on the Airflow side (``airflow_plugin.fivetran_api``). A ``requests``
+    session is kept (connections reused); ``close()`` or ``with`` releases it.
+    """
+
+    def __init__(
+        self,
+        api_key: str,
+        api_secret: str,
+        base_url: str = DEFAULT_FIVETRAN_API_URL,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        max_retry_after: float = DEFAULT_MAX_RETRY_AFTER,
+        backoff: float = DEFAULT_BACKOFF,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not api_key or not api_secret:
+            raise ConfigurationError("Fivetran's API key and secret must both be given")
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        try:
+            self.base_url = check_api_url(base_url)
+        except ValueError as exc:
+            raise ConfigurationError(f"Fivetran API URL {base_url!r}: {exc}") from None
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.max_retry_after = max_retry_after
+        self.backoff = backoff
+        self._sleep = sleep
+        self.session = requests.Session()
+        self.session.auth = (api_key, api_secret)
+        self.session.headers.update({"Accept": "application/json", "User-Agent": "fivetran-events"})
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **kwargs: Any) -> FivetranClient:
+        """Build the client from ``FIVETRAN_EVENTS_FIVETRAN_API_*``; name what is missing."""
+        key = settings.fivetran_api_key.get_secret_value() if settings.fivetran_api_key else ""
+        secret = (
+            settings.fivetran_api_secret.get_secret_value() if settings.fivetran_api_secret else ""
+        )
+        missing = [
+            f"FIVETRAN_EVENTS_FIVETRAN_API_{name}"
+            for name, value in (("KEY", key), ("SECRET", secret))
+            if not value
+        ]
+        if missing:
+            raise ConfigurationError(
+                f"{' and '.join(missing)} must be set to call Fivetran's API (a Fivetran "
+                "API key and its secret; or files of those names, in lower case, in "
+                "FIVETRAN_EVENTS_SECRETS_DIR)"
+            )
+        return cls(key, secret, settings.fivetran_api_url, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"FivetranClient(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> FivetranClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- Connections and groups ------------------------------------------------------
+
+    def connections(
+        self, group_id: str | None = None, *, schema: str | None = None
+    ) -> list[Connection]:
+        """Every connection of the account (every page), or of one group."""
+        params = {k: v for k, v in (("group_id", group_id), ("schema", schema)) if v}
+        return [
+            Connection.from_json(item)
+            for item in self.items("/v1/connections", params, accept=CONNECTIONS_ACCEPT)
+        ]
+
+    def connection(self, connection_id: str) -> Connection:
+        path = f"/v1/connections/{_segment(connection_id)}"
+        return Connection.from_json(self._one("GET", path, accept=CONNECTIONS_ACCEPT))
+
+    def groups(self) -> list[Group]:
+        return [Group.from_json(item) for item in self.items("/v1/groups")]
+
+    # --- Webhooks --------------------------------------------------------------------
+
+    def webhooks(self) -> list[Webhook]:
+        """Every webhook of the account, account-wide and per group (every page)."""
+        return [Webhook.from_json(item) for item in self.items("/v1/webhooks")]
+
+    def webhook(self, webhook_id: str) -> Webhook:
+        return Webhook.from_json(self._one("GET", f"/v1/webhooks/{_segment(webhook_id)}"))
+
+    def create_account_webhook(
+        self, url: str, events: Sequence[str], secret: str, *, active: bool = True
+    ) -> Webhook:
+        """Create a webhook for every connection's events.
+
+        Fivetran first POSTs a signed ``test_event`` to ``url`` (when ``active``) and
+        refuses to create the webhook, with a 400, unless that gets a 2xx.
+        """
+        body = {"url": url, "events": list(events), "active": active, "secret": secret}
+        return Webhook.from_json(self._one("POST", "/v1/webhooks/account", body=body))
+
+    def create_group_webhook(
+        self, group_id: str, url: str, events: Sequence[str], secret: str, *, active: bool = True
+    ) -> Webhook:
+        """Create a webhook for one group's connections (tested as the account's is)."""
+        body = {"url": url, "events": list(events), "active": active, "secret": secret}
+        path = f"/v1/webhooks/group/{_segment(group_id)}"
+        return Webhook.from_json(self._one("POST", path, body=body))
+
+    def test_webhook(self, webhook_id: str, event: str = "sync_start") -> WebhookTest:
+        """Have Fivetran send a sample ``event`` to the webhook's URL; say how it went."""
+        path = f"/v1/webhooks/{_segment(webhook_id)}/test"
+        return WebhookTest.from_json(self._one("POST", path, body={"event": event}))
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        self.request("DELETE", f"/v1/webhooks/{_segment(webhook_id)}")
+
+    # --- The transport -----------------------------------------------------------------
+
+    def items(
+        self,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        *,
+        page_size: int = PAGE_SIZE,
+        accept: str | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Yield every item of a collection, page after page (``next_cursor``)."""
+        seen: set[str] = set()
+        query = dict(params or {})
+        while True:
+            data = self.request(
+                "GET", path, params={**query, "limit": str(page_size)}, accept=accept
+            )
+            items = data.get("items") if isinstance(data, Mapping) else None
+            if not isinstance(items, list):
+                raise FivetranUnavailable(
+                    "GET", path, "the answer has no data.items list: not a Fivetran collection"
+                )
+            yield from (item for item in items if isinstance(item, dict))
+            cursor = data.get("next_cursor")
+            if not isinstance(cursor, str) or not cursor:
+                return
+            if cursor in seen:  # a server handing back an old cursor would loop forever
+                raise FivetranUnavailable("GET", path, f"next_cursor {cursor!r} came back twice")
+            seen.add(cursor)
+            query["cursor"] = cursor
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+        accept: str | None = None,
+    ) -> Any:
+        """Send one call (retried as the module says); return the answer's ``data``."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._once(method, path, params, body, accept)
+            except FivetranUnavailable as exc:
+                wait = self._retry_wait(method, exc, attempt)
+                if wait is None:
+                    raise
+                log.warning(
+                    "%s; retrying in %.1f s (attempt %d of %d)",
+                    exc,
+                    wait,
+                    attempt + 1,
+                    self.max_attempts,
+                )
+                self._sleep(wait)
+
+    def _one(self, method: str, path: str, **kwargs: Any) -> Mapping[str, Any]:
+        """``request``, for a call whose ``data`` is one object (a webhook, a connection)."""
+        data = self.request(method, path, **kwargs)
+        if not isinstance(data, Mapping):
+            raise FivetranUnavailable(method, path, "the answer's data is not an object")
+        return data
+
+    def _retry_wait(self, method: str, exc: FivetranUnavailable, attempt: int) -> float | None:
+        """The pause before trying ``exc``'s call again, or None to give up with it."""
+        if attempt >= self.max_attempts:
+            exc.args = (f"{exc.args[0]} (gave up after {attempt} attempts)",)
+            return None
+        if exc.status != 429 and exc.maybe_applied and method not in IDEMPOTENT:
+            return None
+        backoff = min(MAX_BACKOFF, self.backoff * 2.0 ** (attempt - 1))
+        if exc.retry_after is None:
+            return backoff
+        if exc.retry_after > self.max_retry_after:
+            exc.args = (
+                f"{exc.args[0]} (Fivetran asked to retry after {exc.retry_after:g} s, longer "
+                f"than the {self.max_retry_after:g} s this client waits)",
+            )
+            return None
+        return exc.retry_after
+
+    def _once(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: Mapping[str, Any] | None,
+        accept: str | None,
+    ) -> Any:
+        headers = {"Accept": accept} if accept else None
+        try:
+            resp = self.session.request(
+                method,
+                self.base_url + path,
+                params=params,
+                json=body,
+                headers=headers,
+                timeout=(self.timeout, self.timeout),
+            )
+        except requests.RequestException as exc:
+            never_sent = _could_not_connect(exc)
+            raise FivetranUnavailable(
+                method,
+                path,
+                f"cannot reach Fivetran at {self.base_url}: {_transport_reason(exc, self.timeout)}",
+                maybe_applied=not never_sent,
+            ) from None
+        return self._answer(method, path, resp)
+
+    def _answer(self, method: str, path: str, resp: requests.Response) -> Any:
+        status = resp.status_code
+        try:
+            doc = resp.json()
+        except ValueError:
+            doc = None
+        code = _text(doc.get("code")) if isinstance(doc, dict) else None
+        message = _text(doc.get("message")) if isinstance(doc, dict) else None
+        if 200 <= status < 300:
+            if not isinstance(doc, dict):
+                raise FivetranUnavailable(
+                    method,
+                    path,
+                    f"Fivetran answered {status} with a body that is not its JSON: "
+                    f"{_quoted(resp.text or '(empty)')}",
+                    status=status,
+                    maybe_applied=True,
+                )
+            data = doc.get("data")
+            return data if data is not None else {}
+        said = " ".join(p for p in (code, message) if p) or _quoted(resp.text or resp.reason or "")
+        reason = f"Fivetran answered {status}" + (f": {_quoted(said)}" if said else "")
+        kwargs: dict[str, Any] = {"status": status, "code": code, "message": message}
+        if status == 429:
+            raise FivetranUnavailable(
+                method,
+                path,
+                reason,
+                retry_after=retry_after_seconds(resp.headers.get("Retry-After")),
+                **kwargs,
+            )
+        if status in RETRIED_STATUSES or status >= 500:
+            raise FivetranUnavailable(method, path, reason, maybe_applied=True, **kwargs)
+        if status in (401, 403):
+            raise FivetranAuthFailed(method, path, reason, **kwargs)
+        if status == 404:
+            raise FivetranNotFound(method, path, reason, **kwargs)
+        if 400 <= status < 500:
+            raise FivetranRejected(method, path, reason, **kwargs)
+        raise FivetranUnavailable(method, path, reason, maybe_applied=True, **kwargs)
+
+
+def describe(value: object) -> Any:
+    """A model (``Webhook``, ``Connection``, ...) as plain JSON values, for ``--json``."""
+    if isinstance(value, (Connection, Group, Webhook, WebhookTest)):
+        return {
+            k: describe(v)
+            for k, v in vars(value).items()
+            if k != "raw"  # the whole object again; callers that need it read .raw
+        }
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, (list, tuple)):
+        return [describe(v) for v in value]
+    return value
+
+
+__all__ = [
+    "SERVICE_EVENTS",
+    "Connection",
+    "FivetranApiError",
+    "FivetranAuthFailed",
+    "FivetranClient",
+    "FivetranNotFound",
+    "FivetranRejected",
+    "FivetranUnavailable",
+    "Group",
+    "Webhook",
+    "WebhookTest",
+    "describe",
+]

@@ -1,0 +1,157 @@
+"""A PostgreSQL server of a test's own (Debian's ``postgresql``), on a free loopback port.
+
+``fivetran-events import --from-db`` reads the Platform Connector's LOG table from the
+destination; its tests give it a real PostgreSQL holding such a table. PostgreSQL refuses
+to run as root, and the suite runs as root in CI: then initdb and the server run as
+``nobody`` (setpriv), in a directory of their own under /tmp that ``nobody`` owns. The
+server is stopped by its PID (SIGINT: PostgreSQL's fast shutdown), its directory removed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .processes import free_port, poll_until, stop_group
+
+#: The user the server runs as when the suite runs as root.
+UNPRIVILEGED = "nobody"
+
+
+def postgres_bin() -> Path | None:
+    """Debian's PostgreSQL binaries (the newest installed major version), or None."""
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/postgres"),
+        key=lambda p: int(Path(p).parent.parent.name),
+    )
+    if found:
+        return Path(found[-1]).parent
+    on_path = shutil.which("postgres")
+    return Path(on_path).parent if on_path else None
+
+
+@dataclass
+class OwnPostgres:
+    directory: Path
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        """SQLAlchemy's URL of the server's ``postgres`` database (trust login, loopback)."""
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def execute(self, *statements: str) -> None:
+        """Run SQL statements in one transaction (psycopg: the import extra's driver)."""
+        import psycopg
+
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user="postgres", dbname="postgres"
+        ) as conn:
+            for sql in statements:
+                conn.execute(sql.encode())
+
+
+def _as_user(argv: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return argv
+    return [
+        "setpriv",
+        f"--reuid={UNPRIVILEGED}",
+        f"--regid={pwd.getpwnam(UNPRIVILEGED).pw_gid}",
+        "--clear-groups",
+        *argv,
+    ]
+
+
+@contextmanager
+def own_postgres() -> Iterator[OwnPostgres]:
+    """Run a fresh PostgreSQL for the block on a free 127.0.0.1 port; stop it by PID after."""
+    bindir = postgres_bin()
+    if bindir is None:
+        raise RuntimeError(
+            "PostgreSQL is not installed: deploy/ensure-test-tools.sh installs Debian's "
+            "postgresql (make install)"
+        )
+    directory = Path(tempfile.mkdtemp(prefix="fte-postgres-"))
+    try:
+        if os.geteuid() == 0:
+            user = pwd.getpwnam(UNPRIVILEGED)
+            os.chown(directory, user.pw_uid, user.pw_gid)
+        data, log = directory / "data", directory / "postgres.log"
+        subprocess.run(
+            _as_user(
+                [
+                    str(bindir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--no-sync",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+        )
+        port = free_port()
+        with (directory / "stdout.log").open("ab") as out:
+            proc = subprocess.Popen(
+                _as_user(
+                    [
+                        str(bindir / "postgres"),
+                        "-D",
+                        str(data),
+                        "-p",
+                        str(port),
+                        "-c",
+                        "listen_addresses=127.0.0.1",
+                        "-c",
+                        f"unix_socket_directories={directory}",
+                        "-c",
+                        "fsync=off",
+                        "-c",
+                        f"log_directory={directory}",
+                        "-c",
+                        f"log_filename={log.name}",
+                        "-c",
+                        "logging_collector=off",
+                    ]
+                ),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        server = OwnPostgres(directory, port, proc)
+        try:
+
+            def answers() -> bool:
+                assert proc.poll() is None, "postgres exited"
+                try:
+                    server.execute("SELECT 1")
+                    return True
+                except Exception:  # not accepting connections yet
+                    return False
+
+            poll_until(
+                answers,
+                f"PostgreSQL on port {port}",
+                30,
+                interval=0.1,
+                details=lambda: (directory / "stdout.log").read_text(errors="replace")[-2000:],
+            )
+            yield server
+        finally:
+            stop_group(proc, timeout=20, sig=signal.SIGINT)  # fast shutdown
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

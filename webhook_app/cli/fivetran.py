@@ -1,0 +1,238 @@
+"""``fivetran-events fivetran webhooks create | list | test``: the webhook, set up in Fivetran.
+
+These call Fivetran's REST API (``fivetran_events.fivetran_api``) with
+``FIVETRAN_EVENTS_FIVETRAN_API_KEY`` and ``_SECRET``. ``create`` gives Fivetran the
+server's current secret (the first of ``FIVETRAN_EVENTS_WEBHOOK_SECRETS``) and the
+events the service records, and Fivetran creates the webhook only once its signed test
+delivery got a 2xx from the URL: so a created webhook is one the running server took.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import urlsplit
+
+import click
+
+from fivetran_events import load_settings
+from fivetran_events.exceptions import FivetranNotFound
+from fivetran_events.fivetran_api import SERVICE_EVENTS, FivetranClient, Webhook, describe
+from fivetran_events.model import is_valid_id
+
+from .helpers import (
+    CliError,
+    ExitCode,
+    clean_errors,
+    echo,
+    emit_json,
+    exit_with,
+    json_option,
+    table,
+)
+
+#: What an event name looks like (Fivetran's are lower-case words joined by ``_``).
+EVENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+#: Longest webhook URL accepted.
+MAX_URL_LENGTH = 2048
+
+
+def unreachable_reason(url: str) -> str | None:
+    """Say why Fivetran could not deliver to ``url`` from outside, or None if it could.
+
+    Fivetran only delivers over HTTPS, from the internet: a plain-HTTP URL, ``localhost``
+    or a loopback, private, link-local or otherwise non-public address literal cannot
+    work. A host name is not resolved (what it resolves to here may differ from what
+    Fivetran sees); Fivetran's own test delivery settles that.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018  # a port that is not a number raises here
+    except ValueError as exc:
+        return f"is not a valid URL ({exc})"
+    if parts.scheme != "https":
+        return "is not https:// (Fivetran delivers webhooks over HTTPS only)"
+    if not host:
+        return "has no host"
+    if host == "localhost" or host.endswith(".localhost"):
+        return f"names {host}, which is this machine, not one Fivetran can reach"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if address.is_loopback:
+        return f"names the loopback address {host}"
+    if address.is_link_local:
+        return f"names the link-local address {host}"
+    if address.is_private or not address.is_global:
+        return f"names {host}, a private or non-public address Fivetran cannot reach"
+    return None
+
+
+def _client() -> FivetranClient:
+    return FivetranClient.from_settings(load_settings())
+
+
+def _check_id(value: str, hint: str) -> None:
+    if not is_valid_id(value):
+        raise click.BadParameter(
+            "must be 1-128 characters of letters, digits, '_', '.' or '-'", param_hint=hint
+        )
+
+
+def _events(values: tuple[str, ...]) -> list[str]:
+    """The events given (comma-separated, repeatable), in order, once each."""
+    events = [e.strip() for value in values for e in value.split(",") if e.strip()]
+    bad = [e for e in events if not EVENT_NAME.fullmatch(e)]
+    if bad:
+        raise click.BadParameter(
+            f"{bad[0]!r} is not an event name (lower-case words joined by '_', e.g. sync_end)",
+            param_hint="--events",
+        )
+    return list(dict.fromkeys(events)) or list(SERVICE_EVENTS)
+
+
+def _state(webhook: Webhook) -> str:
+    return "active" if webhook.active else "inactive"
+
+
+@click.group()
+def fivetran() -> None:
+    """Fivetran's side, through its REST API (FIVETRAN_EVENTS_FIVETRAN_API_KEY, _SECRET)."""
+
+
+@fivetran.group()
+def webhooks() -> None:
+    """The account's and groups' webhooks: create the service's, list them, test one."""
+
+
+@webhooks.command()
+@click.option("--url", required=True, help="The server's public HTTPS URL of /webhooks/fivetran.")
+@click.option("--group", "group_id", help="Create a group webhook (default: the account's).")
+@click.option(
+    "--events",
+    "event_values",
+    multiple=True,
+    help="Events to subscribe to, comma-separated or repeated "
+    f"(default: the ones the service records: {', '.join(SERVICE_EVENTS)}).",
+)
+@click.option(
+    "--allow-insecure",
+    is_flag=True,
+    help="Accept a URL Fivetran cannot reach from outside (http://, localhost, a private "
+    "address): for a stand-in or a test.",
+)
+@json_option
+@clean_errors
+def create(
+    url: str,
+    group_id: str | None,
+    event_values: tuple[str, ...],
+    allow_insecure: bool,
+    as_json: bool,
+) -> None:
+    """Create the webhook with the server's secret; Fivetran tests it against the server.
+
+    The secret is the first of FIVETRAN_EVENTS_WEBHOOK_SECRETS, the one the server checks
+    deliveries with. Fivetran POSTs a signed test_event to URL first and creates nothing
+    unless it gets a 2xx, so the server must be running and reachable at URL.
+    """
+    if len(url) > MAX_URL_LENGTH:
+        raise click.BadParameter(f"is longer than {MAX_URL_LENGTH} characters", param_hint="--url")
+    reason = unreachable_reason(url)
+    if reason is not None and not allow_insecure:
+        raise click.BadParameter(
+            f"{url!r} {reason}; give the server's public HTTPS URL, or --allow-insecure for a test",
+            param_hint="--url",
+        )
+    if group_id is not None:
+        _check_id(group_id, "--group")
+    events = _events(event_values)
+    s = load_settings()
+    if not s.webhook_secrets:
+        raise CliError(
+            "FIVETRAN_EVENTS_WEBHOOK_SECRETS is not set: the webhook is created with the "
+            "secret the server checks deliveries with, so set it (and restart the server)",
+            ExitCode.USAGE,
+        )
+    with FivetranClient.from_settings(s) as client:
+        try:
+            if group_id is None:
+                webhook = client.create_account_webhook(url, events, s.webhook_secrets[0])
+            else:
+                webhook = client.create_group_webhook(group_id, url, events, s.webhook_secrets[0])
+        except FivetranNotFound as exc:
+            if group_id is None:
+                raise
+            raise CliError(
+                f"Fivetran has no group {group_id!r} ({exc}); its groups' ids are in "
+                "Fivetran's dashboard or GET /v1/groups",
+                ExitCode.USAGE,
+            ) from None
+    if as_json:
+        emit_json(describe(webhook))
+        return
+    scope = f"group {webhook.group_id}" if webhook.group_id else "the account"
+    echo(f"created webhook {webhook.id} for {scope}: {webhook.url} ({_state(webhook)})")
+    echo(f"events: {', '.join(webhook.events)}")
+    if webhook.active:
+        echo("Fivetran's signed test delivery to it was answered 2xx")
+
+
+@webhooks.command(name="list")
+@json_option
+@clean_errors
+def list_webhooks(as_json: bool) -> None:
+    """List the account's webhooks: id, account or group, active or not, URL."""
+    with _client() as client:
+        found = client.webhooks()
+    if as_json:
+        emit_json({"webhooks": describe(found)})
+        return
+    table(
+        [(w.id, w.type, w.group_id, _state(w), len(w.events), w.url) for w in found],
+        ("ID", "TYPE", "GROUP", "STATE", "EVENTS", "URL"),
+    )
+
+
+@webhooks.command()
+@click.argument("webhook_id", metavar="ID")
+@click.option(
+    "--event",
+    default="sync_start",
+    show_default=True,
+    help="The sample event Fivetran sends.",
+)
+@json_option
+@clean_errors
+def test(webhook_id: str, event: str, as_json: bool) -> None:
+    """Have Fivetran send a sample event to the webhook ID's URL; say what it answered.
+
+    Exit 1 when the URL did not answer 2xx (Fivetran reports the status it got).
+    """
+    _check_id(webhook_id, "ID")
+    if not EVENT_NAME.fullmatch(event):
+        raise click.BadParameter(f"{event!r} is not an event name", param_hint="--event")
+    with _client() as client:
+        try:
+            result = client.test_webhook(webhook_id, event)
+        except FivetranNotFound as exc:
+            raise CliError(
+                f"Fivetran has no webhook {webhook_id!r} ({exc}): see "
+                "`fivetran-events fivetran webhooks list`",
+                ExitCode.USAGE,
+            ) from None
+    if as_json:
+        emit_json({"webhook_id": webhook_id, "event": event, **describe(result)})
+    else:
+        got = str(result.status) if result.status else "nothing (no answer)"
+        verdict = "ok" if result.succeed else "FAILED"
+        said = f" ({result.message})" if result.message else ""
+        echo(f"webhook {webhook_id}: sample {event} answered {got}: {verdict}{said}")
+    if not result.succeed:
+        exit_with(ExitCode.FAILED)
+
+
+#: What the group registers.
+COMMANDS: list[click.Command] = [fivetran]

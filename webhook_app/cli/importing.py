@@ -1,0 +1,214 @@
+"""``fivetran-events import``: day one, the sync history Fivetran's LOG table already has.
+
+Reads the Platform Connector's LOG table, from an export (``--from FILE``, CSV or JSON
+Lines) or from the destination itself (``--from-db URL``, SQLAlchemy: the ``import``
+extra), and records each ``sync_start``/``sync_end`` as the webhook would have, marked
+imported (fivetran_events/log_import.py). A sync the history holds already, delivered or
+imported before, is already known: running it again, or over a half-imported file,
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fivetran_events import load_settings
+from fivetran_events.log_import import (
+    DEFAULT_SCHEMA,
+    RowFilter,
+    Summary,
+    events_of,
+    read_database,
+    read_file,
+    record_events,
+)
+from fivetran_events.model import is_valid_id
+
+from ..state import State
+from .helpers import clean_errors, echo, emit_json, json_option, parse_time
+
+#: Without a terminal, ``--progress`` prints a line every this many rows.
+PROGRESS_EVERY = 100_000
+
+
+class Progress:
+    """Rows read and recorded, on stderr: a bar on a terminal, else a line now and then.
+
+    The bar's length is the file's size (or the database's row count), so it moves by
+    bytes read (or rows); it is redrawn every thousand rows.
+    """
+
+    def __init__(
+        self,
+        summary: Summary,
+        length: int,
+        position: Callable[[], int] | None,
+        stack: ExitStack,
+    ) -> None:
+        self.summary = summary
+        self.position = position
+        self.done = 0
+        self.printed = 0
+        self.bar: Any = None
+        if sys.stderr.isatty():
+            self.bar = stack.enter_context(
+                click.progressbar(
+                    length=max(length, 1),
+                    label="Importing",
+                    file=sys.stderr,
+                    show_pos=False,
+                    item_show_func=lambda text: text,
+                )
+            )
+
+    def track(self, rows: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+        n = 0
+        for row in rows:
+            yield row
+            n += 1
+            if n % 1000 == 0:
+                self.show(n)
+        self.show(n)
+
+    def show(self, rows: int) -> None:
+        s = self.summary
+        if self.bar is not None:
+            at = self.position() if self.position is not None else rows
+            self.bar.update(at - self.done, f"{s.rows} rows read, {s.recorded} recorded")
+            self.done = at
+        elif s.rows - self.printed >= PROGRESS_EVERY:
+            self.printed = s.rows
+            click.echo(
+                f"importing: {s.rows} rows read, {s.recorded} recorded, {s.known} already known",
+                err=True,
+            )
+
+
+def _summary_text(summary: Summary, forward: bool) -> list[str]:
+    fate = "forwarded to Airflow" if forward else "not forwarded, see --forward"
+    lines = [
+        f"rows read      {summary.rows}",
+        f"recorded       {summary.recorded} ({summary.successes} successes: {fate})",
+        f"already known  {summary.known}",
+        f"skipped        {sum(summary.skipped.values())}",
+    ]
+    lines += [f"  {count:>10}  {why}" for why, count in summary.skipped.most_common()]
+    return lines
+
+
+@click.command(name="import")
+@click.option(
+    "--from",
+    "from_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A CSV or JSON Lines export of the LOG table (docs/day-one.md has the queries).",
+)
+@click.option(
+    "--from-db",
+    "from_db",
+    metavar="URL",
+    help="A SQLAlchemy URL of the destination holding the LOG table "
+    "(needs the 'import' extra; e.g. postgresql+psycopg://user@host/db).",
+)
+@click.option(
+    "--schema",
+    default=DEFAULT_SCHEMA,
+    show_default=True,
+    help="With --from-db: the Platform Connector's schema.",
+)
+@click.option("--since", help="Import only rows at or after this ISO 8601 time (naive: UTC).")
+@click.option(
+    "--connector",
+    "connectors",
+    multiple=True,
+    help="Import only this connector's (connection's) rows; repeat for more.",
+)
+@click.option(
+    "--forward",
+    is_flag=True,
+    help="Forward the recorded successes to Airflow as the webhook would (default: not).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show progress on stderr (default: when stderr is a terminal).",
+)
+@json_option
+@clean_errors
+def import_log(
+    from_file: Path | None,
+    from_db: str | None,
+    schema: str,
+    since: str | None,
+    connectors: tuple[str, ...],
+    forward: bool,
+    progress: bool | None,
+    as_json: bool,
+) -> None:
+    """Record the syncs in Fivetran's LOG table as if the webhook had delivered them.
+
+    Every sync_start and sync_end row is recorded, marked imported; other rows are
+    counted as skipped, with why. A sync the history already holds (delivered by the
+    webhook, or imported before) is already known: running the import again changes
+    nothing. Successes are not forwarded to Airflow unless --forward is given.
+    """
+    if (from_file is None) == (from_db is None):
+        raise click.UsageError("give one of --from FILE or --from-db URL")
+    bad = [c for c in connectors if not is_valid_id(c)]
+    if bad:
+        raise click.BadParameter(
+            f"{bad[0]!r} is not a connector id (1-128 letters, digits, '_', '.' or '-')",
+            param_hint="--connector",
+        )
+    keep = RowFilter(None if since is None else parse_time(since, "--since"), set(connectors))
+    s = load_settings()
+    on_success = None
+    if forward:
+        state = State.from_settings(s)
+        on_success = state.on_success
+        if on_success is None:
+            raise click.UsageError(
+                "--forward needs FIVETRAN_EVENTS_AIRFLOW_URL: there is no Airflow to forward to"
+            )
+    client = s.redis_client()
+    client.ping()  # fail before reading anything when Redis is unreachable
+    summary = Summary()
+    show = sys.stderr.isatty() if progress is None else progress
+    with ExitStack() as stack:
+        rows: Iterable[Mapping[str, Any]]
+        if from_file is not None:
+            found = read_file(from_file)
+            columns, rows, length, position = found.columns, found.rows, found.size, found.position
+        else:
+            db = read_database(from_db or "", schema, keep)
+            columns, rows, length, position = db.columns, db.rows, db.count, None
+        meter = Progress(summary, length, position, stack) if show else None
+        if meter is not None:
+            rows = meter.track(rows)
+        record_events(
+            client,
+            s.key_prefix,
+            s.retention_ms,
+            events_of(rows, columns, keep, summary),
+            summary,
+            s.max_clock_skew_ms,
+            on_success=on_success,
+        )
+        if meter is not None:
+            meter.show(summary.rows)  # the last batches were written after the last row
+    if as_json:
+        emit_json({**summary.to_dict(), "forwarded": forward, "source": "imported"})
+        return
+    where = str(from_file) if from_file is not None else f"{schema}.log"
+    echo(f"Imported Fivetran's LOG table from {where}:")
+    for line in _summary_text(summary, forward):
+        echo(line)
+
+
+COMMANDS = (import_log,)
