@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import freezegun
 import pytest
 import redis
 from flask import Flask
@@ -15,6 +16,10 @@ from pytest_redis.executor import RedisExecutor
 import testkit.airflow_env  # noqa: F401
 from fivetran_events import HistoryReader, HistoryWriter, Settings
 from testkit.support import OTHER_SECRET, SECRET, TOKEN
+
+# pytest times each test (--durations) with the clock freezegun moves; left alone, a test
+# that ticks a frozen clock by a day reports a day.
+freezegun.configure(extend_ignore_list=["_pytest"])
 
 
 @pytest.fixture
