@@ -220,7 +220,7 @@ class TestSchedule:
             update={"fivetran_api_key": "k", "fivetran_api_secret": "s", "reconcile_minutes": 1}
         )
         queue = Queue(s.queue_name, connection=client)
-        now = to_ms(ENDED) + 10_000
+        now = to_ms(ENDED) // 60_000 * 60_000 + 10_000  # 10 s into a period
         assert reconciling.schedule_next(s, queue, now) is True
         assert reconciling.schedule_next(s, queue, now + 20_000) is False  # a second worker
         assert reconciling.schedule_next(s, queue, now + 60_000) is True  # the next period
@@ -240,9 +240,17 @@ class TestSchedule:
         ],
     )
     def test_on_only_with_a_key_and_a_period(
-        self, settings: Settings, client: redis.Redis, update: dict[str, Any], on: bool
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        update: dict[str, Any],
+        on: bool,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
         s = settings.model_copy(update=update)
         queue = Queue(s.queue_name, connection=client)
-        assert reconciling.start_schedule(s, queue) is on
+        with caplog.at_level("INFO", logger="webhook_app.reconciling"):
+            assert reconciling.start_schedule(s, queue) is on
         assert len(scheduled(queue)) == (1 if on else 0)
+        said = [r.getMessage() for r in caplog.records if "not reconciling" in r.getMessage()]
+        assert len(said) == (0 if on else 1), said
