@@ -24,17 +24,19 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
-from .fivetran_api import Connection, FivetranClient, Webhook
 from .history.bulk import record_many
 from .history.writer import OnSuccess, WriteStatus
 from .keys import reconcile_key
 from .model import SOURCE_RECONCILED, Event, EventKind, derived_sync_id, is_valid_id
 from .redis_url import as_text
 from .timeutil import iso, now_ms, to_ms
+
+if TYPE_CHECKING:  # the web process reads the outcome without loading an HTTP client
+    from .fivetran_api import Connection, FivetranClient, Webhook
 
 log = logging.getLogger(__name__)
 
