@@ -254,3 +254,17 @@ class TestSchedule:
         assert len(scheduled(queue)) == (1 if on else 0)
         said = [r.getMessage() for r in caplog.records if "not reconciling" in r.getMessage()]
         assert len(said) == (0 if on else 1), said
+
+
+def test_readyz_stays_ready_when_the_detail_cannot_be_read(
+    http: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis took the probe's write, then failed the detail's read: ready, without it."""
+    from webhook_app import health
+
+    def fails(client: redis.Redis, prefix: str) -> None:
+        raise redis.ConnectionError("gone")
+
+    monkeypatch.setattr(health, "fivetran_side", fails)
+    resp = http.get("/readyz")
+    assert resp.status_code == 200 and resp.get_json() == {"status": "ready"}
