@@ -20,6 +20,10 @@ sized in docs/architecture.md ("The history in Redis")::
                        moves forward (an older event fills gaps, changes nothing else)
     {p}changes:{c}     pub/sub channel, published on every recorded event of the connector
     {p}readyz          STRING  written (with a short expiry) by the web app's readiness probe
+    {p}reconcile       STRING  JSON of the last reconcile (fivetran_events/reconcile.py):
+                       its time, counts and the webhooks Fivetran reported inactive
+    {p}reconcile:p:{n} STRING  set NX by the worker that schedules reconcile period n
+                       (expires after two periods)
 
 Sorted sets scored by epoch milliseconds give every query the sensor needs in O(log n),
 and retention is one ZREMRANGEBYSCORE per set. Only what a decision needs for the whole
@@ -73,6 +77,19 @@ def last_test_event_key(prefix: str) -> str:
 def readiness_key(prefix: str) -> str:
     """The string /readyz writes: readiness means Redis takes writes, not just PING."""
     return f"{prefix}readyz"
+
+
+def reconcile_key(prefix: str) -> str:
+    """The string holding the last reconcile's outcome (JSON): when it ran, what it
+    recorded, and the webhooks Fivetran reported inactive (/readyz and ``connectors``
+    read it, so neither calls Fivetran)."""
+    return f"{prefix}reconcile"
+
+
+def reconcile_period_key(prefix: str, period: int) -> str:
+    """The string a worker sets (NX, with an expiry) to schedule reconcile period
+    ``period`` (epoch ms // the interval): one schedule per period, however many workers."""
+    return f"{prefix}reconcile:p:{period}"
 
 
 def changes_pattern(prefix: str) -> str:

@@ -51,12 +51,12 @@ V1_SUFFIXES = frozenset(
     ("ok", "okstart", "fail", "ends", "ended", "starts", "running", "resyncs", "seen", "guard")
 )
 #: Keys both layouts share, by name after the prefix.
-SHARED_KEYS = frozenset(("connectors", "last_test_event", "readyz", "layout"))
+SHARED_KEYS = frozenset(("connectors", "last_test_event", "readyz", "layout", "reconcile"))
 #: The current layout's namespace after the prefix: every per-connector key is under it.
 CURRENT_NAMESPACE = "h:"
-#: Shared namespaces: forwarding records (not migrated, only recognised) and the
-#: migration's own progress.
-SHARED_NAMESPACES = ("fwd:", "migrate:")
+#: Shared namespaces: forwarding records (not migrated, only recognised), the
+#: migration's own progress and reconcile's schedule (keys.reconcile_period_key).
+SHARED_NAMESPACES = ("fwd:", "migrate:", "reconcile:")
 #: RQ's own keys; they fall under the prefix only when the prefix is empty or ``r``.
 RQ_NAMESPACE = "rq:"
 #: How many unknown keys a refusal names.

@@ -209,6 +209,9 @@ class Settings(HistoryDefaults):
     fivetran_api_secret: SecretStr | None = None
     #: Base URL of Fivetran's REST API; another one points the client at a stand-in.
     fivetran_api_url: str = DEFAULT_FIVETRAN_API_URL
+    #: Minutes between the worker's reconciles against Fivetran's connection list
+    #: (fivetran_events/reconcile.py); only when an API key is set. 0 turns them off.
+    reconcile_minutes: float = Field(default=15.0, ge=0, le=1440)
 
     @field_validator("dataset_uri_template")
     @classmethod

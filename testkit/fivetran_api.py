@@ -184,6 +184,11 @@ class FivetranStandIn:
             c["succeeded_at" if ok else "failed_at"] = iso(ended)
             c["status"]["sync_state"] = "scheduled"
 
+    def send(self, url: str, body: dict[str, Any], secret: str | None) -> Delivery:
+        """Deliver ``body`` to a webhook's ``url`` as Fivetran does (signed, once: a test
+        playing Fivetran's sync events decides itself what is retried or dropped)."""
+        return self._deliver(url, body, secret)
+
     @property
     def base(self) -> tuple[str, str]:
         """(api_protocol, api_host) to set on the provider's FivetranHook."""

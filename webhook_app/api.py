@@ -7,11 +7,13 @@ Query parameters are validated by the models in ``openapi.py``, which also gener
 from __future__ import annotations
 
 import hmac
+from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
 from fivetran_events.decision import FLAGS
 from fivetran_events.model import is_valid_id
+from fivetran_events.reconcile import fivetran_side
 
 from .errors import ApiError
 from .forwarding import attach_forwarding
@@ -62,7 +64,11 @@ def _connector(connector_id: str) -> str:
 @spec.validate(resp=responses(Connectors, connector=False), tags=["history"])
 def connectors() -> Response:
     """List the recorded connectors: last success, last failure, running sync, lifecycle."""
-    return jsonify({"connectors": state().reader.connectors()})
+    body: dict[str, Any] = {"connectors": state().reader.connectors()}
+    side = fivetran_side(state().redis, state().settings.key_prefix)
+    if side is not None:
+        body["fivetran"] = side
+    return jsonify(body)
 
 
 @bp.get("/connectors/<connector_id>/syncs")

@@ -11,6 +11,7 @@ counters (the 503s among them) still reach Prometheus.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from fivetran_events.keys import (
     delivery_state_key,
     due_key,
     last_test_event_key,
+    reconcile_key,
     undelivered_key,
 )
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
@@ -54,6 +56,8 @@ class Snapshot:
     #: connector id -> (succeeded, Fivetran's status) of its newest completion
     last_status: dict[str, tuple[bool, str]] = field(default_factory=dict)
     last_webhook: int | None = None
+    #: The last reconcile's stored outcome (fivetran_events/reconcile.py), if one ran.
+    reconcile: dict[str, Any] | None = None
 
     def families(self) -> Iterator[Metric]:
         """Yield the gauges (ages in seconds, computed against the scrape's clock)."""
@@ -115,6 +119,27 @@ class Snapshot:
             ["connector_id", "status"],
             ((cid, text, int(ok)) for cid, (ok, text) in sorted(self.last_status.items())),
         )
+        if self.reconcile is not None:
+            hooks = self.reconcile.get("inactive_webhooks") or []
+            yield gauge(
+                "fivetran_webhooks_inactive",
+                "Webhooks Fivetran reported inactive at the last reconcile (it delivers "
+                "nothing to them); one series per webhook with its id and URL.",
+                ["webhook_id", "url"],
+                ((str(hook.get("id")), str(hook.get("url")), 1) for hook in hooks),
+            )
+            yield GaugeMetricFamily(
+                "fivetran_events_fivetran_inactive_webhooks",
+                "How many webhooks Fivetran reported inactive at the last reconcile.",
+                value=len(hooks),
+            )
+            finished = self.reconcile.get("finished_at")
+            if isinstance(finished, str):
+                yield GaugeMetricFamily(
+                    "fivetran_events_seconds_since_reconcile",
+                    "Seconds since the last reconcile against Fivetran's REST API finished.",
+                    value=age(to_ms(parse_iso(finished))),
+                )
         if self.last_webhook is not None:
             yield GaugeMetricFamily(
                 "fivetran_events_seconds_since_last_webhook",
@@ -163,7 +188,12 @@ class RedisGauges(Collector):
             pipe.zrange(delivery_state_key(p, state), 0, 0, withscores=True)
         pipe.hgetall(connectors_key(p))
         pipe.get(last_test_event_key(p))
-        snap.due, snap.given_up, first_due, *by_state, raw, test_event = pipe.execute()
+        pipe.get(reconcile_key(p))
+        snap.due, snap.given_up, first_due, *by_state, raw, test_event, outcome = pipe.execute()
+        if outcome is not None:
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(outcome)
+                snap.reconcile = parsed if isinstance(parsed, dict) else None
         if first_due:
             snap.overdue_ms = snap.now - int(first_due[0][1])
         for i, state in enumerate(STATES):

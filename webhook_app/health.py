@@ -6,6 +6,7 @@ import redis
 from flask import Blueprint, Response, jsonify
 
 from fivetran_events.keys import readiness_key
+from fivetran_events.reconcile import fivetran_side
 from fivetran_events.timeutil import now_ms
 
 from . import metrics
@@ -37,7 +38,16 @@ def readyz() -> Response:
     short = missing_replicas(state())  # FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS
     if short is not None:
         raise ApiError(503, f"not ready: a write was taken, but {short}")
-    return jsonify({"status": "ready"})
+    body: dict[str, object] = {"status": "ready"}
+    # What the last reconcile found (read from Redis, never from Fivetran per call): an
+    # inactive webhook does not make this server unready, it is why nothing arrives.
+    try:
+        side = fivetran_side(state().redis, state().settings.key_prefix)
+    except redis.RedisError:  # Redis took the probe's write: readiness is decided
+        side = None
+    if side is not None:
+        body["fivetran"] = side
+    return jsonify(body)
 
 
 def write_refusal(st: State) -> str | None:

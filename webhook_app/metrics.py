@@ -100,3 +100,27 @@ FORWARD_REQUEST_SECONDS = Histogram(
     "Time one forwarding attempt spent talking to Airflow.",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
 )
+
+
+# --- Reconciling against Fivetran's REST API -------------------------------------------
+
+RECONCILED = Counter(
+    "fivetran_events_reconciled",
+    "Completions Fivetran's REST API reported that the webhook never delivered, recorded "
+    "by reconcile (fivetran_events/reconcile.py), by connector; past 500 distinct "
+    "connectors a process counts the rest as OTHER.",
+    ["connector"],
+)
+#: Distinct connector labels one process gives RECONCILED before it counts the rest as
+#: OTHER: an account's connectors are bounded, a bug or a hostile id list is not.
+RECONCILED_CONNECTORS_CAP = 500
+_reconciled_seen: set[str] = set()
+
+
+def count_reconciled(connector_id: str) -> None:
+    """Count one reconciled completion of ``connector_id`` (capped, see above)."""
+    if connector_id not in _reconciled_seen and len(_reconciled_seen) >= RECONCILED_CONNECTORS_CAP:
+        connector_id = "OTHER"
+    else:
+        _reconciled_seen.add(connector_id)
+    RECONCILED.labels(connector=connector_id).inc()

@@ -99,7 +99,9 @@ class SyncFields(BaseModel):
     source: str | None = Field(
         None,
         description="where the record came from when not from the webhook: imported "
-        "(from Fivetran's LOG table, `fivetran-events import`)",
+        "(from Fivetran's LOG table, `fivetran-events import`) or reconciled (from "
+        "Fivetran's REST API, `fivetran-events reconcile`: a completion the webhook never "
+        "delivered)",
         json_schema_extra={"enum": ["imported", "reconciled", None]},
     )
 
@@ -144,8 +146,26 @@ class Connector(BaseModel):
     lifecycle: Lifecycle
 
 
+class InactiveWebhook(BaseModel):
+    id: str
+    type: str
+    group_id: str | None
+    url: str
+
+
+class FivetranSide(BaseModel):
+    """What the last reconcile found on Fivetran's side (absent before the first)."""
+
+    reconciled_at: str | None = Field(None, description="when the last reconcile finished")
+    inactive_webhooks: list[InactiveWebhook] = Field(
+        default_factory=list,
+        description="webhooks Fivetran reports inactive: it delivers nothing to them",
+    )
+
+
 class Connectors(BaseModel):
     connectors: list[Connector]
+    fivetran: FivetranSide | None = None
 
 
 class Forwarding(BaseModel):

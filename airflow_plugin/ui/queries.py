@@ -135,6 +135,9 @@ class Bar:
     rescheduled_at_ms: int | None = None
     #: The delivery carried no sync_id: this one was derived from connector and time.
     derived: bool = False
+    #: Where the record came from when not from the webhook: "imported" (Fivetran's LOG
+    #: table) or "reconciled" (its REST API reported a completion never delivered).
+    source: str | None = None
 
 
 def _kind(status: str) -> str:
@@ -176,6 +179,7 @@ def timeline(
             r.get("task_type"),
             _ms(r.get("rescheduled_at")),
             bool(r.get("sync_id_derived")),
+            r.get("source"),
         )
         for r in rows[:limit]
     ]

@@ -130,9 +130,20 @@ elseif ARGV[1] == 'end' then
         if msrc ~= src then known = known or 'other'
         elseif tonumber(near[j + 1]) == t then known = 'same' end
       end
+    elseif src == 'R' or string.find(near[j], '^[^,]*,[0-9a-z]*@?[0-9a-z]*R') then
+      -- A reconciled end (Fivetran's REST API: a time and a status, no sync id or
+      -- details) is the same completion as any other source's end in its set within
+      -- the window, whatever that one's sync id.
+      local msrc = string.match(near[j], '^[^,]*,[0-9a-z]*@?[0-9a-z]*([A-Z]?)')
+      if msrc ~= src then known = known or 'other' end
     end
   end
-  if not known then
+  if known == 'other' then
+    -- Another source's record holds this end (a reconciled one has another sync id):
+    -- the attempt this end closes is not running any more.
+    local b = redis.call('ZSCORE', KEYS[3], sid)
+    if b and tonumber(b) <= t then redis.call('ZREM', KEYS[3], sid) end
+  elseif not known then
     -- The attempt's start: the running one if it began by now, else the first recorded
     -- (earlier than the true one at worst, which makes started_after stricter, never looser).
     local b = redis.call('ZSCORE', KEYS[3], sid)
@@ -144,7 +155,8 @@ elseif ARGV[1] == 'end' then
       b = false
       local open = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[2], 'WITHSCORES')
       for j = 1, #open, 2 do
-        if string.sub(open[j], 1, 1) == '~' then
+        -- A reconciled end takes any open start by it: one connector's syncs never overlap.
+        if string.sub(open[j], 1, 1) == '~' or src == 'R' then
           b = open[j + 1]
           redis.call('ZREM', KEYS[3], open[j])
         end

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .. import logs
-from . import fivetran, forwarding, history, importing, migrate, serving
+from . import fivetran, forwarding, history, importing, migrate, reconciling, serving
 from .helpers import EXIT_CODES_HELP, ExitCode, echo
 from .serving import DEFAULT_WORKERS
 
@@ -74,6 +74,7 @@ for _command in (
     *migrate.COMMANDS,
     *fivetran.COMMANDS,
     *importing.COMMANDS,
+    *reconciling.COMMANDS,
 ):
     main.add_command(_command)
 

@@ -19,6 +19,7 @@ from fivetran_events.timeutil import iso
 from .. import logs
 from ..forwarding.worker import DeliveryState, Forwarder
 from ..jobs import ForwardingWorker, build_forwarder
+from ..reconciling import start_schedule
 from ..worker_pool import WorkerPool, serve_metrics
 from .helpers import (
     CliError,
@@ -155,8 +156,10 @@ def worker(
     )
     sweeper.start()
     w = ForwardingWorker(forwarder, name=name)
+    # RQ's scheduler only runs the reconcile schedule (reconciling.py): off without it.
+    scheduler = not burst and start_schedule(forwarder.settings, forwarder.queue)
     try:
-        w.work(burst=burst, with_scheduler=False)
+        w.work(burst=burst, with_scheduler=scheduler)
     finally:
         stop.set()
 

@@ -8,6 +8,7 @@ import click
 
 from fivetran_events import load_settings
 from fivetran_events.decision import Criterion, Outcome
+from fivetran_events.reconcile import fivetran_side
 
 from ..jobs import build_forwarder
 from .helpers import (
@@ -49,7 +50,8 @@ def _state(lifecycle: dict[str, Any]) -> str:
 
 def _sync_id(row: dict[str, Any]) -> str:
     """The sync id, marked when it was derived (the delivery carried none) and when the
-    record did not come from the webhook (``imported`` from Fivetran's LOG table)."""
+    record did not come from the webhook (``imported`` from Fivetran's LOG table,
+    ``reconciled`` from its REST API)."""
     marks = [m for m in ("derived" if row.get("sync_id_derived") else None, row.get("source")) if m]
     return " ".join([str(row["sync_id"]), *(f"({m})" for m in marks)])
 
@@ -68,7 +70,8 @@ def connectors(as_json: bool) -> None:
     STATE is active, paused or deleted (since when), and broken when Fivetran could not
     connect to the source (times to the minute; --json has them exactly). FORWARDING is
     the state of the last success's deliveries to Airflow (off when
-    FIVETRAN_EVENTS_AIRFLOW_URL is unset).
+    FIVETRAN_EVENTS_AIRFLOW_URL is unset). A webhook Fivetran reported inactive at the
+    last reconcile is named after the table (--json: "fivetran").
     """
     s = load_settings()
     rows = reader(s).connectors()
@@ -81,8 +84,12 @@ def connectors(as_json: bool) -> None:
             {k: d.to_dict()[k] for k in ("uri", "state", "attempts", "airflow_event_id", "reason")}
             for d in (found.get(last["sync_id"], []) if last else [])
         ]
+    side = fivetran_side(s.redis_client(), s.key_prefix)
     if as_json:
-        emit_json({"connectors": rows, "forwarding_enabled": on})
+        body: dict[str, Any] = {"connectors": rows, "forwarding_enabled": on}
+        if side is not None:
+            body["fivetran"] = side
+        emit_json(body)
         return
     table(
         [
@@ -99,6 +106,11 @@ def connectors(as_json: bool) -> None:
         ],
         ("CONNECTOR", "NAME", "STATE", "LAST SUCCESS", "LAST FAILURE", "RUNNING", "FORWARDING"),
     )
+    for w in side["inactive_webhooks"] if side is not None else ():
+        echo(
+            f"Fivetran reports webhook {w.get('id')} ({w.get('url')}) INACTIVE: it delivers "
+            "nothing (fivetran webhooks list; reactivate it in Fivetran)."
+        )
 
 
 @click.command()
@@ -112,7 +124,8 @@ def history(connector_id: str, limit: int, as_json: bool) -> None:
     TASK TYPE and REASON are Fivetran's data.taskType and data.reason, RESCHEDULED AT the
     data.rescheduledAt of a RESCHEDULED end; a sync id marked (derived) was made up from
     the connector and time because the delivery carried none, one marked (imported) was
-    read from Fivetran's LOG table by `fivetran-events import`.
+    read from Fivetran's LOG table by `fivetran-events import`, one marked (reconciled)
+    was reported by Fivetran's REST API and never delivered (`fivetran-events reconcile`).
     """
     r = reader()
     check_connector(r, connector_id)

@@ -5,6 +5,7 @@ worker (``fivetran-events worker --metrics-port``)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fivetran_events import Settings
+from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.processes import poll_until
 from testkit.servers import free_port, webhook_server
 from testkit.support import payload, signed
@@ -80,12 +82,19 @@ class TestShape:
 def test_every_queried_metric_is_exported(
     redis_url: str, settings: Settings, tmp_path: Path
 ) -> None:
-    """Post a sync to real gunicorn; a real worker tries Airflow (down): scrape both."""
+    """Post a sync to real gunicorn; a real worker tries Airflow (down) and reconciles
+    against Fivetran's stand-in (a success never delivered, an inactive webhook): scrape
+    both."""
     names = set().union(*map(metric_names, dashboard_exprs() + alert_exprs()))
     assert len(names) >= 10
     port = free_port()
     # Airflow is a closed loopback port: every attempt is a retry, which is all we need.
     airflow_url = f"http://127.0.0.1:{free_port()}"
+    fivetran = FivetranStandIn()
+    fivetran.connector("missed", succeeded_at=datetime.now(timezone.utc) - timedelta(minutes=1))
+    fivetran.webhooks["w1"] = {"id": "w1", "type": "account", "url": "https://x", "active": False}
+    stack = serving(fivetran)
+    stack.__enter__()
     worker = WorkerProcess(
         settings,
         tmp_path,
@@ -96,6 +105,10 @@ def test_every_queried_metric_is_exported(
         airflow_api_version="2",
         airflow_timeout_seconds=1,
         forward_backoff_max_seconds=1,
+        fivetran_api_url=fivetran.url,
+        fivetran_api_key=fivetran.api_key,
+        fivetran_api_secret=fivetran.api_secret,
+        reconcile_minutes=0.05,
     )
     try:
         (tmp_path / "metrics").mkdir()
@@ -117,14 +130,18 @@ def test_every_queried_metric_is_exported(
                     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
                 except requests.ConnectionError:
                     return ""
-                retrying = 'fivetran_events_forward_attempts_total{outcome="retrying"} 1.0'
-                return text if retrying in text else ""
+                # Retries of the delivered sync and of the reconciled one: at least one.
+                retrying = 'fivetran_events_forward_attempts_total{outcome="retrying"}'
+                tried = retrying in text and f"{retrying} 0.0" not in text
+                reconciled = 'fivetran_events_reconciled_total{connector="missed"} 1.0'
+                return text if tried and reconciled in text else ""
 
             worker_text = poll_until(
-                attempted, "the worker's first attempt", 60, 0.2, details=worker.log
+                attempted, "the worker's first attempt and reconcile", 60, 0.2, details=worker.log
             )
             app_text = requests.get(base + "/metrics", timeout=10).text
     finally:
         worker.stop()
+        stack.__exit__(None, None, None)
     missing = names - exported(app_text) - exported(worker_text)
     assert not missing, f"queried but not exported: {sorted(missing)}"

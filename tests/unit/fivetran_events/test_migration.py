@@ -26,6 +26,8 @@ class TestClassify:
             ("fte:layout", KeyKind.SHARED, None),
             ("fte:fwd:d:x:s:abc", KeyKind.SHARED, None),
             ("fte:migrate:done", KeyKind.SHARED, None),
+            ("fte:reconcile", KeyKind.SHARED, None),
+            ("fte:reconcile:p:1955123", KeyKind.SHARED, None),
             ("other:c:x:ok", KeyKind.FOREIGN, None),
             ("rq:queue:fivetran-events", KeyKind.FOREIGN, None),
             ("fte:c:x:mystery", KeyKind.UNKNOWN, None),

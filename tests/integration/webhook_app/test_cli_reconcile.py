@@ -1,0 +1,270 @@
+"""``fivetran-events reconcile`` and what shows it: history, connectors, /readyz, /metrics.
+
+Real parts: the suite's Redis, the webhook app (Flask's test client: the deliveries are
+signed and go through the whole app), Fivetran's REST API stand-in on 127.0.0.1, the
+CLI through click's runner, and the delivery records the webhook's forwarding hook
+creates (one per sync and dataset URI).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+from prometheus_client import REGISTRY
+from rq import Queue
+from rq.registry import ScheduledJobRegistry
+
+from fivetran_events import Settings
+from fivetran_events.model import derived_sync_id
+from fivetran_events.timeutil import to_ms
+from testkit.fivetran_api import FivetranStandIn, serving
+from testkit.forward_support import syncs
+from testkit.support import TOKEN, deliver, payload
+from testkit.worker_process import worker_env
+from webhook_app import reconciling
+from webhook_app.cli import ExitCode, main
+from webhook_app.forwarding.enqueue import delivery_store
+
+CONN = "rebuild_ogre"
+API_KEY, API_SECRET = "ft-key", "ft-api-secret-for-tests"
+#: A success an hour ago (inside any retention), to the millisecond.
+ENDED = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=1)
+SID = "0b8a3c2e-4b5d-4e6f-8a7b-1c2d3e4f5a6b"
+
+
+@pytest.fixture
+def api() -> Iterator[FivetranStandIn]:
+    with serving(FivetranStandIn(api_key=API_KEY, api_secret=API_SECRET)) as standin:
+        yield standin
+
+
+@pytest.fixture
+def env(settings: Settings, api: FivetranStandIn) -> dict[str, str]:
+    return worker_env(
+        settings,
+        fivetran_api_url=api.url,
+        fivetran_api_key=API_KEY,
+        fivetran_api_secret=API_SECRET,
+        webhook_secrets="x",
+    )
+
+
+def cli(env: dict[str, str], *args: str) -> Result:
+    result = CliRunner().invoke(main, list(args), env=env)
+    assert API_SECRET not in result.output
+    return result
+
+
+def reconciled(env: dict[str, str]) -> dict[str, Any]:
+    out = cli(env, "reconcile", "--json")
+    assert out.exit_code == 0, out.output
+    body: dict[str, Any] = json.loads(out.stdout)
+    return body
+
+
+def counted(connector: str) -> float:
+    value = REGISTRY.get_sample_value("fivetran_events_reconciled_total", {"connector": connector})
+    return value or 0.0
+
+
+def inactive_webhook(api: FivetranStandIn) -> None:
+    api.webhooks["w9"] = {
+        "id": "w9",
+        "type": "account",
+        "url": "https://events.example.com/webhooks/fivetran",
+        "events": ["sync_end"],
+        "active": False,
+        "secret": "s",
+    }
+
+
+class TestReconcile:
+    def test_a_missed_success_is_recorded_forwarded_once_and_shown_reconciled(
+        self,
+        env: dict[str, str],
+        api: FivetranStandIn,
+        settings: Settings,
+        client: redis.Redis,
+        http: Any,
+    ) -> None:
+        api.connector(CONN, succeeded_at=ENDED)
+        before = counted(CONN)
+        body = reconciled(env)
+        derived = derived_sync_id(CONN, to_ms(ENDED))
+        assert (body["connections"], body["recorded"], body["known"]) == (1, 1, 0)
+        assert body["reconciled"] == [
+            {
+                "connector_id": CONN,
+                "sync_id": derived,
+                "status": "SUCCESSFUL",
+                "ended_at": body["reconciled"][0]["ended_at"],
+            }
+        ]
+        assert counted(CONN) == before + 1
+        store = delivery_store(settings, client)
+        assert len(store.for_syncs(CONN, [derived])[derived]) == 1  # one dataset URI
+        again = reconciled(env)
+        assert (again["recorded"], again["known"]) == (0, 1)
+        assert counted(CONN) == before + 1
+        assert len(store.for_syncs(CONN, [derived])[derived]) == 1
+        text = cli(env, "history", CONN)
+        assert f"{derived} (derived) (reconciled)" in text.output, text.output
+        rows = json.loads(cli(env, "history", CONN, "--json").output)["syncs"]
+        assert [r.get("source") for r in rows] == ["reconciled"]
+        assert [r.get("source") for r in syncs(http, CONN)] == ["reconciled"]  # the read API
+
+    def test_the_webhooks_late_delivery_is_a_duplicate_and_forwards_nothing(
+        self,
+        env: dict[str, str],
+        api: FivetranStandIn,
+        settings: Settings,
+        client: redis.Redis,
+        http: Any,
+    ) -> None:
+        api.connector(CONN, succeeded_at=ENDED)
+        reconciled(env)
+        late = payload("sync_end", CONN, ENDED + timedelta(seconds=2), sync_id=SID)
+        assert deliver(http, late)["status"] == "duplicate"
+        assert delivery_store(settings, client).for_syncs(CONN, [SID]) == {SID: []}
+
+    def test_a_delivered_success_is_known(
+        self, env: dict[str, str], api: FivetranStandIn, http: Any
+    ) -> None:
+        deliver(http, payload("sync_end", CONN, ENDED - timedelta(seconds=3), sync_id=SID))
+        api.connector(CONN, succeeded_at=ENDED)
+        body = reconciled(env)
+        assert (body["recorded"], body["known"]) == (0, 1)
+
+    def test_text_output_names_what_it_recorded(
+        self, env: dict[str, str], api: FivetranStandIn
+    ) -> None:
+        api.connector(CONN, succeeded_at=ENDED, failed_at=ENDED - timedelta(hours=2))
+        out = cli(env, "reconcile", "--no-forward")
+        assert out.exit_code == 0, out.output
+        assert "Reconciled 1 connections: 2 recorded (reconciled), 0 already known" in out.output
+        assert out.stdout.count(CONN) == 2
+
+    def test_without_an_api_key_it_says_what_to_set(self, settings: Settings) -> None:
+        out = cli(worker_env(settings), "reconcile")
+        assert out.exit_code == ExitCode.USAGE, out.output
+        assert "FIVETRAN_EVENTS_FIVETRAN_API_KEY" in out.output
+
+    def test_fivetran_unreachable_is_a_clean_error_that_records_nothing(
+        self, env: dict[str, str], api: FivetranStandIn, client: redis.Redis
+    ) -> None:
+        api.connector(CONN, succeeded_at=ENDED)
+        api.fail_next(10, status=503, retry_after=None)
+        out = cli(env, "reconcile")
+        assert out.exit_code == ExitCode.UNREACHABLE, out.output
+        assert "Traceback" not in out.output
+        assert client.keys("test:h:*") == []
+
+
+class TestInactiveWebhook:
+    def test_shown_by_readyz_connectors_and_metrics(
+        self, env: dict[str, str], api: FivetranStandIn, http: Any
+    ) -> None:
+        assert "fivetran" not in http.get("/readyz").get_json()  # before any reconcile
+        inactive_webhook(api)
+        api.connector(CONN, succeeded_at=ENDED)
+        assert [w["id"] for w in reconciled(env)["inactive_webhooks"]] == ["w9"]
+        ready = http.get("/readyz")
+        assert ready.status_code == 200  # this server is ready: Fivetran is not sending
+        side = ready.get_json()["fivetran"]
+        assert [w["id"] for w in side["inactive_webhooks"]] == ["w9"]
+        assert side["reconciled_at"]
+        text = cli(env, "connectors")
+        assert (
+            "Fivetran reports webhook w9 (https://events.example.com/webhooks/fivetran) INACTIVE"
+            in text.output
+        )
+        listed = json.loads(cli(env, "connectors", "--json").output)
+        assert [w["id"] for w in listed["fivetran"]["inactive_webhooks"]] == ["w9"]
+        resp = http.get("/api/connectors", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert resp.status_code == 200, resp.get_json()
+        assert [w["id"] for w in resp.get_json()["fivetran"]["inactive_webhooks"]] == ["w9"]
+        metrics = http.get("/metrics").get_data(as_text=True)
+        assert "fivetran_events_fivetran_inactive_webhooks 1.0" in metrics
+        series = 'fivetran_events_fivetran_webhooks_inactive{url="%s",webhook_id="w9"} 1.0'
+        assert series % "https://events.example.com/webhooks/fivetran" in metrics
+        assert "fivetran_events_seconds_since_reconcile" in metrics
+
+    def test_reactivated_it_is_gone(
+        self, env: dict[str, str], api: FivetranStandIn, http: Any
+    ) -> None:
+        inactive_webhook(api)
+        reconciled(env)
+        api.webhooks["w9"]["active"] = True
+        reconciled(env)
+        assert http.get("/readyz").get_json()["fivetran"]["inactive_webhooks"] == []
+        assert "fivetran_events_fivetran_inactive_webhooks 0.0" in http.get("/metrics").get_data(
+            as_text=True
+        )
+
+
+def scheduled(queue: Queue) -> ScheduledJobRegistry:
+    return ScheduledJobRegistry(queue=queue)  # type: ignore[no-untyped-call]
+
+
+class TestSchedule:
+    def test_one_schedule_per_period_whatever_the_workers(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        s = settings.model_copy(
+            update={"fivetran_api_key": "k", "fivetran_api_secret": "s", "reconcile_minutes": 1}
+        )
+        queue = Queue(s.queue_name, connection=client)
+        now = to_ms(ENDED) // 60_000 * 60_000 + 10_000  # 10 s into a period
+        assert reconciling.schedule_next(s, queue, now) is True
+        assert reconciling.schedule_next(s, queue, now + 20_000) is False  # a second worker
+        assert reconciling.schedule_next(s, queue, now + 60_000) is True  # the next period
+        ids = scheduled(queue).get_job_ids()
+        first = (now // 60_000) + 1
+        assert sorted(ids) == [
+            reconciling.JOB_ID.format(period=first),
+            reconciling.JOB_ID.format(period=first + 1),
+        ]
+
+    @pytest.mark.parametrize(
+        ("update", "on"),
+        [
+            ({}, False),
+            ({"fivetran_api_key": "k", "fivetran_api_secret": "s"}, True),
+            ({"fivetran_api_key": "k", "fivetran_api_secret": "s", "reconcile_minutes": 0}, False),
+        ],
+    )
+    def test_on_only_with_a_key_and_a_period(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        update: dict[str, Any],
+        on: bool,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        s = settings.model_copy(update=update)
+        queue = Queue(s.queue_name, connection=client)
+        with caplog.at_level("INFO", logger="webhook_app.reconciling"):
+            assert reconciling.start_schedule(s, queue) is on
+        assert len(scheduled(queue)) == (1 if on else 0)
+        said = [r.getMessage() for r in caplog.records if "not reconciling" in r.getMessage()]
+        assert len(said) == (0 if on else 1), said
+
+
+def test_readyz_stays_ready_when_the_detail_cannot_be_read(
+    http: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis took the probe's write, then failed the detail's read: ready, without it."""
+    from webhook_app import health
+
+    def fails(client: redis.Redis, prefix: str) -> None:
+        raise redis.ConnectionError("gone")
+
+    monkeypatch.setattr(health, "fivetran_side", fails)
+    resp = http.get("/readyz")
+    assert resp.status_code == 200 and resp.get_json() == {"status": "ready"}
