@@ -63,6 +63,8 @@ TEST_EVENT: dict[str, Any] = {
 }
 #: The user Fivetran names as a webhook's creator.
 CREATED_BY = "_airworthy"
+#: The key and secret the CLI tests' stand-in accepts.
+TEST_API_KEY, TEST_API_SECRET = "ft-key", "ft-api-secret-for-tests"
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,14 @@ import redis
 from click.testing import CliRunner, Result
 from pytest_redis.executor import RedisExecutor
 
-from fivetran_events import Settings
 from fivetran_events.fivetran_api import SERVICE_EVENTS
 from fivetran_events.keys import last_test_event_key
-from testkit.fivetran_api import TEST_EVENT, FivetranStandIn, serving
+from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, TEST_EVENT, FivetranStandIn
 from testkit.servers import free_port, webhook_server
-from testkit.support import OTHER_SECRET, SECRET
-from testkit.worker_process import worker_env
+from testkit.support import SECRET
 from webhook_app.cli import ExitCode, main
 
-API_KEY, API_SECRET = "ft-key", "ft-api-secret-for-tests"
+API_KEY, API_SECRET = TEST_API_KEY, TEST_API_SECRET
 
 
 @pytest.fixture(scope="module")
@@ -36,24 +34,6 @@ def server(redis_proc: RedisExecutor, tmp_path_factory: pytest.TempPathFactory) 
     url = f"redis://{redis_proc.host}:{redis_proc.port}/0"
     with webhook_server(url, tmp_path_factory.mktemp("gunicorn"), workers=1) as (base, _):
         yield base + "/webhooks/fivetran"
-
-
-@pytest.fixture
-def api() -> Iterator[FivetranStandIn]:
-    with serving(FivetranStandIn(api_key=API_KEY, api_secret=API_SECRET)) as standin:
-        yield standin
-
-
-@pytest.fixture
-def env(settings: Settings, api: FivetranStandIn) -> dict[str, str]:
-    """The CLI's environment: the stand-in's URL and key, the server's current secret."""
-    return worker_env(
-        settings,
-        fivetran_api_url=api.url,
-        fivetran_api_key=API_KEY,
-        fivetran_api_secret=API_SECRET,
-        webhook_secrets=f"{SECRET},{OTHER_SECRET}",
-    )
 
 
 def cli(env: dict[str, str], *args: str) -> Result:

@@ -9,7 +9,6 @@ creates (one per sync and dataset URI).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -23,7 +22,7 @@ from rq.registry import ScheduledJobRegistry
 from fivetran_events import Settings
 from fivetran_events.model import derived_sync_id
 from fivetran_events.timeutil import to_ms
-from testkit.fivetran_api import FivetranStandIn, serving
+from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn
 from testkit.forward_support import syncs
 from testkit.support import TOKEN, deliver, payload
 from testkit.worker_process import worker_env
@@ -32,27 +31,10 @@ from webhook_app.cli import ExitCode, main
 from webhook_app.forwarding.enqueue import delivery_store
 
 CONN = "rebuild_ogre"
-API_KEY, API_SECRET = "ft-key", "ft-api-secret-for-tests"
+API_KEY, API_SECRET = TEST_API_KEY, TEST_API_SECRET
 #: A success an hour ago (inside any retention), to the millisecond.
 ENDED = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=1)
 SID = "0b8a3c2e-4b5d-4e6f-8a7b-1c2d3e4f5a6b"
-
-
-@pytest.fixture
-def api() -> Iterator[FivetranStandIn]:
-    with serving(FivetranStandIn(api_key=API_KEY, api_secret=API_SECRET)) as standin:
-        yield standin
-
-
-@pytest.fixture
-def env(settings: Settings, api: FivetranStandIn) -> dict[str, str]:
-    return worker_env(
-        settings,
-        fivetran_api_url=api.url,
-        fivetran_api_key=API_KEY,
-        fivetran_api_secret=API_SECRET,
-        webhook_secrets="x",
-    )
 
 
 def cli(env: dict[str, str], *args: str) -> Result:
