@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fivetran_events import Outcome, parse_criterion
+from fivetran_events import Decision, Outcome, parse_criterion
 from fivetran_events.timeutil import iso, to_ms
 
 from .compat import Context, ShortCircuitOperator
@@ -53,31 +53,40 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
 
     def sync_needed(self, context: Context) -> bool:
         """Return False (skip downstream) when a success already counts for the target."""
-        target, source = resolve_target(self.target_time, context)
-        decision = (
-            FivetranEventsRedisHook(self.redis_conn_id)
-            .reader()
-            .decide(
-                self.connector_id,
-                to_ms(target),
-                criterion=self.criterion,
-                propagate_failures_forward=False,
-            )
+        return already_synced(self, context) is None
+
+
+def already_synced(op: Any, context: Context) -> Decision | None:
+    """The SUCCESS that makes a sync needless for ``op``'s target, or None (sync).
+
+    ``op`` names ``connector_id``, ``target_time``, ``criterion`` and ``redis_conn_id``
+    (this operator, and ``FivetranSyncOperator``'s ``skip_if_synced_after_data_interval_end``).
+    """
+    target, source = resolve_target(op.target_time, context)
+    decision = (
+        FivetranEventsRedisHook(op.redis_conn_id)
+        .reader()
+        .decide(
+            op.connector_id,
+            to_ms(target),
+            criterion=op.criterion,
+            propagate_failures_forward=False,
         )
-        if decision.outcome is Outcome.SUCCESS:
-            self.log.info(
-                "connector %s is already synced as of %s (%s): %s; skipping the sync",
-                self.connector_id,
-                iso(target),
-                source,
-                decision.reason,
-            )
-            return False
-        self.log.info(
-            "connector %s needs a sync as of %s (%s): %s",
-            self.connector_id,
+    )
+    if decision.outcome is Outcome.SUCCESS:
+        op.log.info(
+            "connector %s is already synced as of %s (%s): %s; skipping the sync",
+            op.connector_id,
             iso(target),
             source,
             decision.reason,
         )
-        return True
+        return decision
+    op.log.info(
+        "connector %s needs a sync as of %s (%s): %s",
+        op.connector_id,
+        iso(target),
+        source,
+        decision.reason,
+    )
+    return None
