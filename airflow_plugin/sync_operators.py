@@ -32,7 +32,12 @@ from fivetran_events.timeutil import iso, now_ms
 from .compat import BaseOperator, Context, default_deferrable
 from .exceptions import ConnectorNameError, FivetranHistoryUnavailable, FivetranSyncFailed
 from .fivetran_api import DEFAULT_FIVETRAN_CONN_ID, fivetran_client
-from .hooks import DEFAULT_CONN_ID, DEFAULT_REDIS_RETRY_TIMEOUT, FivetranEventsRedisHook
+from .hooks import (
+    DEFAULT_CONN_ID,
+    DEFAULT_REDIS_RETRY_TIMEOUT,
+    FivetranEventsRedisHook,
+    read_retrying,
+)
 from .links import FivetranConnectorLink
 from .operators import already_synced
 from .sync_trigger import (
@@ -169,10 +174,14 @@ class FivetranSyncOperator(BaseOperator):
             self.log.info(
                 "connector %s: schedule_type %s -> %s", cid, conn.schedule_type, self.schedule_type
             )
-            self.client.request(
-                "PATCH", f"/v1/connections/{cid}", body={"schedule_type": self.schedule_type}
-            )
-        recorded = self.hook.reader().running(cid)
+            self.client.update_connection(cid, {"schedule_type": self.schedule_type})
+        recorded = read_retrying(
+            lambda: self.hook.reader().running(cid),
+            what=f"the history of connector {cid}",
+            cfg=self.hook.config,
+            conn_id=self.redis_conn_id,
+            timeout=self.redis_retry_timeout,
+        )
         running = conn.sync_state == "syncing" or recorded is not None
         asked = now_ms()
         self._request()
@@ -236,6 +245,8 @@ class FivetranSyncOperator(BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Finish on the trigger's event; ask again when it says so."""
+        # The id a connector_name was resolved to before deferring: no second lookup.
+        self.connector_id = (event or {}).get("connector_id") or self.connector_id
         self._resolve_connector()
         if event and event.get("status") == Step.ASK_AGAIN.value:
             self.log.info("connector %s: %s", self.connector_id, event.get("message"))

@@ -158,7 +158,12 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
                         "connector %s: %s: %s", self.connector_id, got.step.value, got.reason
                     )
                     return _payload(
-                        got.step, got.reason, got.decision, self.target_ms, reconciled=False
+                        self.connector_id,
+                        got.step,
+                        got.reason,
+                        got.decision,
+                        self.target_ms,
+                        reconciled=False,
                     )
                 if got.step is Step.FALL_BACK:
                     if api is None:
@@ -208,7 +213,14 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         self.log.warning("connector %s, from Fivetran's API: %s", self.connector_id, reason)
         outcome = {Step.SUCCESS: Outcome.SUCCESS, Step.FAIL: Outcome.FAIL}.get(step, Outcome.WAIT)
         decision = Decision(outcome, reason, self.target_ms, completion)
-        return _payload(step, reason, decision, self.target_ms, reconciled=completion is not None)
+        return _payload(
+            self.connector_id,
+            step,
+            reason,
+            decision,
+            self.target_ms,
+            reconciled=completion is not None,
+        )
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -216,10 +228,17 @@ def _ms(seconds: float | None) -> int | None:
 
 
 def _payload(
-    step: Step, reason: str, decision: Decision, asked_ms: int, *, reconciled: bool
+    connector_id: str,
+    step: Step,
+    reason: str,
+    decision: Decision,
+    asked_ms: int,
+    *,
+    reconciled: bool,
 ) -> dict[str, Any]:
     return {
         "status": step.value,
+        "connector_id": connector_id,
         "message": reason,
         "decision": decision.to_dict(),
         "asked_at": iso(asked_ms),

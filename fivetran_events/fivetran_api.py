@@ -324,6 +324,13 @@ class FivetranClient:
     def groups(self) -> list[Group]:
         return [Group.from_json(item) for item in self.items("/v1/groups")]
 
+    def update_connection(self, connection_id: str, fields: Mapping[str, Any]) -> Connection:
+        """Change a connection's fields (``schedule_type``, ``paused``, ...); return it."""
+        path = f"/v1/connections/{_segment(connection_id)}"
+        return Connection.from_json(
+            self._one("PATCH", path, body=dict(fields), accept=CONNECTIONS_ACCEPT)
+        )
+
     # --- Syncs -----------------------------------------------------------------------
 
     def sync_connection(self, connection_id: str, *, force: bool = False) -> None:

@@ -155,6 +155,8 @@ class FivetranStandIn:
         self.running: dict[str, tuple[str, datetime, threading.Timer]] = {}
         #: Every sync started: (connector id, sync id, started, how it was asked).
         self.started: list[tuple[str, str, datetime, str]] = []
+        #: Every sync that ended by itself: sync id -> (ended, status).
+        self.ended: dict[str, tuple[datetime, str]] = {}
         self._outbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self._sender: threading.Thread | None = None
 
@@ -259,6 +261,7 @@ class FivetranStandIn:
             del self.running[connector_id]
             ended = max(datetime.now(timezone.utc), current[1])
             status = self.next_status
+            self.ended[sync_id] = (ended, status)
             c = self.connectors[connector_id]
             c["succeeded_at" if status == "SUCCESSFUL" else "failed_at"] = iso(ended)
             c["status"]["sync_state"] = "scheduled"

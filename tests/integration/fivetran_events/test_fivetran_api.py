@@ -367,7 +367,7 @@ class TestSyncs:
         c = client(syncing.url)
         with pytest.raises(FivetranNotFound):
             c.sync_connection("nope")
-        c.request("PATCH", "/v1/connections/c1", body={"paused": True})
+        assert c.update_connection("c1", {"paused": True}).paused is True
         with pytest.raises(FivetranRejected, match="paused"):
             c.sync_connection("c1")
         assert syncing.started == []

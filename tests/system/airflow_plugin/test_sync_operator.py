@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import redis
+from flask.testing import FlaskClient
 from pytest_redis.executor import RedisExecutor
 
 from fivetran_events import HistoryReader
@@ -25,7 +26,9 @@ from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 from testkit.airflow_harness import AirflowServer
 from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.servers import webhook_server
-from testkit.support import SECRET
+from testkit.support import SECRET, at
+
+from .dagtest import run, sync
 
 pytestmark = pytest.mark.slow
 
@@ -141,6 +144,81 @@ class TestTheWait:
         assert event["status"] == "success" and event["reconciled"] is True, event
         assert event["decision"]["sync"]["sync_id"].startswith("~")
         assert api.calls["GET /v1/connections/{id}"] >= 1
+
+
+class TestAsking:
+    @pytest.fixture
+    def conn(self, api: FivetranStandIn, monkeypatch: pytest.MonkeyPatch) -> FivetranStandIn:
+        body = {"conn_type": "http", "host": api.url, "login": KEY, "password": API_SECRET}
+        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_DEFAULT", json.dumps(body))
+        return api
+
+    def test_a_connector_name_is_looked_up_once_with_one_call_each(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        """Groups by destination name, then that group's connections by schema name."""
+        from airflow_plugin.exceptions import ConnectorNameError
+        from airflow_plugin.sync_operators import FivetranSyncOperator
+
+        conn.group("g_wh", "Warehouse")
+        conn.group("g_other", "Other")
+        conn.connector("named_1", group_id="g_wh", schema="orders")
+        conn.connector("named_2", group_id="g_other", schema="orders")
+        op = FivetranSyncOperator(
+            task_id="t", connector_name="orders", destination_name="Warehouse"
+        )
+        op._resolve_connector()
+        op._resolve_connector()
+        assert op.connector_id == "named_1"
+        assert dict(conn.calls) == {"GET /v1/groups": 1, "GET /v1/connections": 1}
+        missing = FivetranSyncOperator(
+            task_id="t", connector_name="orders", destination_name="Nowhere"
+        )
+        with pytest.raises(ConnectorNameError, match="no destination"):
+            missing._resolve_connector()
+
+    def test_asking_reads_once_sets_the_schedule_type_and_requests(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        from airflow_plugin.sync_operators import FivetranSyncOperator
+
+        conn.connector("ask_auto")
+        conn.connectors["ask_auto"]["schedule_type"] = "auto"
+        op = FivetranSyncOperator(task_id="t", connector_id="ask_auto")
+        asked, running = op._ask()
+        assert running is False and asked <= now_ms()
+        assert dict(conn.calls) == {
+            "GET /v1/connections/{id}": 1,
+            "PATCH /v1/connections/{id}": 1,
+            "POST /v1/connections/{id}/sync": 1,
+        }
+        assert conn.connectors["ask_auto"]["schedule_type"] == "manual"
+
+
+class TestSkipIfSynced:
+    def test_a_run_already_synced_triggers_nothing_and_returns_that_sync(
+        self, dagtest_airflow: Path, http: FlaskClient, api: FivetranStandIn
+    ) -> None:
+        """A success after data_interval_end: no Fivetran call, the XCom is that sync."""
+        from airflow.sdk import DAG
+        from airflow.timetables.interval import CronDataIntervalTimetable
+
+        from airflow_plugin.sync_operators import FivetranSyncOperator
+
+        sync(http, "skip_c", at(10, 6), sync_id="ok-10", started=at(10, 5))
+        with DAG(
+            "sync_skip",
+            schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+            start_date=at(1),
+            catchup=False,
+        ) as dag:
+            FivetranSyncOperator(
+                task_id="sync", connector_id="skip_c", skip_if_synced_after_data_interval_end=True
+            )
+        out = run(dag, at(9))  # its data interval ends at(10), before the sync
+        state, value = out["sync"]
+        assert state == "success" and value["sync_id"] == "ok-10", out
+        assert api.total_calls == 0
 
 
 # --- Whole DAGs on the session's Airflow 3 ------------------------------------------------
