@@ -261,6 +261,14 @@ class FivetranSyncOperator(BaseOperator):
         reconciled = bool(event.get("reconciled"))
         if reconciled:
             self._record(decision)
+        sync = decision.sync
+        if isinstance(sync, Completion) and isinstance(event.get("fired_at"), float):
+            # The wake-up itself; Airflow's resume of the task comes a scheduler loop later.
+            self.log.info(
+                "connector %s: woken %.3f s after the sync ended",
+                self.connector_id,
+                event["fired_at"] - sync.ended_ms / 1000,
+            )
         if decision.outcome is Outcome.SUCCESS:
             self.log.info("connector %s: %s", self.connector_id, decision.reason)
             return self._result(decision, event.get("asked_at"), reconciled=reconciled)

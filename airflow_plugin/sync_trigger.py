@@ -190,8 +190,11 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         due time, or the re-check interval, whichever comes first."""
         pause, _ = self._pause(got.decision)
         if self.fallback_after is not None:
-            due = self.target_ms + self.fallback_after * 1000 - now_ms()
-            pause = min(pause, max(due / 1000, 0.05))
+            # Only ahead of it: once due and not taken (a sync of the request was seen),
+            # the re-check interval applies again, not a busy loop.
+            due = (self.target_ms + self.fallback_after * 1000 - now_ms()) / 1000
+            if due > 0:
+                pause = min(pause, due)
         return pause
 
     async def _read_connection(self, api: FivetranClient) -> dict[str, Any] | None:

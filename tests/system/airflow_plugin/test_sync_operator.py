@@ -59,6 +59,7 @@ def fivetran(
 @pytest.fixture
 def api(fivetran: FivetranStandIn) -> Iterator[FivetranStandIn]:
     fivetran.silent = False
+    fivetran.sync_seconds = 2.0
     fivetran.calls.clear()
     yield fivetran
     fivetran.silent = False
@@ -194,6 +195,19 @@ class TestAsking:
         }
         assert conn.connectors["ask_auto"]["schedule_type"] == "manual"
 
+    def test_the_resync_operator_asks_for_a_resync_of_its_scope(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        from airflow_plugin.sync_operators import FivetranResyncOperator
+
+        conn.connector("ask_resync")
+        op = FivetranResyncOperator(
+            task_id="t", connector_id="ask_resync", scope={"public": ["orders"]}
+        )
+        op._ask()
+        assert conn.calls["POST /v1/connections/{id}/resync"] == 1
+        assert conn.started[-1][0] == "ask_resync" and conn.started[-1][3] == "resync"
+
 
 class TestSkipIfSynced:
     def test_a_run_already_synced_triggers_nothing_and_returns_that_sync(
@@ -286,6 +300,12 @@ def run_to_the_end(airflow: AirflowServer, dag_id: str, tasks: tuple[str, ...]) 
 
 
 class TestOnAirflow:
+    @pytest.fixture(autouse=True)
+    def slower_syncs(self, api: FivetranStandIn) -> None:
+        """5 s syncs: a wake-up before Airflow's scheduler has read the task's exit on
+        defer() can make Airflow 3.2-3.3 fail it (apache/airflow#67287; docs)."""
+        api.sync_seconds = 5.0
+
     def test_both_modes_at_once_each_end_on_a_sync_started_after_it_asked(
         self, airflow: AirflowServer, api: FivetranStandIn, history_url: str
     ) -> None:
