@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fivetran_events import Outcome, parse_criterion
+from fivetran_events import Decision, Outcome, parse_criterion
 from fivetran_events.timeutil import iso, to_ms
 
 from .compat import Context, ShortCircuitOperator
@@ -53,22 +53,28 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
 
     def sync_needed(self, context: Context) -> bool:
         """Return False (skip downstream) when a success already counts for the target."""
-        target, source = resolve_target(self.target_time, context)
-        reader = FivetranEventsRedisHook(self.redis_conn_id).reader()
-        decision = reader.decide(
-            self.connector_id,
-            to_ms(target),
-            criterion=self.criterion,
-            propagate_failures_forward=False,
-        )
-        needed = decision.outcome is not Outcome.SUCCESS
-        self.log.info(
-            "connector %s %s as of %s (%s): %s%s",
-            self.connector_id,
-            "needs a sync" if needed else "is already synced",
-            iso(target),
-            source,
-            decision.reason,
-            "" if needed else "; skipping the sync",
-        )
-        return needed
+        return already_synced(self, context) is None
+
+
+def already_synced(op: Any, context: Context) -> Decision | None:
+    """The SUCCESS that makes a sync needless for ``op``'s target, or None (sync).
+
+    ``op`` names ``connector_id``, ``target_time``, ``criterion`` and ``redis_conn_id``
+    (this operator, and ``FivetranSyncOperator``'s ``skip_if_synced_after_data_interval_end``).
+    """
+    target, source = resolve_target(op.target_time, context)
+    reader = FivetranEventsRedisHook(op.redis_conn_id).reader()
+    decision = reader.decide(
+        op.connector_id, to_ms(target), criterion=op.criterion, propagate_failures_forward=False
+    )
+    synced = decision.outcome is Outcome.SUCCESS
+    op.log.info(
+        "connector %s %s as of %s (%s): %s%s",
+        op.connector_id,
+        "is already synced" if synced else "needs a sync",
+        iso(target),
+        source,
+        decision.reason,
+        "; skipping the sync" if synced else "",
+    )
+    return decision if synced else None

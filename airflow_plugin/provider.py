@@ -110,12 +110,19 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": INTEGRATION, "python-modules": ["airflow_plugin.sensors"]}
         ],
         "operators": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_plugin.operators"]}
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["airflow_plugin.operators", "airflow_plugin.sync_operators"],
+            }
         ],
         "triggers": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": ["airflow_plugin.triggers", "airflow_plugin.event_triggers"],
+                "python-modules": [
+                    "airflow_plugin.triggers",
+                    "airflow_plugin.event_triggers",
+                    "airflow_plugin.sync_trigger",
+                ],
             }
         ],
         "connection-types": [

@@ -454,8 +454,13 @@ with DAG("bench_scale", schedule=None, catchup=False, max_active_tasks={n}) as d
 
 
 @contextmanager
-def airflow_with_redis(work: Path, capacity: int) -> Iterator[tuple[AirflowServer, str]]:
-    """A redis-server and a real Airflow reading the history from it; both stopped after."""
+def airflow_with_redis(
+    work: Path, capacity: int, **env: str
+) -> Iterator[tuple[AirflowServer, str]]:
+    """A redis-server and a real Airflow reading the history from it; both stopped after.
+
+    ``env``: more environment for Airflow's components (connections, ``PYTHONPATH``).
+    """
     from testkit.airflow_harness import AirflowServer
 
     with own_redis(work / "redis") as server, ExitStack() as stack:
@@ -465,6 +470,7 @@ def airflow_with_redis(work: Path, capacity: int) -> Iterator[tuple[AirflowServe
             extra_env={
                 "AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS": conn_uri(server.url, PREFIX),
                 "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),
+                **env,
             },
         )
         stack.callback(airflow.stop)

@@ -324,6 +324,37 @@ class FivetranClient:
     def groups(self) -> list[Group]:
         return [Group.from_json(item) for item in self.items("/v1/groups")]
 
+    def update_connection(self, connection_id: str, fields: Mapping[str, Any]) -> Connection:
+        """Change a connection's fields (``schedule_type``, ``paused``, ...); return it."""
+        path = f"/v1/connections/{_segment(connection_id)}"
+        return Connection.from_json(
+            self._one("PATCH", path, body=dict(fields), accept=CONNECTIONS_ACCEPT)
+        )
+
+    # --- Syncs -----------------------------------------------------------------------
+
+    def sync_connection(self, connection_id: str, *, force: bool = False) -> None:
+        """Ask Fivetran to sync the connection now.
+
+        As Fivetran documents it: without ``force`` the connection syncs only if it is
+        not syncing already (a running sync is left alone and no second one starts);
+        with ``force`` a running sync is stopped and run again. Either way the answer is
+        200, so the caller cannot tell from it whether a sync started.
+        """
+        path = f"/v1/connections/{_segment(connection_id)}/sync"
+        self.request("POST", path, body={"force": force})
+
+    def resync_connection(
+        self, connection_id: str, scope: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
+        """Start a historical resync of the whole connection, or of ``scope`` only.
+
+        ``scope`` maps schema names to table names (``{"public": ["orders"]}``).
+        """
+        path = f"/v1/connections/{_segment(connection_id)}/resync"
+        body = {"scope": {k: list(v) for k, v in scope.items()}} if scope else None
+        self.request("POST", path, body=body)
+
     # --- Webhooks --------------------------------------------------------------------
 
     def webhooks(self) -> list[Webhook]:

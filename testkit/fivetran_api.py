@@ -19,11 +19,22 @@ status), ``delay_seconds`` holds every answer back (timeouts). One deviation, fo
 a webhook URL may be plain ``http://`` (the test servers have no TLS) unless
 ``allow_http`` is off; Fivetran refuses it with 400.
 
+Syncs, as Fivetran documents them: ``POST /v1/connections/{id}/sync`` (``{"force":
+bool}``) and ``.../resync`` (optional ``{"scope": {schema: [table, ...]}}``), and
+``PATCH /v1/connections/{id}``. A sync starts at once and ends ``sync_seconds`` later
+with ``next_status`` (SUCCESSFUL by default), updating ``succeeded_at``/``failed_at``.
+A request while the connection syncs starts nothing without ``force`` ("the connection
+will sync only if it isn't currently syncing"; still answered 200); with ``force`` the
+running sync is stopped (it ends CANCELED) and a new one starts. With ``webhook_url``
+set, each start and end is POSTed there signed with ``webhook_secret``, in order, from
+one thread (``sync_start`` at the start, ``sync_end`` at the end), unless ``silent``:
+a broken webhook.
+
 The legacy endpoints, for ``airflow-provider-fivetran-async``'s hook (the sensor
 benchmark and the provider's system test): ``GET/PATCH /v1/connectors/{id}`` and
 ``POST /v1/connectors/{id}/force`` with the fields it reads (``succeeded_at``,
-``failed_at``, ``status.sync_state``, …). A forced sync ends ``sync_seconds`` later;
-``on_sync_end`` lets the caller also deliver the webhook. Both paths serve the same
+``failed_at``, ``status.sync_state``, …). ``/force`` is today's sync with ``force``;
+``on_sync_end`` lets the caller also deliver the webhook its own way. Both paths serve the same
 connections. Every call is counted in ``calls``, so tests and the benchmark can show
 what a client costs.
 """
@@ -34,6 +45,7 @@ import base64
 import binascii
 import itertools
 import json
+import queue
 import threading
 import time
 import uuid
@@ -134,6 +146,21 @@ class FivetranStandIn:
         self._ids = itertools.count(1)
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
+        #: Where sync_start/sync_end webhooks go (None: nowhere), signed with the secret.
+        self.webhook_url: str | None = None
+        self.webhook_secret: str | None = None
+        #: True: syncs run, but no webhook is sent (a broken or deleted webhook).
+        self.silent = False
+        #: The status the next syncs end with.
+        self.next_status = "SUCCESSFUL"
+        #: Per connector: (sync id, started) of its running sync and the timer ending it.
+        self.running: dict[str, tuple[str, datetime, threading.Timer]] = {}
+        #: Every sync started: (connector id, sync id, started, how it was asked).
+        self.started: list[tuple[str, str, datetime, str]] = []
+        #: Every sync that ended by itself: sync id -> (ended, status).
+        self.ended: dict[str, tuple[datetime, str]] = {}
+        self._outbox: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._sender: threading.Thread | None = None
 
     # --- State, as a test sets it -------------------------------------------------------
 
@@ -207,19 +234,90 @@ class FivetranStandIn:
     def total_calls(self) -> int:
         return sum(self.calls.values())
 
+    # --- Syncs ------------------------------------------------------------------------
+
+    def start_sync(self, connector_id: str, force: bool, how: str = "sync") -> bool:
+        """Start a sync as Fivetran does on a request; return whether one started."""
+        with self.lock:
+            current = self.running.get(connector_id)
+            if current is not None and not force:
+                return False  # "will sync only if it isn't currently syncing"
+            if current is not None:
+                current[2].cancel()
+                del self.running[connector_id]
+            if current is not None:
+                self._send_locked(connector_id, "sync_end", current[0], {"status": "CANCELED"})
+            sync_id = str(uuid.uuid4())
+            started = datetime.now(timezone.utc)
+            if current is not None and started <= current[1]:
+                started = current[1]
+            timer = threading.Timer(self.sync_seconds, self._end_sync, (connector_id, sync_id))
+            timer.daemon = True
+            self.running[connector_id] = (sync_id, started, timer)
+            self.started.append((connector_id, sync_id, started, how))
+            self.connectors[connector_id]["status"]["sync_state"] = "syncing"
+            self._send_locked(connector_id, "sync_start", sync_id, None, started)
+            timer.start()
+        return True
+
+    def _end_sync(self, connector_id: str, sync_id: str) -> None:
+        with self.lock:
+            current = self.running.get(connector_id)
+            if current is None or current[0] != sync_id:
+                return  # stopped by a forced sync meanwhile
+            del self.running[connector_id]
+            ended = max(datetime.now(timezone.utc), current[1])
+            status = self.next_status
+            self.ended[sync_id] = (ended, status)
+            c = self.connectors[connector_id]
+            c["succeeded_at" if status == "SUCCESSFUL" else "failed_at"] = iso(ended)
+            c["status"]["sync_state"] = "scheduled"
+            data: dict[str, Any] = {"status": status}
+            if status != "SUCCESSFUL":
+                data["reason"] = "the stand-in was told to fail"
+            self._send_locked(connector_id, "sync_end", sync_id, data, ended)
+        if self.on_sync_end is not None:
+            self.on_sync_end(connector_id, ended)
+
+    def _send_locked(
+        self,
+        connector_id: str,
+        event: str,
+        sync_id: str,
+        data: dict[str, Any] | None,
+        when: datetime | None = None,
+    ) -> None:
+        """Queue a webhook of ``event`` (in order, one sender thread); the lock is held."""
+        if self.webhook_url is None or self.silent:
+            return
+        c = self.connectors[connector_id]
+        body: dict[str, Any] = {
+            "event": event,
+            "created": iso(when or datetime.now(timezone.utc)),
+            "connector_type": c["service"],
+            "connector_id": connector_id,
+            "connector_name": c["schema"],
+            "sync_id": sync_id,
+            "destination_group_id": c["group_id"],
+        }
+        if data is not None:
+            body["data"] = data
+        self._outbox.put(body)
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._send_all, daemon=True)
+            self._sender.start()
+
+    def _send_all(self) -> None:
+        while True:
+            body = self._outbox.get()
+            url, secret = self.webhook_url, self.webhook_secret
+            if url is not None:
+                self._deliver(url, body, secret)
+
     # --- The legacy /v1/connectors ------------------------------------------------------
 
     def _force(self, connector_id: str) -> None:
-        with self.lock:
-            self.connectors[connector_id]["status"]["sync_state"] = "syncing"
-
-        def end() -> None:
-            ended = datetime.now(timezone.utc)
-            self.finish_sync(connector_id, ended)
-            if self.on_sync_end is not None:
-                self.on_sync_end(connector_id, ended)
-
-        threading.Timer(self.sync_seconds, end).start()
+        self.start_sync(connector_id, force=True, how="legacy force")
 
     def _legacy(self, method: str, parts: list[str], body: dict[str, Any]) -> dict[str, Any]:
         cid = parts[2]
@@ -371,6 +469,31 @@ class FivetranStandIn:
                 with self.lock:
                     data = json.loads(json.dumps(self._known(self.connectors, "Connection", cid)))
                 return "GET /v1/connections/{id}", {"code": "Success", "data": data}
+            case ("PATCH", ["v1", "connections", cid]):
+                with self.lock:
+                    conn = self._known(self.connectors, "Connection", cid)
+                    conn.update({k: v for k, v in body.items() if k in EDITABLE})
+                    data = json.loads(json.dumps(conn))
+                return "PATCH /v1/connections/{id}", {"code": "Success", "data": data}
+            case ("POST", ["v1", "connections", cid, "sync" | "resync" as what]):
+                with self.lock:
+                    conn = self._known(self.connectors, "Connection", cid)
+                    paused = conn["paused"]
+                name = f"POST /v1/connections/{{id}}/{what}"
+                if paused:
+                    raise _named(_error(400, "InvalidState", f"Connection '{cid}' is paused"), name)
+                force = body.get("force", False)
+                if not isinstance(force, bool):
+                    raise _named(
+                        _error(400, "InvalidInput", "Field 'force' must be a boolean"), name
+                    )
+                self.start_sync(cid, force=force, how=what)
+                message = (
+                    f"Sync has been successfully triggered for connection with id '{cid}'"
+                    if what == "sync"
+                    else f"Re-sync has been triggered successfully for connection with id '{cid}'"
+                )
+                return name, {"code": "Success", "message": message}
             case ("GET", ["v1", "groups"]):
                 with self.lock:
                     items = list(self.groups.values())
@@ -481,6 +604,15 @@ class FivetranStandIn:
                 self._route("DELETE")
 
         return Handler
+
+
+#: The connection fields ``PATCH /v1/connections/{id}`` changes here.
+EDITABLE = frozenset({"paused", "schedule_type", "sync_frequency"})
+
+
+def _named(answer: Answer, name: str) -> Answer:
+    answer.name = name
+    return answer
 
 
 def _shown(webhook: dict[str, Any]) -> dict[str, Any]:

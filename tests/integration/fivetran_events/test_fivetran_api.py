@@ -26,6 +26,7 @@ from fivetran_events.exceptions import (
 from fivetran_events.fivetran_api import FivetranClient, describe
 from fivetran_events.signature import SIGNATURE_HEADER, verify
 from testkit.fivetran_api import FivetranStandIn, serving
+from testkit.processes import poll_until
 from testkit.servers import free_port, serving_in_thread
 
 KEY, SECRET = "test-key", "test-api-secret-value"
@@ -294,3 +295,79 @@ class TestWebhooks:
             client(api.url).create_account_webhook(receiver, ["sync_end"], "another-secret")
         assert caught.value.status == 400 and "status 401" in str(caught.value)
         assert api.webhooks == {} and Receiver.bodies == []
+
+
+class TestSyncs:
+    """``sync_connection``/``resync_connection`` against the stand-in, which runs the sync
+    and sends its signed webhooks as Fivetran does."""
+
+    @pytest.fixture
+    def syncing(self, api: FivetranStandIn, receiver: str) -> FivetranStandIn:
+        api.connector("c1")
+        api.sync_seconds = 0.3
+        api.webhook_url, api.webhook_secret = receiver, Receiver.secret
+        return api
+
+    def events(self) -> list[tuple[str, str]]:
+        return [(b["event"], b.get("data", {}).get("status", "")) for b in Receiver.bodies]
+
+    def test_a_sync_starts_ends_and_is_delivered(self, syncing: FivetranStandIn) -> None:
+        """sync_start then sync_end SUCCESSFUL, signed; succeeded_at moves; 1 call."""
+        before = datetime.now(timezone.utc)
+        client(syncing.url).sync_connection("c1")
+        poll_until(lambda: len(Receiver.bodies) == 2, "both webhooks")
+        assert self.events() == [("sync_start", ""), ("sync_end", "SUCCESSFUL")]
+        assert Receiver.bodies[0]["sync_id"] == Receiver.bodies[1]["sync_id"]
+        conn = client(syncing.url).connection("c1")
+        assert conn.succeeded_at is not None and conn.succeeded_at >= before
+        assert conn.sync_state == "scheduled"
+        assert syncing.calls["POST /v1/connections/{id}/sync"] == 1
+
+    def test_a_request_while_syncing_starts_nothing_without_force(
+        self, syncing: FivetranStandIn
+    ) -> None:
+        """As Fivetran documents: 'will sync only if it isn't currently syncing' (200)."""
+        c = client(syncing.url)
+        c.sync_connection("c1")
+        c.sync_connection("c1")
+        poll_until(lambda: len(Receiver.bodies) == 2, "both webhooks")
+        assert [s[1] for s in syncing.started] == [Receiver.bodies[0]["sync_id"]]
+        assert syncing.calls["POST /v1/connections/{id}/sync"] == 2
+
+    def test_force_stops_the_running_sync_and_runs_a_new_one(
+        self, syncing: FivetranStandIn
+    ) -> None:
+        c = client(syncing.url)
+        c.sync_connection("c1")
+        c.sync_connection("c1", force=True)
+        poll_until(lambda: len(Receiver.bodies) == 4, "four webhooks")
+        assert self.events() == [
+            ("sync_start", ""),
+            ("sync_end", "CANCELED"),
+            ("sync_start", ""),
+            ("sync_end", "SUCCESSFUL"),
+        ]
+        assert len(syncing.started) == 2
+
+    def test_resync_with_a_scope_and_a_failing_sync(self, syncing: FivetranStandIn) -> None:
+        syncing.next_status = "FAILURE"
+        client(syncing.url).resync_connection("c1", {"public": ["orders"]})
+        poll_until(lambda: len(Receiver.bodies) == 2, "both webhooks")
+        assert self.events()[-1] == ("sync_end", "FAILURE")
+        assert client(syncing.url).connection("c1").failed_at is not None
+        assert syncing.started[0][3] == "resync"
+
+    def test_silent_runs_the_sync_but_sends_nothing(self, syncing: FivetranStandIn) -> None:
+        syncing.silent = True
+        client(syncing.url).sync_connection("c1")
+        poll_until(lambda: client(syncing.url).connection("c1").succeeded_at, "the sync's end")
+        assert Receiver.bodies == []
+
+    def test_a_paused_or_unknown_connection_is_refused(self, syncing: FivetranStandIn) -> None:
+        c = client(syncing.url)
+        with pytest.raises(FivetranNotFound):
+            c.sync_connection("nope")
+        assert c.update_connection("c1", {"paused": True}).paused is True
+        with pytest.raises(FivetranRejected, match="paused"):
+            c.sync_connection("c1")
+        assert syncing.started == []

@@ -12,8 +12,15 @@ def test_every_example_dag_imports(airflow_db: Path) -> None:
 
     bag = DagBag(dag_folder=str(EXAMPLES))  # LOAD_EXAMPLES is off (testkit/airflow_env.py)
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"sales", "fivetran_asset_consumer", "fivetran_sensor_daily"}
+    assert set(bag.dag_ids) == {
+        "sales",
+        "fivetran_asset_consumer",
+        "fivetran_sensor_daily",
+        "fivetran_sync_then_models",
+    }
     sensor = bag.get_dag("fivetran_sensor_daily").get_task("wait_for_demo_connector")
     assert type(sensor).__name__ == "FivetranDateTimeSensor"
+    sync = bag.get_dag("fivetran_sync_then_models").get_task("sync_demo_connector")
+    assert type(sync).__name__ == "FivetranSyncOperator"
     sales = bag.get_dag("sales")
     assert sorted(sales.task_dict) == ["orders_clean", "revenue.01_daily", "revenue.02_summary"]

@@ -1,0 +1,338 @@
+"""Start a Fivetran sync and wait for it by the webhook's push, not by polling.
+
+``FivetranSyncOperator`` takes astronomer's ``FivetranOperator`` arguments where they
+mean the same thing, so migrating is a changed import (docs/sensor.md, "Triggering a
+sync"). It reads the connection once (paused? syncing? its schedule type), asks
+Fivetran for a sync (``POST /v1/connections/{id}/sync``; ``FivetranResyncOperator``:
+``.../resync``) and notes the moment it asked. It then waits, deferred by default, for
+the first sync that *started* at or after that moment to end, from the history the
+webhook server records: the history's change message wakes it, so the wait costs no
+API call. ``fivetran_events.sync_request`` decides which sync answers the request; a
+sync that was running when it asked makes it ask again once that one has ended (or,
+with ``force``, Fivetran stops it and runs a new one). When nothing is recorded for
+``fallback_after`` seconds it warns and reads the connection's ``succeeded_at`` /
+``failed_at`` every ``poll_frequency`` seconds, as astronomer's operator does; what it
+finds is recorded in the history with a derived (``~``-marked) sync id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import Any
+
+from fivetran_events import Completion, Decision, Event, EventKind, HistoryWriter, Outcome
+from fivetran_events.fivetran_api import FivetranClient
+from fivetran_events.model import SOURCE_RECONCILED
+from fivetran_events.settings import Settings
+from fivetran_events.sync_request import Step
+from fivetran_events.timeutil import iso, now_ms
+
+from .compat import BaseOperator, Context, default_deferrable
+from .exceptions import ConnectorNameError, FivetranHistoryUnavailable, FivetranSyncFailed
+from .fivetran_api import DEFAULT_FIVETRAN_CONN_ID, fivetran_client
+from .hooks import (
+    DEFAULT_CONN_ID,
+    DEFAULT_REDIS_RETRY_TIMEOUT,
+    FivetranEventsRedisHook,
+    read_retrying,
+)
+from .links import FivetranConnectorLink
+from .operators import already_synced
+from .sync_trigger import (
+    DEFAULT_FALLBACK_AFTER,
+    DEFAULT_POLL_FREQUENCY,
+    FivetranSyncRequestTrigger,
+)
+from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE
+
+#: The history's retention when the Airflow side records a reconciled sync (the server's
+#: default; older events are refused, and this one is new).
+RETENTION_MS = int(Settings.model_fields["retention_days"].default * 86_400_000)
+
+
+class FivetranSyncOperator(BaseOperator):
+    """Start a connector's sync; succeed when a sync started after the request succeeds.
+
+    :param connector_id: the Fivetran connection id (templated). Or ``connector_name``.
+    :param connector_name: the connection's name (its schema in Fivetran), with
+        ``destination_name``, the name of its destination group (both templated):
+        looked up through Fivetran's API once per task (one call each).
+    :param fivetran_conn_id: the Airflow connection with Fivetran's API key and secret.
+    :param force: stop a running sync and start a new one (Fivetran's ``force``).
+        Without it a running sync is left to end, and the sync is then asked for again.
+    :param schedule_type: ``manual`` (default, as astronomer's) or ``auto``: set on the
+        connection when it differs (one more call); None leaves it.
+    :param wait_for_completion: wait for the sync (default); False: return once asked.
+    :param deferrable: wait in the triggerer (default True, as astronomer's).
+    :param poll_frequency: seconds between reads of Fivetran's API on the fallback.
+    :param fallback_after: seconds without any record of the request before the
+        fallback starts (None: never).
+    :param reschedule_wait_time: seconds to wait after a RESCHEDULED end that gives no
+        ``rescheduledAt`` before asking again.
+    :param skip_if_synced_after_data_interval_end: start nothing and succeed when a sync
+        already succeeded at or after the run's ``data_interval_end`` (the history's
+        decision, as ``FivetranSyncShortCircuitOperator`` makes it).
+    :param redis_conn_id: the Airflow connection of the history's Redis.
+    :param recheck_interval: seconds between re-reads of the history when no change
+        message arrives.
+
+    Returns (XCom) the sync that answered: ``sync_id``, ``started_at``, ``ended_at``,
+    ``status``, with ``connector_id``, ``asked_at`` and ``reconciled`` (True when read
+    from Fivetran's API on the fallback). A failed sync raises ``FivetranSyncFailed``
+    with Fivetran's status and reason; so does a connector paused or deleted meanwhile.
+    """
+
+    template_fields: Sequence[str] = ("connector_id", "connector_name", "destination_name")
+    ui_color = "#c9e8f7"
+    operator_extra_links = (FivetranConnectorLink(),)
+    #: What is asked of Fivetran: ``sync`` or ``resync``.
+    mode = "sync"
+
+    def __init__(
+        self,
+        *,
+        connector_id: str | None = None,
+        connector_name: str | None = None,
+        destination_name: str | None = None,
+        fivetran_conn_id: str = DEFAULT_FIVETRAN_CONN_ID,
+        force: bool = False,
+        schedule_type: str | None = "manual",
+        wait_for_completion: bool = True,
+        deferrable: bool | None = True,
+        poll_frequency: float = DEFAULT_POLL_FREQUENCY,
+        fallback_after: float | None = DEFAULT_FALLBACK_AFTER,
+        reschedule_wait_time: float | None = None,
+        skip_if_synced_after_data_interval_end: bool = False,
+        redis_conn_id: str = DEFAULT_CONN_ID,
+        recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
+        redis_retry_timeout: float = DEFAULT_REDIS_RETRY_TIMEOUT,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if (connector_id is None) == (connector_name is None):
+            raise ValueError(f"{self.task_id}: give connector_id or connector_name (one of them)")
+        if (connector_name is None) != (destination_name is None):
+            raise ValueError(f"{self.task_id}: connector_name goes with destination_name")
+        if schedule_type not in (None, "manual", "auto"):
+            raise ValueError(f"{self.task_id}: schedule_type must be 'manual', 'auto' or None")
+        self.connector_id: str = connector_id or ""
+        self.connector_name = connector_name
+        self.destination_name = destination_name
+        self.fivetran_conn_id = fivetran_conn_id
+        self.force = force
+        self.schedule_type = schedule_type
+        self.wait_for_completion = wait_for_completion
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.poll_frequency = float(poll_frequency)
+        self.fallback_after = fallback_after
+        self.reschedule_wait_time = reschedule_wait_time
+        self.skip_if_synced_after_data_interval_end = skip_if_synced_after_data_interval_end
+        self.redis_conn_id = redis_conn_id
+        self.recheck_interval = recheck_interval
+        self.redis_retry_timeout = redis_retry_timeout
+        # What already_synced reads: the run's data_interval_end, ended_after.
+        self.target_time = None
+        self.criterion = "ended_after"
+
+    @cached_property
+    def client(self) -> FivetranClient:
+        return fivetran_client(self.fivetran_conn_id)
+
+    @cached_property
+    def hook(self) -> FivetranEventsRedisHook:
+        return FivetranEventsRedisHook(self.redis_conn_id)
+
+    def _resolve_connector(self) -> None:
+        """Turn ``connector_name`` + ``destination_name`` into the connection's id."""
+        if self.connector_id or self.connector_name is None:
+            return
+        groups = [g for g in self.client.groups() if g.name == self.destination_name]
+        if len(groups) != 1:
+            raise ConnectorNameError(
+                f"{len(groups) or 'no'} destination(s) named {self.destination_name!r} in Fivetran"
+            )
+        found = [
+            c for c in self.client.connections(groups[0].id) if c.schema == self.connector_name
+        ]
+        if len(found) != 1:
+            raise ConnectorNameError(
+                f"{len(found) or 'no'} connection(s) named {self.connector_name!r} in "
+                f"destination {self.destination_name!r} ({groups[0].id})"
+            )
+        self.connector_id = found[0].id
+        self.log.info("connector name %r is connector %s", self.connector_name, self.connector_id)
+
+    def _ask(self) -> tuple[int, bool]:
+        """Ask Fivetran for the sync; return the moment asked and whether one was running."""
+        cid = self.connector_id
+        conn = self.client.connection(cid)
+        if conn.paused:
+            raise FivetranSyncFailed(f"Fivetran connector {cid} is paused: no sync will run")
+        if self.schedule_type is not None and conn.schedule_type != self.schedule_type:
+            self.log.info(
+                "connector %s: schedule_type %s -> %s", cid, conn.schedule_type, self.schedule_type
+            )
+            self.client.update_connection(cid, {"schedule_type": self.schedule_type})
+        recorded = read_retrying(
+            lambda: self.hook.reader().facts(cid, now_ms()).running,
+            what=f"the history of connector {cid}",
+            cfg=self.hook.config,
+            conn_id=self.redis_conn_id,
+            timeout=self.redis_retry_timeout,
+        )
+        running = conn.sync_state == "syncing" or recorded is not None
+        asked = now_ms()
+        self._request()
+        if running and self.force:
+            self.log.info(
+                "connector %s was syncing: asked with force, so Fivetran stops "
+                "that sync and runs a new one",
+                cid,
+            )
+        elif running:
+            self.log.info(
+                "connector %s was syncing: Fivetran starts no second sync without "
+                "force, so this task waits for that one to end and asks again",
+                cid,
+            )
+        self.log.info("connector %s: %s asked at %s", cid, self.mode, iso(asked))
+        return asked, running
+
+    def _request(self) -> None:
+        self.client.sync_connection(self.connector_id, force=self.force)
+
+    def _trigger(self, asked_ms: int, running: bool) -> FivetranSyncRequestTrigger:
+        return FivetranSyncRequestTrigger(
+            connector_id=self.connector_id,
+            target_ms=asked_ms,
+            force=self.force,
+            running_at_ask=running,
+            fallback_after=self.fallback_after,
+            poll_frequency=self.poll_frequency,
+            reschedule_wait_time=self.reschedule_wait_time,
+            fivetran_conn_id=self.fivetran_conn_id,
+            redis_conn_id=self.redis_conn_id,
+            recheck_interval=self.recheck_interval,
+            retry_timeout=self.redis_retry_timeout,
+        )
+
+    def execute(self, context: Context) -> Any:
+        self._resolve_connector()
+        if self.skip_if_synced_after_data_interval_end:
+            done = already_synced(self, context)
+            if done is not None:
+                return self._result(done, None, reconciled=False)
+        return self._ask_and_wait()
+
+    def _ask_and_wait(self) -> Any:
+        while True:
+            asked, running = self._ask()
+            if not self.wait_for_completion:
+                return {"connector_id": self.connector_id, "asked_at": iso(asked)}
+            trigger = self._trigger(asked, running)
+            if self.deferrable:
+                self.defer(
+                    trigger=trigger,
+                    method_name="execute_complete",
+                    timeout=self.execution_timeout,
+                )
+            event = asyncio.run(trigger.wait(self.hook.config, lambda: self.client))
+            if event["status"] != Step.ASK_AGAIN.value:
+                return self._finish(event)
+            self.log.info("connector %s: %s", self.connector_id, event["message"])
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Finish on the trigger's event; ask again when it says so."""
+        # The id a connector_name was resolved to before deferring: no second lookup.
+        self.connector_id = (event or {}).get("connector_id") or self.connector_id
+        self._resolve_connector()
+        if event and event.get("status") == Step.ASK_AGAIN.value:
+            self.log.info("connector %s: %s", self.connector_id, event.get("message"))
+            return self._ask_and_wait()
+        return self._finish(event)
+
+    def _finish(self, event: Mapping[str, Any] | None) -> Any:
+        if not event or event.get("status") == UNAVAILABLE:
+            message = (event or {}).get("message", "trigger ended without an answer")
+            raise FivetranHistoryUnavailable(message)
+        decision = Decision.from_dict(event["decision"])
+        reconciled = bool(event.get("reconciled"))
+        if reconciled:
+            self._record(decision)
+        sync = decision.sync
+        if isinstance(sync, Completion) and isinstance(event.get("fired_at"), float):
+            # The wake-up itself; Airflow's resume of the task comes a scheduler loop later.
+            self.log.info(
+                "connector %s: woken %.3f s after the sync ended",
+                self.connector_id,
+                event["fired_at"] - sync.ended_ms / 1000,
+            )
+        if decision.outcome is Outcome.SUCCESS:
+            self.log.info("connector %s: %s", self.connector_id, decision.reason)
+            return self._result(decision, event.get("asked_at"), reconciled=reconciled)
+        raise FivetranSyncFailed(
+            f"Fivetran connector {self.connector_id}: the {self.mode} asked at "
+            f"{event.get('asked_at')} did not succeed: {decision.reason}"
+        )
+
+    def _result(self, decision: Decision, asked_at: str | None, *, reconciled: bool) -> Any:
+        sync = decision.sync.to_dict() if decision.sync is not None else {}
+        return {
+            **sync,
+            "connector_id": self.connector_id,
+            "asked_at": asked_at,
+            "reconciled": reconciled,
+        }
+
+    def _record(self, decision: Decision) -> None:
+        """Record the sync end read from Fivetran's API, as a delivery would have been.
+
+        Its sync id is derived (``~``-marked: Fivetran's API names no sync) and it is
+        marked reconciled, as ``fivetran-events reconcile`` marks what it records: a late
+        webhook of the same sync, or the server's reconcile, finds it already known.
+        """
+        sync = decision.sync
+        if not isinstance(sync, Completion):
+            return
+        cfg = self.hook.config
+        event = Event(
+            kind=EventKind.SYNC_END,
+            event="sync_end",
+            created=datetime.fromtimestamp(sync.ended_ms / 1000, tz=timezone.utc),
+            connector_id=self.connector_id,
+            sync_id=sync.sync_id,
+            status=sync.status,
+            reason=sync.reason,
+            source=SOURCE_RECONCILED,
+        )
+        result = HistoryWriter(self.hook.get_conn(), cfg.key_prefix, RETENTION_MS).record(event)
+        self.log.warning(
+            "connector %s: recorded the sync end read from Fivetran's API (%s, sync id %s): %s",
+            self.connector_id,
+            iso(sync.ended_ms),
+            sync.sync_id,
+            result.status.value,
+        )
+
+
+class FivetranResyncOperator(FivetranSyncOperator):
+    """Start a historical resync (of ``scope`` only, when given) and wait for it.
+
+    :param scope: schema name -> table names to resync (``{"public": ["orders"]}``);
+        None resyncs the whole connection.
+    """
+
+    mode = "resync"
+
+    def __init__(self, *, scope: Mapping[str, Sequence[str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scope = scope
+
+    def _request(self) -> None:
+        self.client.resync_connection(self.connector_id, self.scope)
+
+
+__all__ = ["FivetranResyncOperator", "FivetranSyncOperator"]

@@ -1,0 +1,250 @@
+"""The wait of ``FivetranSyncOperator``: a sync request answered from the history.
+
+``FivetranSyncRequestTrigger`` is the sensor's trigger (``FivetranSyncDecisionTrigger``:
+the same hub of change messages, the same Redis retries and re-check interval) with the
+request's decision (``fivetran_events.sync_request.answer``) in place of the sensor's:
+it fires on SUCCESS, FAIL or ASK_AGAIN (the operator asks Fivetran again and defers
+anew). When nothing of the request is recorded for ``fallback_after`` seconds, it logs a
+warning and also reads the connection from Fivetran's API every ``poll_frequency``
+seconds (in a thread: the client blocks), so a broken webhook degrades to polling
+instead of hanging. The operator runs the same ``wait`` in its own process when it is
+not deferrable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fivetran_events import AsyncHistoryReader, Criterion, Decision, Outcome
+from fivetran_events.fivetran_api import FivetranClient
+from fivetran_events.sync_request import Answer, Step, answer, answer_from_connection
+from fivetran_events.timeutil import iso, now_ms
+
+from ._wakeups import hub_for, stop_if_cancelled
+from .compat import TriggerEvent, aget_connection
+from .exceptions import FivetranHistoryUnavailable
+from .fivetran_api import DEFAULT_FIVETRAN_CONN_ID, client_from_connection
+from .hooks import (
+    DEFAULT_CONN_ID,
+    DEFAULT_REDIS_RETRY_TIMEOUT,
+    FivetranEventsRedisHook,
+    HistoryConfig,
+    aread_retrying,
+)
+from .triggers import (
+    DEFAULT_RECHECK_INTERVAL,
+    UNAVAILABLE,
+    FivetranSyncDecisionTrigger,
+    changed_within,
+)
+
+#: Seconds without a record of the request before Fivetran's API is read instead.
+DEFAULT_FALLBACK_AFTER = 600.0
+#: Seconds between two reads of Fivetran's API on the fallback (astronomer's default).
+DEFAULT_POLL_FREQUENCY = 15.0
+
+
+class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
+    """Fire once the request made at ``target_ms`` is answered, or must be made again."""
+
+    def __init__(
+        self,
+        connector_id: str,
+        target_ms: int,
+        *,
+        force: bool = False,
+        running_at_ask: bool = False,
+        fallback_after: float | None = DEFAULT_FALLBACK_AFTER,
+        poll_frequency: float = DEFAULT_POLL_FREQUENCY,
+        reschedule_wait_time: float | None = None,
+        fivetran_conn_id: str = DEFAULT_FIVETRAN_CONN_ID,
+        redis_conn_id: str = DEFAULT_CONN_ID,
+        recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
+        retry_timeout: float | None = DEFAULT_REDIS_RETRY_TIMEOUT,
+    ) -> None:
+        super().__init__(
+            connector_id,
+            target_ms,
+            propagate_failures_forward=False,
+            criterion=Criterion.STARTED_AFTER.value,
+            redis_conn_id=redis_conn_id,
+            recheck_interval=recheck_interval,
+            retry_timeout=retry_timeout,
+        )
+        self.force = force
+        self.running_at_ask = running_at_ask
+        self.fallback_after = None if fallback_after is None else float(fallback_after)
+        self.poll_frequency = float(poll_frequency)
+        self.reschedule_wait_time = (
+            None if reschedule_wait_time is None else float(reschedule_wait_time)
+        )
+        self.fivetran_conn_id = fivetran_conn_id
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "airflow_plugin.sync_trigger.FivetranSyncRequestTrigger",
+            {
+                "connector_id": self.connector_id,
+                "target_ms": self.target_ms,
+                "force": self.force,
+                "running_at_ask": self.running_at_ask,
+                "fallback_after": self.fallback_after,
+                "poll_frequency": self.poll_frequency,
+                "reschedule_wait_time": self.reschedule_wait_time,
+                "fivetran_conn_id": self.fivetran_conn_id,
+                "redis_conn_id": self.redis_conn_id,
+                "recheck_interval": self.recheck_interval,
+                "retry_timeout": self.retry_timeout,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        cfg = await FivetranEventsRedisHook(self.redis_conn_id).aconfig()
+
+        async def client() -> FivetranClient:
+            return client_from_connection(await aget_connection(self.fivetran_conn_id))
+
+        yield TriggerEvent(await self.wait(cfg, client))
+
+    async def wait(self, cfg: HistoryConfig, client: Callable[[], Any]) -> dict[str, Any]:
+        """Wait for the answer; return the event's payload (``client`` makes the API client,
+        awaited if it returns an awaitable: the triggerer resolves connections async)."""
+        try:
+            return await self._until_answered(cfg, client)
+        except FivetranHistoryUnavailable as exc:
+            self.log.error("%s", exc)
+            return {"status": UNAVAILABLE, "message": str(exc), "fired_at": time.time()}
+
+    async def _until_answered(
+        self, cfg: HistoryConfig, client: Callable[[], Any]
+    ) -> dict[str, Any]:
+        hub = hub_for(cfg.url, cfg.key_prefix, cfg.to_redis_kwargs())
+        changed = hub.register(self.connector_id)
+        target = self.target_ms
+        api: FivetranClient | None = None
+        try:
+            await hub.subscribed(timeout=min(5.0, self.recheck_interval))
+            reader = AsyncHistoryReader(hub.client, cfg.key_prefix, cfg.max_sync_duration_ms)
+            logged_wait = False
+            while True:
+                stop_if_cancelled()
+                changed.clear()
+                facts = await aread_retrying(
+                    lambda t=target: reader.facts(self.connector_id, t, started_after=True),  # type: ignore[misc]
+                    what=f"the history of connector {self.connector_id}",
+                    cfg=cfg,
+                    conn_id=self.redis_conn_id,
+                    timeout=self.retry_timeout,
+                )
+                stop_if_cancelled()
+                got = answer(
+                    facts,
+                    force=self.force,
+                    now_ms=now_ms(),
+                    asked_ms=self.target_ms,
+                    fallback_after_ms=_ms(self.fallback_after),
+                    reschedule_wait_ms=_ms(self.reschedule_wait_time),
+                )
+                if got.retarget_ms is not None and got.retarget_ms != target:
+                    self.log.info("connector %s: %s", self.connector_id, got.reason)
+                    target = got.retarget_ms
+                    continue
+                if got.step in (Step.SUCCESS, Step.FAIL, Step.ASK_AGAIN):
+                    self.log.info(
+                        "connector %s: %s: %s", self.connector_id, got.step.value, got.reason
+                    )
+                    return _payload(
+                        self.connector_id,
+                        got.step,
+                        got.reason,
+                        got.decision,
+                        self.target_ms,
+                        reconciled=False,
+                    )
+                if got.step is Step.FALL_BACK:
+                    if api is None:
+                        self.log.warning("connector %s: %s", self.connector_id, got.reason)
+                        made = client()
+                        api = await made if asyncio.iscoroutine(made) else made
+                    found = await self._read_connection(api)
+                    if found is not None:
+                        return found
+                    pause = self.poll_frequency
+                else:
+                    if not logged_wait:
+                        self.log.info("connector %s waits: %s", self.connector_id, got.reason)
+                        logged_wait = True
+                    pause = self._pause_for(got)
+                await changed_within(changed, pause)
+        finally:
+            await hub.unregister(self.connector_id, changed)
+            if api is not None:
+                api.close()
+
+    def _pause_for(self, got: Answer) -> float:
+        """Until the next look without a change message: a rescheduledAt, the fallback's
+        due time, or the re-check interval, whichever comes first."""
+        pause, _ = self._pause(got.decision)
+        if self.fallback_after is not None:
+            # Only ahead of it: once due and not taken (a sync of the request was seen),
+            # the re-check interval applies again, not a busy loop.
+            due = (self.target_ms + self.fallback_after * 1000 - now_ms()) / 1000
+            if due > 0:
+                pause = min(pause, due)
+        return pause
+
+    async def _read_connection(self, api: FivetranClient) -> dict[str, Any] | None:
+        """Read the connection once (the fallback); the payload when it answers."""
+        conn = await asyncio.to_thread(api.connection, self.connector_id)
+        step, reason, completion = answer_from_connection(
+            asked_ms=self.target_ms,
+            succeeded_at=conn.succeeded_at,
+            failed_at=conn.failed_at,
+            syncing=conn.sync_state == "syncing",
+            paused=conn.paused,
+            running_at_ask=self.running_at_ask,
+            force=self.force,
+            connector_id=self.connector_id,
+        )
+        if step is Step.WAIT:
+            self.log.debug("connector %s (from Fivetran's API): %s", self.connector_id, reason)
+            return None
+        self.log.warning("connector %s, from Fivetran's API: %s", self.connector_id, reason)
+        outcome = {Step.SUCCESS: Outcome.SUCCESS, Step.FAIL: Outcome.FAIL}.get(step, Outcome.WAIT)
+        decision = Decision(outcome, reason, self.target_ms, completion)
+        return _payload(
+            self.connector_id,
+            step,
+            reason,
+            decision,
+            self.target_ms,
+            reconciled=completion is not None,
+        )
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)
+
+
+def _payload(
+    connector_id: str,
+    step: Step,
+    reason: str,
+    decision: Decision,
+    asked_ms: int,
+    *,
+    reconciled: bool,
+) -> dict[str, Any]:
+    return {
+        "status": step.value,
+        "connector_id": connector_id,
+        "message": reason,
+        "decision": decision.to_dict(),
+        "asked_at": iso(asked_ms),
+        "reconciled": reconciled,
+        # When the trigger fired (epoch s): times the wake-up itself (bench/sync.py).
+        "fired_at": time.time(),
+    }

@@ -1,0 +1,214 @@
+"""Which sync answers a request to sync: the sync operator's decision, pure.
+
+An operator that asks Fivetran for a sync at time T must end on the first sync that
+*started* at or after T (``Criterion.STARTED_AFTER``): a sync that was already running
+when it asked holds rows from before T. Fivetran runs one sync per connector at a time:
+asked without ``force`` while one runs, it starts nothing ("the connection will sync
+only if it isn't currently syncing"), so the request is answered by nobody unless it is
+asked again once the running sync has ended. ``answer`` says what the recorded history
+means for a request:
+
+- the decision (``decide`` under ``started_after``, failures not propagated) is
+  SUCCESS: the request's sync succeeded. FAIL on a sync that started at or after T, or
+  on a paused or deleted connector: the request fails;
+- a sync that started before T ended after it (the one that ran when the request was
+  made, or one ``force`` stopped): when none that started at or after T runs, and the
+  request was made without ``force``, it must be made again (ASK_AGAIN); while one
+  runs, the request waits for it, from its start on (``retarget_ms``), so the earlier
+  end can no longer stand in front of its outcome;
+- nothing recorded since T for ``fallback_after_ms`` and no sync running: the webhook
+  may be broken; read the connection from Fivetran instead (FALL_BACK), which
+  ``answer_from_connection`` decides.
+
+Two requests made at once both end on a sync that started after each asked: the one
+asked second either came before that sync started (it answers both) or is asked again
+after it ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import Enum
+
+from .decision import Completion, Criterion, Decision, Facts, Outcome, decide
+from .model import RESCHEDULED, derived_sync_id
+from .timeutil import iso, to_ms
+
+
+class Step(str, Enum):
+    """What a sync request does next."""
+
+    SUCCESS = "success"
+    FAIL = "fail"
+    WAIT = "wait"
+    ASK_AGAIN = "ask_again"
+    FALL_BACK = "fall_back"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The next step, why, and the decision it rests on (its sync, its recheck time)."""
+
+    step: Step
+    reason: str
+    decision: Decision
+    #: WAIT: decide for this target from now on (the start of the request's running sync).
+    retarget_ms: int | None = None
+
+    @property
+    def sync(self) -> Completion | None:
+        sync = self.decision.sync
+        return sync if isinstance(sync, Completion) else None
+
+
+def _ours(c: Completion | None, asked_ms: int) -> bool:
+    return c is not None and c.started_ms is not None and c.started_ms >= asked_ms
+
+
+def earlier_end(facts: Facts) -> Completion | None:
+    """The latest end at or after the target of a sync that started before it (or whose
+    start is unknown): the sync that was running when the request was made."""
+    t = facts.target_ms
+    ends = [*facts.successes_from_target, facts.first_failure_from_target, facts.latest_other]
+    earlier = [c for c in ends if c is not None and c.ended_ms >= t and not _ours(c, t)]
+    return max(earlier, key=Completion.order_key, default=None)
+
+
+def answer(
+    facts: Facts,
+    *,
+    force: bool = False,
+    now_ms: int,
+    asked_ms: int | None = None,
+    fallback_after_ms: int | None = None,
+    reschedule_wait_ms: int | None = None,
+) -> Answer:
+    """Decide the next step of a request made at ``facts.target_ms``.
+
+    ``asked_ms`` is when the request was last made (default: the target); the fallback
+    is due ``fallback_after_ms`` after it when nothing of the request was recorded. A
+    sync of the request that ended RESCHEDULED is asked again once its ``rescheduledAt``
+    (or, without one, ``reschedule_wait_ms`` after its end) has passed with nothing
+    running: Fivetran runs a manual connection's rescheduled sync only when asked.
+    """
+    t = facts.target_ms
+    d = decide(
+        facts,
+        criterion=Criterion.STARTED_AFTER,
+        propagate_failures_forward=False,
+    )
+    if d.outcome is Outcome.SUCCESS:
+        return Answer(Step.SUCCESS, d.reason, d)
+    sync = d.sync if isinstance(d.sync, Completion) else None
+    if d.outcome is Outcome.FAIL and (sync is None or _ours(sync, t)):
+        return Answer(Step.FAIL, d.reason, d)
+    running = facts.running
+    running_ours = running is not None and running.started_ms >= t
+    if sync is not None and sync.status == RESCHEDULED and _ours(sync, t) and running is None:
+        due = d.recheck_at_ms
+        if due is None and reschedule_wait_ms is not None:
+            due = sync.ended_ms + reschedule_wait_ms
+        if due is not None and now_ms >= due:
+            # Fivetran runs a rescheduled sync of a manual connection only when asked.
+            return Answer(
+                Step.ASK_AGAIN,
+                f"sync {sync.sync_id} was RESCHEDULED to {iso(due)} and has not run again: "
+                "asking again",
+                d,
+            )
+        d = replace(d, recheck_at_ms=due)
+    before = earlier_end(facts)
+    if (
+        before is not None
+        and running is not None
+        and running_ours
+        and running.started_ms > before.ended_ms
+    ):
+        return Answer(
+            Step.WAIT,
+            f"sync {running.sync_id} started at {iso(running.started_ms)}, after the "
+            f"earlier sync {before.sync_id} ended; waiting for it",
+            Decision(Outcome.WAIT, d.reason, t, running),
+            retarget_ms=running.started_ms,
+        )
+    if before is not None and running is None:
+        if force:
+            return Answer(
+                Step.WAIT,
+                f"sync {before.sync_id}, which started before the request, ended "
+                f"{before.status} at {iso(before.ended_ms)}; the forced sync follows it",
+                Decision(Outcome.WAIT, d.reason, t, before),
+            )
+        return Answer(
+            Step.ASK_AGAIN,
+            f"sync {before.sync_id} started before the request (Fivetran starts no second "
+            f"sync while one runs) and ended {before.status} at {iso(before.ended_ms)}: "
+            "asking again",
+            Decision(Outcome.WAIT, d.reason, t, before),
+        )
+    nothing_ours = running is None and not any(
+        _ours(c, t) for c in (*facts.successes_from_target, facts.latest_other)
+    )
+    since = t if asked_ms is None else asked_ms
+    if (
+        fallback_after_ms is not None
+        and before is None
+        and nothing_ours
+        and now_ms - since >= fallback_after_ms
+    ):
+        return Answer(
+            Step.FALL_BACK,
+            f"nothing recorded for {(now_ms - since) / 1000:g} s since the request at "
+            f"{iso(since)} (is the webhook delivered?): reading the connection from Fivetran",
+            d,
+        )
+    return Answer(Step.WAIT, d.reason, d)
+
+
+def answer_from_connection(
+    *,
+    asked_ms: int,
+    succeeded_at: datetime | None,
+    failed_at: datetime | None,
+    syncing: bool,
+    paused: bool,
+    running_at_ask: bool,
+    force: bool,
+    connector_id: str,
+) -> tuple[Step, str, Completion | None]:
+    """Decide a request from Fivetran's connection fields (the fallback, no history).
+
+    Fivetran gives only the latest ``succeeded_at``/``failed_at``, not when that sync
+    started: an end after the request answers it unless a sync was already running when
+    it was made without ``force`` (then that end may be the earlier sync's: ask again).
+    The completion returned is reconciled: its sync id is derived (marked as such).
+    """
+    if paused:
+        return Step.FAIL, f"connector {connector_id} was paused in Fivetran", None
+    if syncing:
+        return Step.WAIT, f"connector {connector_id} is syncing (Fivetran's sync_state)", None
+    ends = [(to_ms(at), ok) for at, ok in ((succeeded_at, True), (failed_at, False)) if at]
+    ended_ms, ok = max(ends, default=(None, False))
+    if ended_ms is None or ended_ms < asked_ms:
+        return Step.WAIT, f"no sync of connector {connector_id} ended since {iso(asked_ms)}", None
+    if running_at_ask and not force:
+        return (
+            Step.ASK_AGAIN,
+            f"a sync ended at {iso(ended_ms)}, but one was running when the request was made: "
+            "asking again",
+            None,
+        )
+    how = "succeeded_at" if ok else "failed_at"
+    completion = Completion(
+        sync_id=derived_sync_id(connector_id, ended_ms),
+        status="SUCCESSFUL" if ok else "FAILURE",
+        ended_ms=ended_ms,
+        succeeded=ok,
+        reason=None if ok else "failed_at moved (read from Fivetran's API; no webhook recorded)",
+    )
+    return (
+        Step.SUCCESS if ok else Step.FAIL,
+        f"Fivetran's {how} is {iso(ended_ms)}, after the request at {iso(asked_ms)}",
+        completion,
+    )
