@@ -29,8 +29,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -45,9 +43,10 @@ from .exceptions import (
     FivetranRejected,
     FivetranUnavailable,
 )
+from .fivetran_records import Connection, Group, Webhook, WebhookTest, text_field
 from .model import LIFECYCLE_EVENTS, RESYNC_EVENTS
 from .settings import DEFAULT_FIVETRAN_API_URL, Settings, check_api_url
-from .timeutil import iso, parse_iso, retry_after_seconds
+from .timeutil import retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -79,131 +78,6 @@ SERVICE_EVENTS: tuple[str, ...] = (
     *sorted(RESYNC_EVENTS),
     *LIFECYCLE_EVENTS,
 )
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_iso(value)
-    except (ValueError, OverflowError):
-        return None
-
-
-@dataclass(frozen=True)
-class Connection:
-    """A connection (formerly "connector") as ``/v1/connections`` describes it.
-
-    ``raw`` keeps the whole object for fields not named here (``config``, ``setup_tests``).
-    """
-
-    id: str
-    group_id: str | None
-    service: str | None
-    schema: str | None
-    paused: bool
-    succeeded_at: datetime | None
-    failed_at: datetime | None
-    sync_state: str | None
-    setup_state: str | None
-    update_state: str | None
-    is_historical_sync: bool
-    schedule_type: str | None
-    sync_frequency: int | None
-    raw: Mapping[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Connection:
-        status = body.get("status")
-        status = status if isinstance(status, Mapping) else {}
-        frequency = body.get("sync_frequency")
-        return cls(
-            id=str(body.get("id", "")),
-            group_id=_text(body.get("group_id")),
-            service=_text(body.get("service")),
-            schema=_text(body.get("schema")),
-            paused=body.get("paused") is True,
-            succeeded_at=_time(body.get("succeeded_at")),
-            failed_at=_time(body.get("failed_at")),
-            sync_state=_text(status.get("sync_state")),
-            setup_state=_text(status.get("setup_state")),
-            update_state=_text(status.get("update_state")),
-            is_historical_sync=status.get("is_historical_sync") is True,
-            schedule_type=_text(body.get("schedule_type")),
-            sync_frequency=frequency if isinstance(frequency, int) else None,
-            raw=body,
-        )
-
-
-@dataclass(frozen=True)
-class Group:
-    """A group (a destination and its connections), from ``/v1/groups``."""
-
-    id: str
-    name: str | None
-    created_at: datetime | None
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Group:
-        return cls(
-            id=str(body.get("id", "")),
-            name=_text(body.get("name")),
-            created_at=_time(body.get("created_at")),
-        )
-
-
-@dataclass(frozen=True)
-class Webhook:
-    """A webhook as Fivetran reports it; its secret is never given back (``******``)."""
-
-    id: str
-    #: ``account`` (every connection's events) or ``group`` (one group's).
-    type: str
-    group_id: str | None
-    url: str
-    events: tuple[str, ...]
-    active: bool
-    created_at: datetime | None
-    created_by: str | None
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Webhook:
-        events = body.get("events")
-        return cls(
-            id=str(body.get("id", "")),
-            type=_text(body.get("type")) or "",
-            group_id=_text(body.get("group_id")),
-            url=_text(body.get("url")) or "",
-            events=tuple(e for e in events if isinstance(e, str))
-            if isinstance(events, list)
-            else (),
-            active=body.get("active") is True,
-            created_at=_time(body.get("created_at")),
-            created_by=_text(body.get("created_by")),
-        )
-
-
-@dataclass(frozen=True)
-class WebhookTest:
-    """What Fivetran's webhook test reports: whether the target took the sample, and how."""
-
-    succeed: bool
-    #: The HTTP status the webhook's URL answered (None when Fivetran got no answer).
-    status: int | None
-    message: str | None
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> WebhookTest:
-        status = body.get("status")
-        return cls(
-            succeed=body.get("succeed") is True,
-            status=status if isinstance(status, int) else None,
-            message=_text(body.get("message")),
-        )
 
 
 def _segment(value: str) -> str:
@@ -509,8 +383,8 @@ class FivetranClient:
             doc = resp.json()
         except ValueError:
             doc = None
-        code = _text(doc.get("code")) if isinstance(doc, dict) else None
-        message = _text(doc.get("message")) if isinstance(doc, dict) else None
+        code = text_field(doc.get("code")) if isinstance(doc, dict) else None
+        message = text_field(doc.get("message")) if isinstance(doc, dict) else None
         if 200 <= status < 300:
             if not isinstance(doc, dict):
                 raise FivetranUnavailable(
@@ -545,32 +419,12 @@ class FivetranClient:
         raise FivetranUnavailable(method, path, reason, maybe_applied=True, **kwargs)
 
 
-def describe(value: object) -> Any:
-    """A model (``Webhook``, ``Connection``, ...) as plain JSON values, for ``--json``."""
-    if isinstance(value, (Connection, Group, Webhook, WebhookTest)):
-        return {
-            k: describe(v)
-            for k, v in vars(value).items()
-            if k != "raw"  # the whole object again; callers that need it read .raw
-        }
-    if isinstance(value, datetime):
-        return iso(value)
-    if isinstance(value, (list, tuple)):
-        return [describe(v) for v in value]
-    return value
-
-
 __all__ = [
     "SERVICE_EVENTS",
-    "Connection",
     "FivetranApiError",
     "FivetranAuthFailed",
     "FivetranClient",
     "FivetranNotFound",
     "FivetranRejected",
     "FivetranUnavailable",
-    "Group",
-    "Webhook",
-    "WebhookTest",
-    "describe",
 ]

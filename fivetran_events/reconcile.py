@@ -36,7 +36,8 @@ from .redis_url import as_text
 from .timeutil import iso, now_ms, to_ms
 
 if TYPE_CHECKING:  # the web process reads the outcome without loading an HTTP client
-    from .fivetran_api import Connection, FivetranClient, Webhook
+    from .fivetran_api import FivetranClient
+    from .fivetran_records import Connection, Webhook
 
 log = logging.getLogger(__name__)
 

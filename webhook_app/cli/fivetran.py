@@ -17,7 +17,8 @@ import click
 
 from fivetran_events import load_settings
 from fivetran_events.exceptions import FivetranNotFound
-from fivetran_events.fivetran_api import SERVICE_EVENTS, FivetranClient, Webhook, describe
+from fivetran_events.fivetran_api import SERVICE_EVENTS, FivetranClient
+from fivetran_events.fivetran_records import Webhook, describe
 from fivetran_events.model import is_valid_id
 
 from .helpers import (

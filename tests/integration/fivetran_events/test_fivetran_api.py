@@ -23,7 +23,8 @@ from fivetran_events.exceptions import (
     FivetranRejected,
     FivetranUnavailable,
 )
-from fivetran_events.fivetran_api import FivetranClient, describe
+from fivetran_events.fivetran_api import FivetranClient
+from fivetran_events.fivetran_records import describe
 from fivetran_events.signature import SIGNATURE_HEADER, verify
 from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.processes import poll_until

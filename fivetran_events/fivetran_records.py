@@ -1,0 +1,153 @@
+"""What Fivetran's REST API answers, as ``FivetranClient`` returns it: connections,
+groups, webhooks and a webhook test, each read leniently (a field of an unexpected type
+is None; a connection keeps the whole object in ``raw``); ``describe`` gives ``--json``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .timeutil import iso, parse_iso
+
+
+def text_field(value: object) -> str | None:
+    """A field's value when it is text, else None (the client's error bodies too)."""
+    return value if isinstance(value, str) else None
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_iso(value)
+    except (ValueError, OverflowError):
+        return None
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A connection (formerly "connector") as ``/v1/connections`` describes it.
+
+    ``raw`` keeps the whole object for fields not named here (``config``, ``setup_tests``).
+    """
+
+    id: str
+    group_id: str | None
+    service: str | None
+    schema: str | None
+    paused: bool
+    succeeded_at: datetime | None
+    failed_at: datetime | None
+    sync_state: str | None
+    setup_state: str | None
+    update_state: str | None
+    is_historical_sync: bool
+    schedule_type: str | None
+    sync_frequency: int | None
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Connection:
+        status = body.get("status")
+        status = status if isinstance(status, Mapping) else {}
+        frequency = body.get("sync_frequency")
+        return cls(
+            id=str(body.get("id", "")),
+            group_id=text_field(body.get("group_id")),
+            service=text_field(body.get("service")),
+            schema=text_field(body.get("schema")),
+            paused=body.get("paused") is True,
+            succeeded_at=_time(body.get("succeeded_at")),
+            failed_at=_time(body.get("failed_at")),
+            sync_state=text_field(status.get("sync_state")),
+            setup_state=text_field(status.get("setup_state")),
+            update_state=text_field(status.get("update_state")),
+            is_historical_sync=status.get("is_historical_sync") is True,
+            schedule_type=text_field(body.get("schedule_type")),
+            sync_frequency=frequency if isinstance(frequency, int) else None,
+            raw=body,
+        )
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group (a destination and its connections), from ``/v1/groups``."""
+
+    id: str
+    name: str | None
+    created_at: datetime | None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Group:
+        return cls(
+            id=str(body.get("id", "")),
+            name=text_field(body.get("name")),
+            created_at=_time(body.get("created_at")),
+        )
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """A webhook as Fivetran reports it; its secret is never given back (``******``)."""
+
+    id: str
+    #: ``account`` (every connection's events) or ``group`` (one group's).
+    type: str
+    group_id: str | None
+    url: str
+    events: tuple[str, ...]
+    active: bool
+    created_at: datetime | None
+    created_by: str | None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Webhook:
+        events = body.get("events")
+        return cls(
+            id=str(body.get("id", "")),
+            type=text_field(body.get("type")) or "",
+            group_id=text_field(body.get("group_id")),
+            url=text_field(body.get("url")) or "",
+            events=tuple(e for e in events if isinstance(e, str))
+            if isinstance(events, list)
+            else (),
+            active=body.get("active") is True,
+            created_at=_time(body.get("created_at")),
+            created_by=text_field(body.get("created_by")),
+        )
+
+
+@dataclass(frozen=True)
+class WebhookTest:
+    """What Fivetran's webhook test reports: whether the target took the sample, and how."""
+
+    succeed: bool
+    #: The HTTP status the webhook's URL answered (None when Fivetran got no answer).
+    status: int | None
+    message: str | None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> WebhookTest:
+        status = body.get("status")
+        return cls(
+            succeed=body.get("succeed") is True,
+            status=status if isinstance(status, int) else None,
+            message=text_field(body.get("message")),
+        )
+
+
+def describe(value: object) -> Any:
+    """A model (``Webhook``, ``Connection``, ...) as plain JSON values, for ``--json``."""
+    if isinstance(value, (Connection, Group, Webhook, WebhookTest)):
+        return {
+            k: describe(v)
+            for k, v in vars(value).items()
+            if k != "raw"  # the whole object again; callers that need it read .raw
+        }
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, (list, tuple)):
+        return [describe(v) for v in value]
+    return value
