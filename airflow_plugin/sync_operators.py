@@ -43,6 +43,7 @@ from .links import FivetranConnectorLink
 from .operators import already_synced
 from .sync_trigger import (
     DEFAULT_FALLBACK_AFTER,
+    DEFAULT_MIN_DEFERRAL,
     DEFAULT_POLL_FREQUENCY,
     FivetranSyncRequestTrigger,
 )
@@ -78,6 +79,10 @@ class FivetranSyncOperator(BaseOperator):
     :param redis_conn_id: the Airflow connection of the history's Redis.
     :param recheck_interval: seconds between re-reads of the history when no change
         message arrives.
+    :param min_deferral: deferred, the task is resumed no sooner than this many seconds
+        after it deferred (default 10): Airflow 3.2-3.3 can fail a task resumed before
+        its scheduler has read the task's exit on ``defer()`` (docs/triggering.md). A
+        sync that takes longer is not delayed; 0 resumes at once.
 
     Returns (XCom) the sync that answered: ``sync_id``, ``started_at``, ``ended_at``,
     ``status``, with ``connector_id``, ``asked_at`` and ``reconciled`` (True when read
@@ -109,6 +114,7 @@ class FivetranSyncOperator(BaseOperator):
         redis_conn_id: str = DEFAULT_CONN_ID,
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
         redis_retry_timeout: float = DEFAULT_REDIS_RETRY_TIMEOUT,
+        min_deferral: float = DEFAULT_MIN_DEFERRAL,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -133,6 +139,9 @@ class FivetranSyncOperator(BaseOperator):
         self.redis_conn_id = redis_conn_id
         self.recheck_interval = recheck_interval
         self.redis_retry_timeout = redis_retry_timeout
+        if min_deferral < 0:
+            raise ValueError(f"{self.task_id}: min_deferral must be >= 0 seconds")
+        self.min_deferral = float(min_deferral)
         # What already_synced reads: the run's data_interval_end, ended_after.
         self.target_time = None
         self.criterion = "ended_after"
@@ -217,6 +226,8 @@ class FivetranSyncOperator(BaseOperator):
             redis_conn_id=self.redis_conn_id,
             recheck_interval=self.recheck_interval,
             retry_timeout=self.redis_retry_timeout,
+            deferred_ms=now_ms(),
+            min_deferral=self.min_deferral,
         )
 
     def execute(self, context: Context) -> Any:

@@ -9,6 +9,11 @@ warning and also reads the connection from Fivetran's API every ``poll_frequency
 seconds (in a thread: the client blocks), so a broken webhook degrades to polling
 instead of hanging. The operator runs the same ``wait`` in its own process when it is
 not deferrable.
+
+Deferred, the answer is held until ``min_deferral`` seconds after the task deferred:
+Airflow 3.2-3.3's scheduler fails a task resumed before it has read the executor's
+report of the task's exit on ``defer()`` (apache/airflow#67287, #72716), and that report
+can lag by seconds on a loaded scheduler. A sync longer than the hold pays nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ from .triggers import (
 DEFAULT_FALLBACK_AFTER = 600.0
 #: Seconds between two reads of Fivetran's API on the fallback (astronomer's default).
 DEFAULT_POLL_FREQUENCY = 15.0
+#: Seconds after deferring before a deferred task is answered (see the module's text).
+DEFAULT_MIN_DEFERRAL = 10.0
 
 
 class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
@@ -64,6 +71,8 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         redis_conn_id: str = DEFAULT_CONN_ID,
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
         retry_timeout: float | None = DEFAULT_REDIS_RETRY_TIMEOUT,
+        deferred_ms: int | None = None,
+        min_deferral: float = DEFAULT_MIN_DEFERRAL,
     ) -> None:
         super().__init__(
             connector_id,
@@ -82,6 +91,9 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
             None if reschedule_wait_time is None else float(reschedule_wait_time)
         )
         self.fivetran_conn_id = fivetran_conn_id
+        # When the task deferred (epoch ms; None: when run() starts) and the hold after it.
+        self.deferred_ms = deferred_ms
+        self.min_deferral = float(min_deferral)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -98,16 +110,30 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
                 "redis_conn_id": self.redis_conn_id,
                 "recheck_interval": self.recheck_interval,
                 "retry_timeout": self.retry_timeout,
+                "deferred_ms": self.deferred_ms,
+                "min_deferral": self.min_deferral,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        deferred_ms = now_ms() if self.deferred_ms is None else self.deferred_ms
         cfg = await FivetranEventsRedisHook(self.redis_conn_id).aconfig()
 
         async def client() -> FivetranClient:
             return client_from_connection(await aget_connection(self.fivetran_conn_id))
 
-        yield TriggerEvent(await self.wait(cfg, client))
+        event = await self.wait(cfg, client)
+        hold = (deferred_ms + self.min_deferral * 1000 - now_ms()) / 1000
+        if hold > 0:
+            self.log.info(
+                "connector %s: answered %.1f s after the task deferred; held %.1f s more so "
+                "Airflow's scheduler reads the task's exit on defer() first (min_deferral)",
+                self.connector_id,
+                self.min_deferral - hold,
+                hold,
+            )
+            await asyncio.sleep(hold)
+        yield TriggerEvent(event)
 
     async def wait(self, cfg: HistoryConfig, client: Callable[[], Any]) -> dict[str, Any]:
         """Wait for the answer; return the event's payload (``client`` makes the API client,

@@ -18,6 +18,7 @@ For each operator, ``--syncs`` DAG runs one after the other, each triggering one
   connection after ``--fallback-after`` seconds, then every ``poll_frequency``.
 
     python -m bench.sync [--syncs N] [--sync-seconds S] [--poll-frequency S]
+                         [--fallback-after S] [--min-deferral S]
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ from airflow_plugin.sync_operators import FivetranSyncOperator
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 with DAG("bench_sync_ours", schedule=None, start_date=START, catchup=False):
-    FivetranSyncOperator(task_id="sync", connector_id="bench_ours")
+    FivetranSyncOperator(task_id="sync", connector_id="bench_ours", min_deferral={hold})
 
 with DAG("bench_sync_theirs", schedule=None, start_date=START, catchup=False):
     FivetranOperator(task_id="sync", connector_id="bench_theirs", deferrable=True,
@@ -91,7 +92,8 @@ with DAG("bench_sync_theirs", schedule=None, start_date=START, catchup=False):
 
 with DAG("bench_sync_fallback", schedule=None, start_date=START, catchup=False):
     FivetranSyncOperator(task_id="sync", connector_id="bench_silent",
-                         fallback_after={fallback}, poll_frequency={poll})
+                         fallback_after={fallback}, poll_frequency={poll},
+                         min_deferral={hold})
 """
 
 
@@ -172,9 +174,14 @@ def row(name: str, got: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--syncs", type=int, default=8, help="DAG runs per operator")
-    parser.add_argument("--sync-seconds", type=float, default=5.0)
+    # Longer than the operator's default min_deferral (10 s), which a sync of minutes
+    # never meets; a shorter sync measures the hold, not the wake-up.
+    parser.add_argument("--sync-seconds", type=float, default=15.0)
     parser.add_argument("--poll-frequency", type=float, default=15.0, help="astronomer's 15")
     parser.add_argument("--fallback-after", type=float, default=10.0)
+    parser.add_argument(
+        "--min-deferral", type=float, default=10.0, help="ours: the hold after deferring"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fte-bench-sync-") as tmp:
         work = Path(tmp)
@@ -210,7 +217,11 @@ def main(argv: list[str] | None = None) -> None:
                 api.webhook_url, api.webhook_secret = f"{base}/webhooks/fivetran", SECRET
                 airflow.add_dag(
                     "bench_sync.py",
-                    DAG_FILE.format(poll=args.poll_frequency, fallback=args.fallback_after),
+                    DAG_FILE.format(
+                        poll=args.poll_frequency,
+                        fallback=args.fallback_after,
+                        hold=args.min_deferral,
+                    ),
                 )
                 airflow.wait_for_parsed("bench_sync_ours", "bench_sync_theirs")
                 t = time.monotonic()

@@ -146,6 +146,33 @@ class TestTheWait:
         assert event["decision"]["sync"]["sync_id"].startswith("~")
         assert api.calls["GET /v1/connections/{id}"] >= 1
 
+    def test_deferred_the_answer_is_held_until_min_deferral(
+        self, dagtest_airflow: Path, history_url: str, api: FivetranStandIn
+    ) -> None:
+        """run(), the triggerer's path, answers no sooner than min_deferral seconds after
+        the task deferred (Airflow's scheduler must have read the exit on defer() first);
+        a task that deferred longer ago than that is answered at once."""
+        from airflow_plugin.sync_trigger import FivetranSyncRequestTrigger
+
+        api.connector("wait_held")
+        asked = now_ms()
+        FivetranClient(KEY, API_SECRET, api.url).sync_connection("wait_held")
+        assert wait(history_url, api, "wait_held", asked)["status"] == "success"
+
+        async def answered_after(deferred_ms: int) -> tuple[float, dict[str, Any]]:
+            t = FivetranSyncRequestTrigger(
+                "wait_held", asked, deferred_ms=deferred_ms, min_deferral=1.5
+            )
+            start = asyncio.get_running_loop().time()
+            async for ev in t.run():
+                return asyncio.get_running_loop().time() - start, ev.payload
+            raise AssertionError("the trigger ended without an event")
+
+        held, event = asyncio.run(asyncio.wait_for(answered_after(now_ms()), 30))
+        assert event["status"] == "success" and 1.4 <= held < 5, (held, event)
+        at_once, event = asyncio.run(asyncio.wait_for(answered_after(now_ms() - 10_000), 30))
+        assert event["status"] == "success" and at_once < 1.0, (at_once, event)
+
 
 class TestAsking:
     @pytest.fixture
@@ -300,12 +327,6 @@ def run_to_the_end(airflow: AirflowServer, dag_id: str, tasks: tuple[str, ...]) 
 
 
 class TestOnAirflow:
-    @pytest.fixture(autouse=True)
-    def slower_syncs(self, api: FivetranStandIn) -> None:
-        """5 s syncs: a wake-up before Airflow's scheduler has read the task's exit on
-        defer() can make Airflow 3.2-3.3 fail it (apache/airflow#67287; docs)."""
-        api.sync_seconds = 5.0
-
     def test_both_modes_at_once_each_end_on_a_sync_started_after_it_asked(
         self, airflow: AirflowServer, api: FivetranStandIn, history_url: str
     ) -> None:
