@@ -1,0 +1,194 @@
+"""The worker's half of OpenLineage: build a sync's run event, send it, record the outcome.
+
+A lineage delivery (``webhook_app/lineage.py``) is attempted under the same lease as a
+dataset delivery (``attempt.attempt`` holds it and hands over here): the event is built
+from the delivery record alone, so every attempt sends the same event (same run id,
+event type and time), and sent with ``openlineage-python``'s client, which reads its own
+configuration (``OPENLINEAGE_URL``, ``openlineage.yml``, ``OPENLINEAGE__TRANSPORT__*``),
+so every transport it offers works. An end waits while its sync's START is still being
+delivered, so a receiver sees START first; an end without a START (a lost
+``sync_start``) is sent alone, a valid run of one event.
+
+Outcomes as for Airflow: a connection error, a timeout, 5xx or 429 retries with the
+forwarding backoff (the client's own HTTP retries come first); another 4xx is recorded
+as failed with the receiver's answer. A POST whose answer was lost may reach the
+receiver twice, as the same event: OpenLineage consumers key runs by run id and type.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import attr
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import RunFacet, job_type_job
+
+from fivetran_events import ConfigurationError, Settings, __version__
+from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
+from fivetran_events.keys import delivery_id, due_key
+from fivetran_events.timeutil import iso
+
+from .. import metrics
+from ..lineage import TARGET_PREFIX, job_namespace, run_id, target_type
+from .attempt import AttemptOutcome, AttemptResult, LineageUnavailable, _finish, _give_up, _retry
+
+if TYPE_CHECKING:
+    from .attempt import Parts
+
+log = logging.getLogger(__name__)
+
+#: Who made the events (the spec's ``producer``: a URI).
+PRODUCER = f"urn:fivetran-events:{__version__}"
+#: The custom run facet's JSON schema (docs/schemas/FivetranSyncRunFacet.json ships
+#: it; the URN names its version).
+FACET_SCHEMA_URL = (
+    "urn:fivetran-events:schema:FivetranSyncRunFacet:1-0-0#/$defs/FivetranSyncRunFacet"
+)
+#: How long an end waits for its START's delivery before it looks again, in ms.
+START_FIRST_MS = 1000
+
+#: Table names of a connector: (namespace, name) pairs of OpenLineage datasets, or None
+#: when nothing is known (then a run has no outputs).
+Outputs = Callable[[str], "list[tuple[str, str]] | None"]
+
+
+def no_outputs(connector_id: str) -> list[tuple[str, str]] | None:
+    """Know no tables (until the destination's tables are cached)."""
+    return None
+
+
+@attr.define
+class FivetranSyncRunFacet(RunFacet):
+    """What Fivetran said of the sync: its connector, sync id and status."""
+
+    connectorId: str
+    syncId: str
+    connectorName: str | None = attr.field(default=None)
+    connectorType: str | None = attr.field(default=None)
+    groupId: str | None = attr.field(default=None)
+    status: str | None = attr.field(default=None)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return FACET_SCHEMA_URL
+
+
+def build_event(d: Delivery, namespace_template: str, outputs: Outputs = no_outputs) -> RunEvent:
+    """Build the OpenLineage event of lineage delivery ``d`` (pure: the record decides it)."""
+    f = d.fields
+    connector, sync = f["connector_id"], f["sync_id"]
+    kind = target_type(d.uri)
+    ms = d.ms("ended_ms") or d.ms("received_ms")  # the event's own time (start or end)
+    facets: dict[str, RunFacet] = {
+        "fivetran_sync": FivetranSyncRunFacet(
+            connectorId=connector,
+            syncId=sync,
+            connectorName=f.get("connector_name") or None,
+            connectorType=f.get("connector_type") or None,
+            groupId=f.get("group_id") or None,
+            status=f.get("status") or None,
+            producer=PRODUCER,
+        )
+    }
+    job_facets = {
+        "jobType": job_type_job.JobTypeJobFacet(
+            processingType="BATCH", integration="FIVETRAN", jobType="SYNC", producer=PRODUCER
+        )
+    }
+    return RunEvent(
+        eventType=RunState[kind],
+        eventTime=iso(ms) or "",
+        run=Run(runId=run_id(connector, sync), facets=facets),
+        job=Job(
+            namespace=job_namespace(namespace_template, connector, f.get("group_id") or ""),
+            name=connector,
+            facets=job_facets,  # type: ignore[arg-type]
+        ),
+        inputs=[],
+        outputs=[OutputDataset(namespace=ns, name=name) for ns, name in outputs(connector) or []],
+        producer=PRODUCER,
+    )
+
+
+@dataclass
+class LineageSender:
+    """The OpenLineage client a worker sends with, and what names a connector's tables."""
+
+    client: Any  # OpenLineageClient, or a stand-in with its ``emit``
+    namespace_template: str
+    outputs: Outputs = field(default=no_outputs)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, outputs: Outputs = no_outputs) -> LineageSender:
+        """Build the client from its own configuration (``OpenLineageClient()``)."""
+        client = OpenLineageClient()
+        if client.transport is None:
+            raise ConfigurationError(
+                "OpenLineage is on (FIVETRAN_EVENTS_LINEAGE) but its client found no "
+                "transport: set OPENLINEAGE_URL or write an openlineage.yml"
+            )
+        return cls(client, settings.lineage_namespace, outputs)
+
+    def event(self, d: Delivery) -> RunEvent:
+        return build_event(d, self.namespace_template, self.outputs)
+
+
+def attempt_lineage(fw: Parts, d: Delivery, sender: LineageSender) -> AttemptResult:
+    """Send lineage delivery ``d`` (its lease held by ``attempt.attempt``)."""
+    now = fw.clock()
+    kind = target_type(d.uri)
+    due = due_key(fw.settings.key_prefix)
+    if kind != "START":
+        start_id = delivery_id(
+            d.fields["connector_id"], d.fields["sync_id"], TARGET_PREFIX + "START"
+        )
+        start = fw.store.get(start_id)
+        if start is not None and start.state not in FINAL:
+            at = max(now + START_FIRST_MS, start.ms("next_attempt_ms") or 0)
+            fw.redis.zadd(due, {d.id: at})
+            metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
+            return AttemptResult(d.id, AttemptOutcome.NOT_DUE, due_in_s=(at - now) / 1000)
+    if d.state is DeliveryState.RETRYING and (d.ms("next_attempt_ms") or 0) > now:
+        at = d.ms("next_attempt_ms") or now
+        fw.redis.zadd(due, {d.id: at})
+        metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
+        return AttemptResult(d.id, AttemptOutcome.NOT_DUE, due_in_s=(at - now) / 1000)
+    event = sender.event(d)
+    key = fw.store.key(d.id)
+    with fw.redis.pipeline(transaction=True) as pipe:
+        pipe.hincrby(key, "attempts", 1)
+        pipe.hsetnx(key, "first_attempt_ms", str(now))
+        pipe.hset(key, "updated_ms", str(now))
+        pipe.zadd(due, {d.id: now + fw.lease_ms})
+        pipe.execute()
+    try:
+        sender.client.emit(event)
+    except Exception as exc:
+        rejected = _rejected(exc)
+        if rejected is not None:
+            return _give_up(fw, d, DeliveryState.FAILED, rejected, clear_mark=True)
+        return _retry(fw, d, LineageUnavailable(exc), None)
+    _finish(
+        fw,
+        d,
+        DeliveryState.DELIVERED,
+        {"event_at": iso(fw.clock()) or "", "lineage_event": kind},
+        ["reason", "next_attempt_ms"],
+    )
+    metrics.FORWARD_OUTCOMES.labels(outcome="delivered").inc()
+    log.info("delivery %s: OpenLineage %s sent (run %s)", d.id, kind, event.run.runId)
+    return AttemptResult(d.id, AttemptOutcome.DELIVERED)
+
+
+def _rejected(exc: Exception) -> str | None:
+    """Return why the receiver refused the event for good (a 4xx but 429), else None."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 500 and status != 429:
+        body = (getattr(response, "text", "") or "")[:500]
+        return f"the OpenLineage receiver answered {status}: {body}".rstrip(": ")
+    return None
