@@ -180,9 +180,9 @@ def _attempt_locked(fw: Parts, did: str) -> AttemptResult:
                 "an OpenLineage delivery, but this worker sends no lineage: set "
                 "OPENLINEAGE_URL (or FIVETRAN_EVENTS_LINEAGE=on with an openlineage.yml)"
             )
-        from .lineage import attempt_lineage  # the OpenLineage client: only when used
-
-        return attempt_lineage(fw, d, fw.lineage)
+        # The sender attempts it (forwarding/lineage.py, which uses this module's
+        # outcomes): this module never imports the OpenLineage client.
+        return fw.lineage.attempt(fw, d)  # type: ignore[no-any-return]
     if fw.airflow is None:
         raise RuntimeError("forwarding needs FIVETRAN_EVENTS_AIRFLOW_URL")
     airflow = fw.airflow

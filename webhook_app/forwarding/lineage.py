@@ -136,6 +136,10 @@ class LineageSender:
     def event(self, d: Delivery) -> RunEvent:
         return build_event(d, self.namespace_template, self.outputs)
 
+    def attempt(self, fw: Parts, d: Delivery) -> AttemptResult:
+        """Attempt lineage delivery ``d`` (``attempt.attempt`` holds its lease)."""
+        return attempt_lineage(fw, d, self)
+
 
 def attempt_lineage(fw: Parts, d: Delivery, sender: LineageSender) -> AttemptResult:
     """Send lineage delivery ``d`` (its lease held by ``attempt.attempt``)."""
