@@ -27,7 +27,7 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import RunFacet, job_type_job
 
-from fivetran_events import ConfigurationError, Settings, __version__
+from fivetran_events import Settings, __version__
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
 from fivetran_events.keys import delivery_id, due_key
 from fivetran_events.timeutil import iso
@@ -124,14 +124,12 @@ class LineageSender:
 
     @classmethod
     def from_settings(cls, settings: Settings, outputs: Outputs = no_outputs) -> LineageSender:
-        """Build the client from its own configuration (``OpenLineageClient()``)."""
-        client = OpenLineageClient()
-        if client.transport is None:
-            raise ConfigurationError(
-                "OpenLineage is on (FIVETRAN_EVENTS_LINEAGE) but its client found no "
-                "transport: set OPENLINEAGE_URL or write an openlineage.yml"
-            )
-        return cls(client, settings.lineage_namespace, outputs)
+        """Build the client from its own configuration (``OpenLineageClient()``).
+
+        With ``FIVETRAN_EVENTS_LINEAGE=on`` and no configuration the client prints each
+        event to the worker's log (its console fallback).
+        """
+        return cls(OpenLineageClient(), settings.lineage_namespace, outputs)
 
     def event(self, d: Delivery) -> RunEvent:
         return build_event(d, self.namespace_template, self.outputs)
