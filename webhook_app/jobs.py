@@ -59,6 +59,8 @@ def lineage_sender(settings: Settings) -> Any:
             f"OpenLineage is on but its client is not installed ({exc}): "
             "pip install 'fivetran-events[lineage]', or set FIVETRAN_EVENTS_LINEAGE=off"
         ) from None
+    # The run's outputs: none until the destination's tables are cached (issue #24's
+    # per-table assets); then table_outputs(partial(destination_tables, client, prefix)).
     return LineageSender.from_settings(settings)
 
 

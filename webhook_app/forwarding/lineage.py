@@ -18,9 +18,9 @@ receiver twice, as the same event: OpenLineage consumers key runs by run id and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attr
 from openlineage.client import OpenLineageClient
@@ -59,6 +59,27 @@ Outputs = Callable[[str], "list[tuple[str, str]] | None"]
 def no_outputs(connector_id: str) -> list[tuple[str, str]] | None:
     """Know no tables (until the destination's tables are cached)."""
     return None
+
+
+class NamedTable(Protocol):
+    """A destination table as ``fivetran_events.destinations.DestinationTable`` has it."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+def table_outputs(tables: Callable[[str], Sequence[NamedTable] | None]) -> Outputs:
+    """Turn a connector's cached destination tables (None: not known) into ``Outputs``,
+    e.g. ``table_outputs(functools.partial(destination_tables, client, prefix))``."""
+
+    def outputs(connector_id: str) -> list[tuple[str, str]] | None:
+        found = tables(connector_id)
+        return None if found is None else [(t.namespace, t.name) for t in found]
+
+    return outputs
 
 
 @attr.define

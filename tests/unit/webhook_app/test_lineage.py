@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from fivetran_events.deliveries import Delivery
 from fivetran_events.model import SOURCE_IMPORTED, SOURCE_RECONCILED, EventKind
 from testkit.openlineage_receiver import schema_errors
 from testkit.support import ev
-from webhook_app.forwarding.lineage import PRODUCER, build_event, no_outputs
+from webhook_app.forwarding.lineage import PRODUCER, build_event, no_outputs, table_outputs
 from webhook_app.lineage import (
     event_type,
     is_lineage,
@@ -164,6 +165,24 @@ class TestEvent:
 
     def test_no_known_tables_no_outputs(self) -> None:
         assert as_json(record("openlineage:COMPLETE"))["outputs"] == []
+
+    def test_destination_tables_become_outputs(self) -> None:
+        """The per-table cache's answer (objects with namespace and name, or None) fits."""
+
+        @dataclass(frozen=True)
+        class Table:
+            schema: str
+            table: str
+            namespace: str
+            name: str
+            uri: str
+
+        cached = {"assimilate_seem": [Table("s", "t", "postgres://db:5432", "a.s.t", "x")]}
+        outputs = table_outputs(cached.get)
+        assert outputs("assimilate_seem") == [("postgres://db:5432", "a.s.t")]
+        assert outputs("unknown") is None
+        event = as_json(record("openlineage:COMPLETE"), outputs=outputs)
+        assert event["outputs"][0]["name"] == "a.s.t"
 
 
 class TestValidatorCatchesFaults:
