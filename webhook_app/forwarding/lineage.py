@@ -17,6 +17,7 @@ receiver twice, as the same event: OpenLineage consumers key runs by run id and 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,9 +28,9 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import RunFacet, job_type_job
 
-from fivetran_events import Settings, __version__
+from fivetran_events import Settings, __version__, decode_completion
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
-from fivetran_events.keys import delivery_id, due_key
+from fivetran_events.keys import ConnectorKeys, delivery_id, due_key
 from fivetran_events.timeutil import iso
 
 from .. import metrics
@@ -92,15 +93,50 @@ class FivetranSyncRunFacet(RunFacet):
     connectorType: str | None = attr.field(default=None)
     groupId: str | None = attr.field(default=None)
     status: str | None = attr.field(default=None)
+    startedAt: str | None = attr.field(default=None)
+    failureReason: str | None = attr.field(default=None)
+    taskType: str | None = attr.field(default=None)
 
     @staticmethod
     def _get_schema() -> str:
         return FACET_SCHEMA_URL
 
 
-def build_event(d: Delivery, namespace_template: str, outputs: Outputs = no_outputs) -> RunEvent:
-    """Build the OpenLineage event of lineage delivery ``d`` (pure: the record decides it)."""
+def sync_details(client: Any, prefix: str, d: Delivery) -> dict[str, str]:
+    """Read what the history holds of an end beyond the delivery record: when the sync
+    started, and a failure's reason and task type (one round trip; none for a START)."""
+    kind = target_type(d.uri)
+    ended = d.ms("ended_ms")
+    if kind == "START" or ended is None:
+        return {}
     f = d.fields
+    keys = ConnectorKeys(prefix, f["connector_id"])
+    key = {"COMPLETE": keys.ok, "FAIL": keys.fail}.get(kind, keys.other)
+    pipe = client.pipeline(transaction=False)
+    pipe.zrangebyscore(key, ended, ended, withscores=True)
+    pipe.zscore(keys.starts, f["sync_id"])
+    rows, first_start = pipe.execute()
+    ends = [decode_completion(m, score) for m, score in rows]
+    end = next((c for c in ends if c.sync_id == f["sync_id"]), None)
+    started = end.started_ms if end is not None and end.started_ms is not None else first_start
+    details = {
+        "startedAt": iso(int(started)) if started is not None else None,
+        "failureReason": end.reason if end is not None else None,
+        "taskType": end.task_type if end is not None else None,
+    }
+    return {k: v for k, v in details.items() if v}
+
+
+def build_event(
+    d: Delivery,
+    namespace_template: str,
+    outputs: Outputs = no_outputs,
+    details: dict[str, str] | None = None,
+) -> RunEvent:
+    """Build the OpenLineage event of lineage delivery ``d`` (pure: the record and the
+    ``details`` read once from the history, ``sync_details``, decide it)."""
+    f = d.fields
+    details = details or {}
     connector, sync = f["connector_id"], f["sync_id"]
     kind = target_type(d.uri)
     ms = d.ms("ended_ms") or d.ms("received_ms")  # the event's own time (start or end)
@@ -112,6 +148,9 @@ def build_event(d: Delivery, namespace_template: str, outputs: Outputs = no_outp
             connectorType=f.get("connector_type") or None,
             groupId=f.get("group_id") or None,
             status=f.get("status") or None,
+            startedAt=details.get("startedAt"),
+            failureReason=details.get("failureReason"),
+            taskType=details.get("taskType"),
             producer=PRODUCER,
         )
     }
@@ -152,8 +191,8 @@ class LineageSender:
         """
         return cls(OpenLineageClient(), settings.lineage_namespace, outputs)
 
-    def event(self, d: Delivery) -> RunEvent:
-        return build_event(d, self.namespace_template, self.outputs)
+    def event(self, d: Delivery, details: dict[str, str] | None = None) -> RunEvent:
+        return build_event(d, self.namespace_template, self.outputs, details)
 
     def attempt(self, fw: Parts, d: Delivery) -> AttemptResult:
         """Attempt lineage delivery ``d`` (``attempt.attempt`` holds its lease)."""
@@ -180,12 +219,19 @@ def attempt_lineage(fw: Parts, d: Delivery, sender: LineageSender) -> AttemptRes
         fw.redis.zadd(due, {d.id: at})
         metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
         return AttemptResult(d.id, AttemptOutcome.NOT_DUE, due_in_s=(at - now) / 1000)
-    event = sender.event(d)
+    # Read from the history once and kept on the record, so every attempt sends the
+    # same event.
+    details = json.loads(d.get("extra") or "null")
+    if details is None:
+        details = sync_details(fw.redis, fw.settings.key_prefix, d)
+    event = sender.event(d, details)
     key = fw.store.key(d.id)
     with fw.redis.pipeline(transaction=True) as pipe:
         pipe.hincrby(key, "attempts", 1)
         pipe.hsetnx(key, "first_attempt_ms", str(now))
-        pipe.hset(key, "updated_ms", str(now))
+        pipe.hset(
+            key, mapping={"extra": json.dumps(details, sort_keys=True), "updated_ms": str(now)}
+        )
         pipe.zadd(due, {d.id: now + fw.lease_ms})
         pipe.execute()
     try:

@@ -133,14 +133,29 @@ class TestRuns:
         assert (facet["syncId"], facet["status"]) == (sync, "SUCCESSFUL")
         assert stack.delivery(sync, "COMPLETE").state is DeliveryState.DELIVERED
 
-    def test_failure_is_fail(self, receiver: LineageReceiver, stack_factory: Any) -> None:
+    def test_failure_is_fail_with_its_reason(
+        self, receiver: LineageReceiver, stack_factory: Any
+    ) -> None:
+        """A FAILURE ends the run with FAIL, Fivetran's reason and the start time in its facet."""
         stack = stack_factory(client_env(receiver))
         start = payload("sync_start", CONNECTOR)
         stack.post(start)
-        stack.post(payload("sync_end", CONNECTOR, sync_id=start["sync_id"], status="FAILURE"))
+        end = payload(
+            "sync_end",
+            CONNECTOR,
+            sync_id=start["sync_id"],
+            status="FAILURE_WITH_TASK",
+            reason="permission denied for schema salesforce",
+            taskType="reconnect",
+        )
+        stack.post(end)
         wait_events(receiver, 2, stack)
         assert receiver.types() == ["START", "FAIL"]
         assert receiver.invalid == []
+        facet = receiver.events[1]["run"]["facets"]["fivetran_sync"]
+        assert facet["failureReason"] == "permission denied for schema salesforce"
+        assert facet["taskType"] == "reconnect"
+        assert facet["startedAt"] == start["created"]
 
     def test_no_sync_start_still_a_complete_run(
         self, receiver: LineageReceiver, stack_factory: Any

@@ -153,6 +153,21 @@ class TestEvent:
         assert facet["_producer"] == PRODUCER
         assert facet["_schemaURL"].startswith("urn:fivetran-events:schema:FivetranSyncRunFacet")
 
+    def test_details_from_the_history_go_in_the_facet(self) -> None:
+        """A failure's reason and task type and the sync's start, valid against our schema."""
+        details = {
+            "startedAt": "2026-05-22T00:01:00.000Z",
+            "failureReason": "permission denied",
+            "taskType": "reconnect",
+        }
+        d = record("openlineage:FAIL", status="FAILURE_WITH_TASK")
+        event = json.loads(Serde.to_json(build_event(d, "fivetran://{group_id}", details=details)))
+        assert schema_errors(event) == []
+        facet = event["run"]["facets"]["fivetran_sync"]
+        assert {k: facet[k] for k in details} == details
+        event["run"]["facets"]["fivetran_sync"]["startedAt"] = "yesterday"
+        assert any("startedAt" in e for e in schema_errors(event))
+
     def test_event_time_is_the_events_own(self) -> None:
         """The time Fivetran gave the start or end, not when the worker sent it."""
         assert as_json(record("openlineage:COMPLETE"))["eventTime"] == "2026-05-22T00:06:08.638Z"
