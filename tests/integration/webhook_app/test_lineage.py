@@ -157,6 +157,22 @@ class TestRuns:
         assert facet["taskType"] == "reconnect"
         assert facet["startedAt"] == start["created"]
 
+    def test_rescheduled_then_successful_stays_one_run(
+        self, receiver: LineageReceiver, stack_factory: Any
+    ) -> None:
+        """RESCHEDULED is OTHER (the run stays open); the later success completes it."""
+        stack = stack_factory(client_env(receiver))
+        start = payload("sync_start", CONNECTOR)
+        sync = start["sync_id"]
+        stack.post(start)
+        stack.post(payload("sync_end", CONNECTOR, sync_id=sync, status="RESCHEDULED"))
+        wait_events(receiver, 2, stack)
+        stack.post(payload("sync_end", CONNECTOR, sync_id=sync))
+        wait_events(receiver, 3, stack)
+        assert receiver.types() == ["START", "OTHER", "COMPLETE"]
+        assert {e["run"]["runId"] for e in receiver.events} == {run_id(CONNECTOR, sync)}
+        assert receiver.invalid == []
+
     def test_no_sync_start_still_a_complete_run(
         self, receiver: LineageReceiver, stack_factory: Any
     ) -> None:
