@@ -22,7 +22,7 @@ servers' logs go to a file whose path is printed. Redis's CPU time and its per-c
 times of the history's and the deliveries' scripts are printed for the webhook rounds.
 
     .venv/bin/python -m bench.ingest [--deliveries 4000] [--clients 8] [--workers 5]
-                                     [--rounds 5] [--paced 2000]
+                                     [--rounds 5] [--paced 2000] [--lineage]
 """
 
 from __future__ import annotations
@@ -249,10 +249,11 @@ def merge(rounds: list[dict[str, object]]) -> dict[str, object]:
     }
 
 
-def verify(client: redis.Redis, url: str, acked: list[bytes]) -> str:
-    """Check every acknowledged delivery is in the history exactly once, with its delivery
-    due now and the sweepers woken; then a worker's sweep queues one RQ job each (the
-    webhook queues none)."""
+def verify(client: redis.Redis, url: str, acked: list[bytes], per_sync: int = 1) -> str:
+    """Check every acknowledged delivery is in the history exactly once, with its
+    ``per_sync`` deliveries (2 with lineage: the dataset's and the COMPLETE's) due now and
+    the sweepers woken; then a worker's sweep queues one RQ job each (the webhook queues
+    none)."""
     ok_members = 0
     for c in range(CONNECTORS):
         keys = ConnectorKeys(PREFIX, f"conn_{c}")
@@ -261,18 +262,19 @@ def verify(client: redis.Redis, url: str, acked: list[bytes]) -> str:
     due = client.zcount(due_key(PREFIX), "-inf", now_ms())
     woken = client.llen(sweep_wake_key(PREFIX))
     settings = Settings(redis_url=url, key_prefix=PREFIX, airflow_url="http://127.0.0.1:9")
-    swept = build_forwarder(settings, with_airflow=False).sweep(limit=len(acked) + 1)
+    expected = len(acked) * per_sync
+    swept = build_forwarder(settings, with_airflow=False).sweep(limit=expected + 1)
     jobs = client.llen("rq:queue:fivetran-events")
     ids = [json.loads(b)["sync_id"] for b in acked]
     if len(set(ids)) != len(ids):
         return "FAILED: duplicate acknowledgements"
     counts = f"{len(acked)} acked, {ok_members} recorded, {listed} deliveries, {due} due"
-    if ok_members != len(acked) or not listed == due == swept == jobs == len(acked):
+    if ok_members != len(acked) or not listed == due == swept == jobs == expected:
         return f"FAILED: {counts}, wake list {woken}, {swept} swept, {jobs} jobs"
     if woken != 1:
         return f"FAILED: the wake list holds {woken} elements, not 1"
     return (
-        f"ok ({len(acked)} acked = {ok_members} recorded = {listed} deliveries due; "
+        f"ok ({len(acked)} acked = {ok_members} recorded; {listed} deliveries due; "
         f"one sweep queued {jobs} jobs)"
     )
 
@@ -295,6 +297,11 @@ def main() -> int:
         type=int,
         default=2000,
         help="deliveries sent open-loop at half the trivial rate after the rounds",
+    )
+    ap.add_argument(
+        "--lineage",
+        action="store_true",
+        help="OpenLineage on (OPENLINEAGE_URL): each sync_end also makes its COMPLETE delivery",
     )
     a = ap.parse_args()
     if not 100 <= a.deliveries <= 100_000:
@@ -319,6 +326,8 @@ def main() -> int:
             "FIVETRAN_EVENTS_AIRFLOW_URL": "http://127.0.0.1:9",
             "PROMETHEUS_MULTIPROC_DIR": str(Path(tmp) / "metrics"),  # as `serve` sets it
         }
+        if a.lineage:  # the web process only creates the deliveries: nothing listens here
+            env["OPENLINEAGE_URL"] = "http://127.0.0.1:9"
         gunicorn, base = start_gunicorn("bench._app:app", env, a.workers, log)
         client = redis.Redis.from_url(url)
         try:
@@ -349,7 +358,7 @@ def main() -> int:
                 client.memory_usage(k) or 0 for k in client.scan_iter(f"{PREFIX}*", count=1000)
             )
             acked = cast(list[bytes], hook["acked"]) + cast(list[bytes], steady["acked"])
-            check = verify(client, url, acked)
+            check = verify(client, url, acked, per_sync=2 if a.lineage else 1)
         finally:
             stop_group(gunicorn, timeout=15)
 

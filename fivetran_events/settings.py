@@ -202,6 +202,15 @@ class Settings(HistoryDefaults):
     #: finds it. Records not delivered stay the retry window plus this long.
     forward_keep_delivered_hours: float = Field(default=72.0, gt=0)
 
+    # --- OpenLineage (webhook_app/lineage.py) ------------------------------------------
+    #: Send every sync as an OpenLineage run: ``auto`` (on when the OpenLineage client
+    #: finds a transport: OPENLINEAGE_URL, OPENLINEAGE_CONFIG, OPENLINEAGE__TRANSPORT__*
+    #: or an openlineage.yml), ``on`` or ``off``. The client reads its own configuration.
+    lineage: Literal["auto", "on", "off"] = "auto"
+    #: The OpenLineage job namespace of a connector's runs; {group_id} and {connector_id}
+    #: are filled in. The job's name is the connector id.
+    lineage_namespace: str = "fivetran://{group_id}"
+
     # --- Fivetran's REST API (fivetran_events.fivetran_api) ---------------------------
     #: The API key of a Fivetran user or system key (REST API: Basic auth's user name).
     fivetran_api_key: SecretStr | None = None
@@ -217,6 +226,17 @@ class Settings(HistoryDefaults):
     @classmethod
     def _template(cls, value: str) -> str:
         return check_template(value)
+
+    @field_validator("lineage_namespace")
+    @classmethod
+    def _lineage_namespace(cls, value: str) -> str:
+        try:
+            value.format(connector_id="c", group_id="g")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"only {{group_id}} and {{connector_id}} may be filled in ({exc})"
+            ) from None
+        return value
 
     @field_validator("airflow_url")
     @classmethod

@@ -43,14 +43,17 @@ class WorkerProcess:
         name: str = "worker",
         *,
         args: tuple[str, ...] = (),
+        environ: dict[str, str] | None = None,
         **extra: Any,
     ) -> None:
+        """``extra``: FIVETRAN_EVENTS_* settings; ``environ``: other variables as given
+        (e.g. OPENLINEAGE_URL)."""
         self.log_path = log_dir / f"{name}.log"
         exe = Path(sys.executable).parent / "fivetran-events"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [str(exe), "worker", "--sweep-interval", "0.2", *args],
-                env=worker_env(settings, **extra),
+                env={**worker_env(settings, **extra), **(environ or {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

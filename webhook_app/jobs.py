@@ -15,26 +15,53 @@ from typing import Any
 from rq import Queue, SimpleWorker
 from rq.job import Job, get_current_job
 
-from fivetran_events import Settings, load_settings
+from fivetran_events import ConfigurationError, Settings, load_settings
 from fivetran_events.uris import UriMap
 
 from . import logs
 from .airflow_client import AirflowClient
 from .forwarding.enqueue import Enqueuer, delivery_store
 from .forwarding.worker import Forwarder
+from .lineage import lineage_enabled
 
 
 def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
-    """Build a Forwarder from ``settings`` (without Airflow: replay and listings only)."""
+    """Build a Forwarder from ``settings`` (without Airflow: replay and listings only).
+
+    With OpenLineage on (``lineage.lineage_enabled``) a worker also sends lineage, and
+    needs no Airflow URL for it: then it forwards nothing to Airflow.
+    """
     client = settings.redis_client()
     store = delivery_store(settings, client)
+    lineage = lineage_enabled(settings)
+    sender = None
+    if with_airflow and lineage:
+        sender = lineage_sender(settings)
+    airflow = None
+    if with_airflow and (settings.airflow_url or not lineage):
+        airflow = AirflowClient.from_settings(settings)
     return Forwarder(
         settings,
         store,
-        Enqueuer(settings, store, UriMap.from_settings(settings)),
+        Enqueuer(settings, store, UriMap.from_settings(settings), lineage=lineage),
         Queue(settings.queue_name, connection=client),
-        AirflowClient.from_settings(settings) if with_airflow else None,
+        airflow,
+        lineage=sender,
     )
+
+
+def lineage_sender(settings: Settings) -> Any:
+    """Build the OpenLineage sender; a clear error when the ``lineage`` extra is missing."""
+    try:
+        from .forwarding.lineage import LineageSender
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"OpenLineage is on but its client is not installed ({exc}): "
+            "pip install 'fivetran-events[lineage]', or set FIVETRAN_EVENTS_LINEAGE=off"
+        ) from None
+    # The run's outputs: none until the destination's tables are cached (issue #24's
+    # per-table assets); then table_outputs(partial(destination_tables, client, prefix)).
+    return LineageSender.from_settings(settings)
 
 
 class ForwardingJob(Job):

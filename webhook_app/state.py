@@ -12,6 +12,7 @@ from fivetran_events.uris import UriMap
 
 from .forwarding import Enqueuer
 from .forwarding.enqueue import delivery_store
+from .lineage import lineage_enabled
 
 EXTENSION = "fivetran_events"
 
@@ -35,7 +36,10 @@ class State:
             # The web process only creates deliveries, due now; workers queue their RQ
             # jobs and talk to Airflow.
             enqueuer=Enqueuer(
-                settings, delivery_store(settings, client), UriMap.from_settings(settings)
+                settings,
+                delivery_store(settings, client),
+                UriMap.from_settings(settings),
+                lineage=lineage_enabled(settings),
             ),
         )
 
@@ -54,7 +58,7 @@ class State:
         (turning forwarding on later forwards the past only when asked: ``replay
         --since``).
         """
-        return self.enqueuer if self.forwarding else None
+        return self.enqueuer if self.forwarding or self.enqueuer.lineage else None
 
 
 def state() -> State:

@@ -63,12 +63,26 @@ class OnSuccess(Protocol):
     Calling the object returns those keys and arguments for one event. The webhook app's
     creates the deliveries, due now, and wakes the sweepers that queue their RQ jobs
     (webhook_app/forwarding/enqueue.py).
+
+    An object whose ``every_sync`` attribute is true is called for every sync_start and
+    sync_end, not only for successes (the webhook app's, when it sends OpenLineage runs:
+    a start and a failure are transitions too); it returns no keys for an event it has
+    nothing to add for.
     """
 
     @property
     def lua(self) -> str: ...
 
     def __call__(self, event: Event) -> tuple[Sequence[str], Sequence[EncodableT]]: ...
+
+
+#: The events an ``every_sync`` OnSuccess is called for.
+SYNC_KINDS = (EventKind.SYNC_START, EventKind.SYNC_END)
+
+
+def wants_every_sync(on_success: OnSuccess) -> bool:
+    """Whether ``on_success`` adds to every sync event's write, not only a success's."""
+    return bool(getattr(on_success, "every_sync", False))
 
 
 class HistoryWriter:
@@ -128,7 +142,7 @@ class HistoryWriter:
         chunk = ""
         if on_success is not None:
             chunk = on_success.lua
-            if event.is_success:
+            if event.is_success or (event.kind in SYNC_KINDS and wants_every_sync(on_success)):
                 extra_keys, extra_args = on_success(event)
         script = self._scripts.get(chunk)
         if script is None:

@@ -128,7 +128,7 @@ def worker(
     concurrency: int,
     as_json: bool,
 ) -> None:
-    """Run RQ workers that forward successful syncs to Airflow.
+    """Run RQ workers that forward successful syncs to Airflow and send OpenLineage runs.
 
     With --concurrency N (N > 1) this process supervises N worker processes, so one slow
     answer from Airflow holds up one delivery, not the ones queued behind it; it serves

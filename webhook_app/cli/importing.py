@@ -171,7 +171,7 @@ def import_log(
     if forward:
         state = State.from_settings(s)
         on_success = state.on_success
-        if on_success is None:
+        if on_success is None or not state.forwarding:
             raise click.UsageError(
                 "--forward needs FIVETRAN_EVENTS_AIRFLOW_URL: there is no Airflow to forward to"
             )

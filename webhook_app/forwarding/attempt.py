@@ -46,6 +46,7 @@ from fivetran_events.timeutil import iso
 from .. import metrics
 from ..airflow_client import AirflowClient, AirflowEvent, lookup_window_start
 from ..airflow_errors import AirflowRejected, AirflowUnavailable, AssetNotFound
+from ..lineage import is_lineage
 from .store import DeliveryStore
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ class Parts(Protocol):
     redis: redis.Redis
     store: DeliveryStore
     airflow: AirflowClient | None
+    #: The OpenLineage sender (``forwarding/lineage.LineageSender``); None: lineage off.
+    lineage: Any
     clock: Callable[[], int]
     rng: Callable[[], float]
     lease_ms: int
@@ -171,6 +174,15 @@ def _attempt_locked(fw: Parts, did: str) -> AttemptResult:
         if d is None:
             return AttemptResult(did, AttemptOutcome.MISSING)
         return AttemptResult(did, AttemptOutcome.FINAL, reason=f"already {d.state.value}")
+    if is_lineage(d.uri):  # an OpenLineage event, not an Airflow dataset (lineage.py)
+        if fw.lineage is None:
+            raise RuntimeError(
+                "an OpenLineage delivery, but this worker sends no lineage: set "
+                "OPENLINEAGE_URL (or FIVETRAN_EVENTS_LINEAGE=on with an openlineage.yml)"
+            )
+        # The sender attempts it (forwarding/lineage.py, which uses this module's
+        # outcomes): this module never imports the OpenLineage client.
+        return fw.lineage.attempt(fw, d)  # type: ignore[no-any-return]
     if fw.airflow is None:
         raise RuntimeError("forwarding needs FIVETRAN_EVENTS_AIRFLOW_URL")
     airflow = fw.airflow
@@ -220,6 +232,21 @@ def _attempt_locked(fw: Parts, did: str) -> AttemptResult:
         return _give_up(fw, d, DeliveryState.FAILED, str(exc), clear_mark=resolved)
     except (AirflowUnavailable, ReplicasShort) as exc:
         return _retry(fw, d, exc, _after_failure(fw, d, posting, exc.maybe_sent, resolved))
+
+
+class LineageUnavailable(Exception):
+    """The OpenLineage transport failed in a way that may pass (no answer, 5xx, 429)."""
+
+    maybe_sent = False
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"OpenLineage receiver unavailable: {type(cause).__name__}: {cause}")
+        response = getattr(cause, "response", None)
+        raw = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
+        try:
+            self.retry_after: float | None = float(raw) if raw is not None else None
+        except ValueError:
+            self.retry_after = None
 
 
 class ReplicasShort(Exception):
@@ -383,7 +410,10 @@ def backoff_seconds(fw: Parts, attempts: int, retry_after: float | None) -> floa
 
 
 def _retry(
-    fw: Parts, d: Delivery, exc: AirflowUnavailable | ReplicasShort, settles: int | None
+    fw: Parts,
+    d: Delivery,
+    exc: AirflowUnavailable | ReplicasShort | LineageUnavailable,
+    settles: int | None,
 ) -> AttemptResult:
     now = fw.clock()
     attempts = int(fw.redis.hget(fw.store.key(d.id), "attempts") or 1)

@@ -23,6 +23,7 @@ from fivetran_events.keys import deliveries_key, due_key, sweep_wake_key, sync_d
 from fivetran_events.timeutil import now_ms
 from fivetran_events.uris import UriMap
 
+from ..lineage import targets as lineage_targets
 from ._lua import CREATE, CREATE_CHUNK
 from .store import DeliveryStore
 
@@ -118,9 +119,21 @@ class Enqueuer:
         *,
         clock: Callable[[], int] = now_ms,
         trim_every: int = TRIM_EVERY,
+        airflow: bool | None = None,
+        lineage: bool = False,
     ) -> None:
-        """``trim_every``: one sync in this many trims the listing and the state indexes."""
+        """``trim_every``: one sync in this many trims the listing and the state indexes.
+
+        ``airflow``: successes get a delivery per dataset URI (default: when
+        ``FIVETRAN_EVENTS_AIRFLOW_URL`` is set); ``lineage``: every sync_start and
+        sync_end gets its OpenLineage delivery (``webhook_app/lineage.py``), so the
+        history writer calls this for every sync event (``every_sync``).
+        """
         self.settings = settings
+        self.airflow = settings.airflow_url is not None if airflow is None else airflow
+        self.lineage = lineage
+        #: Read by the history writer (``OnSuccess``): called for starts and failures too.
+        self.every_sync = lineage
         self.store = store
         self.uri_map = uri_map
         self.clock = clock
@@ -137,8 +150,14 @@ class Enqueuer:
     def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
         """Return the keys and arguments that create the deliveries of a successful sync,
         in the script that records it (``lua``): all of it is written with the history or
-        none of it is."""
-        return self._parts(event, self.clock(), self._uris(event))
+        none of it is. With lineage, also a start's or an end's OpenLineage delivery; an
+        event with no delivery adds nothing."""
+        targets = self._uris(event) if self.airflow and event.is_success else []
+        if self.lineage:
+            targets += lineage_targets(event)
+        if not targets:
+            return [], []
+        return self._parts(event, self.clock(), targets)
 
     def create(self, event: Event, uri: str, now: int) -> str:
         """Create one delivery of ``event`` to ``uri`` (kept if it exists), due now, and

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import redis
 from rq import Queue
@@ -89,7 +90,8 @@ class Forwarder:
     """Make forwarding attempts, schedule retries, sweep due deliveries, replay.
 
     It has a delivery store, an enqueuer (to create deliveries), the RQ queue its sweeps
-    fill and an Airflow client (None: replay and listings only). The clock and the
+    fill, an Airflow client (None: replay and listings only, or lineage alone) and an
+    OpenLineage sender (None: lineage off). The clock and the
     jitter are read at each call, so a test can swap them.
     """
 
@@ -103,12 +105,16 @@ class Forwarder:
         *,
         clock: Callable[[], int] = now_ms,
         rng: Callable[[], float] = random.random,
+        lineage: Any = None,
     ) -> None:
+        """``lineage``: the OpenLineage sender (``forwarding/lineage.LineageSender``) that
+        lineage deliveries go out with; None when lineage is off."""
         self.settings = settings
         self.store = store
         self.enqueuer = enqueuer
         self.queue = queue
         self.airflow = airflow
+        self.lineage = lineage
         self.redis = store.client
         self.clock = clock
         self.rng = rng

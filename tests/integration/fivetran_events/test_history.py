@@ -43,6 +43,13 @@ incr_h = LuaHook(
 )
 
 
+@dataclass(frozen=True)
+class EverySyncHook(LuaHook):
+    """A LuaHook that asks to run for every sync_start and sync_end (as lineage does)."""
+
+    every_sync: bool = True
+
+
 def members(client: redis.Redis, key: str) -> list[bytes]:
     return cast("list[bytes]", client.zrange(key, 0, -1))
 
@@ -300,3 +307,20 @@ class TestStartedAfterPaging:
             w.record(ev(sync_id=f"n{i}", created=at(25)), now=to_ms(at(25)))
         assert client.zcount(keys.ok, "-inf", to_ms(at(1))) == 0  # "old" is gone
         assert client.zcard(keys.ok) == 200
+
+
+class TestEverySync:
+    def test_hook_runs_for_starts_and_failures_only_when_it_asks(
+        self, writer: HistoryWriter, client: redis.Redis
+    ) -> None:
+        """An every_sync hook adds to each sync event's script; another to successes only."""
+        every = EverySyncHook(push_job.lua, push_job.parts)
+        writer.record(ev("sync_start", sync_id="s1", created=at(2)), on_success=every)
+        writer.record(ev(sync_id="s1", created=at(3), status="FAILURE"), on_success=every)
+        writer.record(ev(sync_id="s1", created=at(3), status="FAILURE"), on_success=every)
+        writer.record(ev("pause_connector", created=at(4)), on_success=every)
+        assert client.lrange("test:jobs", 0, -1) == [b"s1", b"s1"]  # the duplicate adds none
+        writer.record(ev("sync_start", sync_id="s2", created=at(5)), on_success=push_job)
+        writer.record(ev(sync_id="s2", created=at(6), status="FAILURE"), on_success=push_job)
+        writer.record(ev(sync_id="s3", created=at(7)), on_success=push_job)
+        assert client.lrange("test:jobs", 0, -1) == [b"s1", b"s1", b"s3"]

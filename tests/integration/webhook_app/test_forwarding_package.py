@@ -27,22 +27,32 @@ from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 pytestmark = pytest.mark.timeout(60)
 
-#: Modules only a worker needs: the HTTP client and the attempt logic.
-WORKER_SIDE = ("requests", "webhook_app.airflow_client", "webhook_app.forwarding.attempt")
+#: Modules only a worker needs: the HTTP clients and the attempt logic (OpenLineage's too).
+WORKER_SIDE = (
+    "requests",
+    "webhook_app.airflow_client",
+    "webhook_app.forwarding.attempt",
+    "openlineage",
+    "webhook_app.forwarding.lineage",
+)
 
 
 class TestWebProcessImports:
     def test_the_app_and_a_recorded_success_load_no_worker_side(self, redis_url: str) -> None:
-        """The web process creates deliveries without ever loading an HTTP client."""
+        """The web process creates deliveries, OpenLineage's too, without ever loading an
+        HTTP client or the OpenLineage client."""
         code = f"""
 import sys
 from testkit.support import payload, signed, SECRET
 from webhook_app import create_app
 app = create_app(redis_url={redis_url!r}, webhook_secrets=[SECRET],
-                 airflow_url="http://127.0.0.1:9", key_prefix="imports:")
-raw, headers = signed(payload(sync_id="imports"))
-resp = app.test_client().post("/webhooks/fivetran", data=raw, headers=headers)
-assert resp.status_code == 200, resp.get_json()
+                 airflow_url="http://127.0.0.1:9", key_prefix="imports:", lineage="on")
+for body in (payload("sync_start", sync_id="imports"), payload(sync_id="imports")):
+    raw, headers = signed(body)
+    resp = app.test_client().post("/webhooks/fivetran", data=raw, headers=headers)
+    assert resp.status_code == 200, resp.get_json()
+import redis
+assert redis.Redis.from_url({redis_url!r}).zcard("imports:fwd:due") == 3
 print(sorted(m for m in {WORKER_SIDE!r} if m in sys.modules))
 """
         out = subprocess.run(

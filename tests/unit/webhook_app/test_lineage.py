@@ -1,0 +1,258 @@
+"""OpenLineage: transitions, run ids, job names, the events built, and their validity."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openlineage.client.serde import Serde
+
+from fivetran_events import ConfigurationError, Settings, load_settings
+from fivetran_events.deliveries import Delivery
+from fivetran_events.model import SOURCE_IMPORTED, SOURCE_RECONCILED, EventKind
+from testkit.openlineage_receiver import schema_errors
+from testkit.support import ev
+from webhook_app.forwarding.lineage import PRODUCER, build_event, no_outputs, table_outputs
+from webhook_app.lineage import (
+    event_type,
+    is_lineage,
+    job_namespace,
+    lineage_enabled,
+    run_id,
+    target_type,
+    targets,
+)
+
+SETTINGS = Settings()
+
+
+def record(target: str, status: str = "SUCCESSFUL", **fields: str) -> Delivery:
+    """A lineage delivery's record, as the webhook's script writes it."""
+    base = {
+        "connector_id": "assimilate_seem",
+        "sync_id": "b4703f73-6315-4e22-8d7a-3bfb18b2fed2",
+        "uri": target,
+        "connector_name": "ftar_pg",
+        "connector_type": "google_cloud_postgresql",
+        "group_id": "inappropriate_implode",
+        "status": status,
+        "ended_ms": "1779408368638",
+        "received_ms": "1779408368700",
+    }
+    return Delivery("assimilate_seem:b4703f73:x", {**base, **fields})
+
+
+def as_json(d: Delivery, outputs: Any = no_outputs) -> dict[str, Any]:
+    """The event of ``d`` as the client puts it on the wire."""
+    return json.loads(Serde.to_json(build_event(d, SETTINGS.lineage_namespace, outputs)))  # type: ignore[no-any-return]
+
+
+class TestTransitions:
+    @pytest.mark.parametrize(
+        ("status", "expected"),
+        [
+            ("SUCCESSFUL", "COMPLETE"),
+            ("FAILURE", "FAIL"),
+            ("FAILURE_WITH_TASK", "FAIL"),
+            ("FAILED", "FAIL"),
+            ("CANCELED", "ABORT"),
+            ("RESCHEDULED", "OTHER"),
+            ("SOMETHING_NEW", "OTHER"),
+        ],
+    )
+    def test_sync_end_status_maps_to_run_state(self, status: str, expected: str) -> None:
+        """Success completes, failures fail, a cancel aborts, the rest leaves the run open."""
+        assert event_type(EventKind.SYNC_END, status) == expected
+
+    def test_sync_start_is_start(self) -> None:
+        assert targets(ev("sync_start", sync_id="s")) == ["openlineage:START"]
+
+    def test_end_targets_name_their_type(self) -> None:
+        """One delivery per transition; an OTHER keeps its status so two differ."""
+        assert targets(ev(sync_id="s")) == ["openlineage:COMPLETE"]
+        assert targets(ev(sync_id="s", status="FAILURE")) == ["openlineage:FAIL"]
+        assert targets(ev(sync_id="s", status="RESCHEDULED")) == ["openlineage:OTHER:RESCHEDULED"]
+        assert target_type("openlineage:OTHER:RESCHEDULED") == "OTHER"
+
+    def test_other_events_and_the_past_send_nothing(self) -> None:
+        """Lifecycle events, test events and an import of the LOG table's past make no runs."""
+        assert targets(ev("pause_connector")) == []
+        assert targets(ev("test_event")) == []
+        imported = ev(sync_id="s")
+        object.__setattr__(imported, "source", SOURCE_IMPORTED)
+        assert targets(imported) == []
+        reconciled = ev(sync_id="s")
+        object.__setattr__(reconciled, "source", SOURCE_RECONCILED)
+        assert targets(reconciled) == ["openlineage:COMPLETE"]
+
+    def test_targets_are_never_dataset_uris(self) -> None:
+        assert is_lineage("openlineage:START")
+        assert not is_lineage("fivetran://connector/assimilate_seem")
+
+
+class TestRunId:
+    def test_deterministic_uuid5_of_connector_and_sync(self) -> None:
+        """START and COMPLETE, built by any worker at any time, share one run id."""
+        a = run_id("c1", "s1")
+        assert a == run_id("c1", "s1")
+        assert uuid.UUID(a).version == 5
+        assert a != run_id("c1", "s2")
+        assert a != run_id("c2", "s1")
+
+    def test_start_and_end_events_share_it(self) -> None:
+        start = as_json(record("openlineage:START", status=""))
+        end = as_json(record("openlineage:COMPLETE"))
+        assert start["run"]["runId"] == end["run"]["runId"]
+        assert start["job"] == end["job"]
+
+
+class TestJob:
+    def test_namespace_is_the_destination_group_and_name_the_connector(self) -> None:
+        event = as_json(record("openlineage:COMPLETE"))
+        assert event["job"]["namespace"] == "fivetran://inappropriate_implode"
+        assert event["job"]["name"] == "assimilate_seem"
+        assert event["job"]["facets"]["jobType"]["integration"] == "FIVETRAN"
+
+    def test_unknown_group_falls_back(self) -> None:
+        assert job_namespace("fivetran://{group_id}", "c", "") == "fivetran://default"
+
+    def test_template_with_unknown_field_is_refused(self) -> None:
+        with pytest.raises(ConfigurationError, match="LINEAGE_NAMESPACE"):
+            load_settings(lineage_namespace="fivetran://{account}")
+
+
+class TestEvent:
+    @pytest.mark.parametrize(
+        ("target", "status"),
+        [
+            ("openlineage:START", ""),
+            ("openlineage:COMPLETE", "SUCCESSFUL"),
+            ("openlineage:FAIL", "FAILURE"),
+            ("openlineage:ABORT", "CANCELED"),
+            ("openlineage:OTHER:RESCHEDULED", "RESCHEDULED"),
+        ],
+    )
+    def test_every_event_is_valid_openlineage(self, target: str, status: str) -> None:
+        """Each type validates against the spec's RunEvent and each facet's schema."""
+        event = as_json(record(target, status=status))
+        assert schema_errors(event) == []
+        assert event["eventType"] == target_type(target)
+        assert event["producer"] == PRODUCER
+
+    def test_facet_carries_connector_type_sync_id_and_status(self) -> None:
+        facet = as_json(record("openlineage:FAIL", status="FAILURE"))["run"]["facets"][
+            "fivetran_sync"
+        ]
+        assert facet["connectorType"] == "google_cloud_postgresql"
+        assert facet["syncId"] == "b4703f73-6315-4e22-8d7a-3bfb18b2fed2"
+        assert facet["status"] == "FAILURE"
+        assert facet["_producer"] == PRODUCER
+        assert facet["_schemaURL"].startswith("urn:fivetran-events:schema:FivetranSyncRunFacet")
+
+    def test_details_from_the_history_go_in_the_facet(self) -> None:
+        """A failure's reason and task type and the sync's start, valid against our schema."""
+        details = {
+            "startedAt": "2026-05-22T00:01:00.000Z",
+            "failureReason": "permission denied",
+            "taskType": "reconnect",
+        }
+        d = record("openlineage:FAIL", status="FAILURE_WITH_TASK")
+        event = json.loads(Serde.to_json(build_event(d, "fivetran://{group_id}", details=details)))
+        assert schema_errors(event) == []
+        facet = event["run"]["facets"]["fivetran_sync"]
+        assert {k: facet[k] for k in details} == details
+        event["run"]["facets"]["fivetran_sync"]["startedAt"] = "yesterday"
+        assert any("startedAt" in e for e in schema_errors(event))
+
+    def test_event_time_is_the_events_own(self) -> None:
+        """The time Fivetran gave the start or end, not when the worker sent it."""
+        assert as_json(record("openlineage:COMPLETE"))["eventTime"] == "2026-05-22T00:06:08.638Z"
+
+    def test_outputs_are_the_known_tables(self) -> None:
+        tables = [("postgres://db:5432", "analytics.salesforce.account")]
+        event = as_json(record("openlineage:COMPLETE"), outputs=lambda c: tables)
+        assert [(o["namespace"], o["name"]) for o in event["outputs"]] == tables
+        assert schema_errors(event) == []
+
+    def test_no_known_tables_no_outputs(self) -> None:
+        assert as_json(record("openlineage:COMPLETE"))["outputs"] == []
+
+    def test_destination_tables_become_outputs(self) -> None:
+        """The per-table cache's answer (objects with namespace and name, or None) fits."""
+
+        @dataclass(frozen=True)
+        class Table:
+            schema: str
+            table: str
+            namespace: str
+            name: str
+            uri: str
+
+        cached = {"assimilate_seem": [Table("s", "t", "postgres://db:5432", "a.s.t", "x")]}
+        outputs = table_outputs(cached.get)
+        assert outputs("assimilate_seem") == [("postgres://db:5432", "a.s.t")]
+        assert outputs("unknown") is None
+        event = as_json(record("openlineage:COMPLETE"), outputs=outputs)
+        assert event["outputs"][0]["name"] == "a.s.t"
+
+
+class TestValidatorCatchesFaults:
+    """The receiver's validation can fail: each planted fault is named."""
+
+    def test_unknown_event_type(self) -> None:
+        event = as_json(record("openlineage:COMPLETE"))
+        event["eventType"] = "DONE"
+        assert any("eventType" in e for e in schema_errors(event))
+
+    def test_facet_without_required_field(self) -> None:
+        event = as_json(record("openlineage:COMPLETE"))
+        del event["run"]["facets"]["fivetran_sync"]["syncId"]
+        assert any("syncId" in e for e in schema_errors(event))
+
+    def test_facet_without_producer(self) -> None:
+        event = as_json(record("openlineage:COMPLETE"))
+        del event["job"]["facets"]["jobType"]["_producer"]
+        assert any("_producer" in e for e in schema_errors(event))
+
+    def test_run_id_not_a_uuid(self) -> None:
+        event = as_json(record("openlineage:COMPLETE"))
+        event["run"]["runId"] = "assimilate_seem:s1"
+        assert any("runId" in e for e in schema_errors(event))
+
+    def test_facet_of_unknown_schema(self) -> None:
+        event = as_json(record("openlineage:COMPLETE"))
+        event["run"]["facets"]["fivetran_sync"]["_schemaURL"] = "https://example.invalid/x.json"
+        assert any("unknown _schemaURL" in e for e in schema_errors(event))
+
+
+class TestEnabled:
+    def test_off_and_on_decide(self, tmp_path: Path) -> None:
+        env = {"OPENLINEAGE_URL": "http://127.0.0.1:5000"}
+        assert not lineage_enabled(Settings(lineage="off"), env, tmp_path, tmp_path)
+        assert lineage_enabled(Settings(lineage="on"), {}, tmp_path, tmp_path)
+
+    @pytest.mark.parametrize(
+        "env",
+        [
+            {"OPENLINEAGE_URL": "http://127.0.0.1:5000"},
+            {"OPENLINEAGE_CONFIG": "/etc/openlineage.yml"},
+            {"OPENLINEAGE__TRANSPORT__TYPE": "console"},
+        ],
+    )
+    def test_auto_follows_the_clients_configuration(
+        self, env: dict[str, str], tmp_path: Path
+    ) -> None:
+        assert lineage_enabled(SETTINGS, env, tmp_path, tmp_path)
+
+    def test_auto_off_without_configuration_or_when_disabled(self, tmp_path: Path) -> None:
+        assert not lineage_enabled(SETTINGS, {}, tmp_path, tmp_path)
+        disabled = {"OPENLINEAGE_URL": "http://x", "OPENLINEAGE_DISABLED": "true"}
+        assert not lineage_enabled(SETTINGS, disabled, tmp_path, tmp_path)
+
+    def test_auto_finds_openlineage_yml(self, tmp_path: Path) -> None:
+        (tmp_path / "openlineage.yml").write_text("transport:\n  type: console\n")
+        assert lineage_enabled(SETTINGS, {}, tmp_path, tmp_path / "home")

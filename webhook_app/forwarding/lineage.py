@@ -1,0 +1,263 @@
+"""The worker's half of OpenLineage: build a sync's run event, send it, record the outcome.
+
+A lineage delivery (``webhook_app/lineage.py``) is attempted under the same lease as a
+dataset delivery (``attempt.attempt`` holds it and hands over here): the event is built
+from the delivery record alone, so every attempt sends the same event (same run id,
+event type and time), and sent with ``openlineage-python``'s client, which reads its own
+configuration (``OPENLINEAGE_URL``, ``openlineage.yml``, ``OPENLINEAGE__TRANSPORT__*``),
+so every transport it offers works. An end waits while its sync's START is still being
+delivered, so a receiver sees START first; an end without a START (a lost
+``sync_start``) is sent alone, a valid run of one event.
+
+Outcomes as for Airflow: a connection error, a timeout, 5xx or 429 retries with the
+forwarding backoff (the client's own HTTP retries come first); another 4xx is recorded
+as failed with the receiver's answer. A POST whose answer was lost may reach the
+receiver twice, as the same event: OpenLineage consumers key runs by run id and type.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attr
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import RunFacet, job_type_job
+
+from fivetran_events import Settings, __version__, decode_completion
+from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
+from fivetran_events.keys import ConnectorKeys, delivery_id, due_key
+from fivetran_events.timeutil import iso
+
+from .. import metrics
+from ..lineage import TARGET_PREFIX, job_namespace, run_id, target_type
+from .attempt import AttemptOutcome, AttemptResult, LineageUnavailable, _finish, _give_up, _retry
+
+if TYPE_CHECKING:
+    from .attempt import Parts
+
+log = logging.getLogger(__name__)
+
+#: Who made the events (the spec's ``producer``: a URI).
+PRODUCER = f"urn:fivetran-events:{__version__}"
+#: The custom run facet's JSON schema (docs/schemas/FivetranSyncRunFacet.json ships
+#: it; the URN names its version).
+FACET_SCHEMA_URL = (
+    "urn:fivetran-events:schema:FivetranSyncRunFacet:1-0-0#/$defs/FivetranSyncRunFacet"
+)
+#: How long an end waits for its START's delivery before it looks again, in ms.
+START_FIRST_MS = 1000
+
+#: Table names of a connector: (namespace, name) pairs of OpenLineage datasets, or None
+#: when nothing is known (then a run has no outputs).
+Outputs = Callable[[str], "list[tuple[str, str]] | None"]
+
+
+def no_outputs(connector_id: str) -> list[tuple[str, str]] | None:
+    """Know no tables (until the destination's tables are cached)."""
+    return None
+
+
+class NamedTable(Protocol):
+    """A destination table as ``fivetran_events.destinations.DestinationTable`` has it."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+def table_outputs(tables: Callable[[str], Sequence[NamedTable] | None]) -> Outputs:
+    """Turn a connector's cached destination tables (None: not known) into ``Outputs``,
+    e.g. ``table_outputs(functools.partial(destination_tables, client, prefix))``."""
+
+    def outputs(connector_id: str) -> list[tuple[str, str]] | None:
+        found = tables(connector_id)
+        return None if found is None else [(t.namespace, t.name) for t in found]
+
+    return outputs
+
+
+@attr.define
+class FivetranSyncRunFacet(RunFacet):
+    """What Fivetran said of the sync: its connector, sync id and status."""
+
+    connectorId: str
+    syncId: str
+    connectorName: str | None = attr.field(default=None)
+    connectorType: str | None = attr.field(default=None)
+    groupId: str | None = attr.field(default=None)
+    status: str | None = attr.field(default=None)
+    startedAt: str | None = attr.field(default=None)
+    failureReason: str | None = attr.field(default=None)
+    taskType: str | None = attr.field(default=None)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return FACET_SCHEMA_URL
+
+
+def sync_details(client: Any, prefix: str, d: Delivery) -> dict[str, str]:
+    """Read what the history holds of an end beyond the delivery record: when the sync
+    started, and a failure's reason and task type (one round trip; none for a START)."""
+    kind = target_type(d.uri)
+    ended = d.ms("ended_ms")
+    if kind == "START" or ended is None:
+        return {}
+    f = d.fields
+    keys = ConnectorKeys(prefix, f["connector_id"])
+    key = {"COMPLETE": keys.ok, "FAIL": keys.fail}.get(kind, keys.other)
+    pipe = client.pipeline(transaction=False)
+    pipe.zrangebyscore(key, ended, ended, withscores=True)
+    pipe.zscore(keys.starts, f["sync_id"])
+    rows, first_start = pipe.execute()
+    ends = [decode_completion(m, score) for m, score in rows]
+    end = next((c for c in ends if c.sync_id == f["sync_id"]), None)
+    started = end.started_ms if end is not None and end.started_ms is not None else first_start
+    details = {
+        "startedAt": iso(int(started)) if started is not None else None,
+        "failureReason": end.reason if end is not None else None,
+        "taskType": end.task_type if end is not None else None,
+    }
+    return {k: v for k, v in details.items() if v}
+
+
+def build_event(
+    d: Delivery,
+    namespace_template: str,
+    outputs: Outputs = no_outputs,
+    details: dict[str, str] | None = None,
+) -> RunEvent:
+    """Build the OpenLineage event of lineage delivery ``d`` (pure: the record and the
+    ``details`` read once from the history, ``sync_details``, decide it)."""
+    f = d.fields
+    details = details or {}
+    connector, sync = f["connector_id"], f["sync_id"]
+    kind = target_type(d.uri)
+    ms = d.ms("ended_ms") or d.ms("received_ms")  # the event's own time (start or end)
+    facets: dict[str, RunFacet] = {
+        "fivetran_sync": FivetranSyncRunFacet(
+            connectorId=connector,
+            syncId=sync,
+            connectorName=f.get("connector_name") or None,
+            connectorType=f.get("connector_type") or None,
+            groupId=f.get("group_id") or None,
+            status=f.get("status") or None,
+            startedAt=details.get("startedAt"),
+            failureReason=details.get("failureReason"),
+            taskType=details.get("taskType"),
+            producer=PRODUCER,
+        )
+    }
+    job_facets = {
+        "jobType": job_type_job.JobTypeJobFacet(
+            processingType="BATCH", integration="FIVETRAN", jobType="SYNC", producer=PRODUCER
+        )
+    }
+    return RunEvent(
+        eventType=RunState[kind],
+        eventTime=iso(ms) or "",
+        run=Run(runId=run_id(connector, sync), facets=facets),
+        job=Job(
+            namespace=job_namespace(namespace_template, connector, f.get("group_id") or ""),
+            name=connector,
+            facets=job_facets,  # type: ignore[arg-type]
+        ),
+        inputs=[],
+        outputs=[OutputDataset(namespace=ns, name=name) for ns, name in outputs(connector) or []],
+        producer=PRODUCER,
+    )
+
+
+@dataclass
+class LineageSender:
+    """The OpenLineage client a worker sends with, and what names a connector's tables."""
+
+    client: Any  # OpenLineageClient, or a stand-in with its ``emit``
+    namespace_template: str
+    outputs: Outputs = field(default=no_outputs)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, outputs: Outputs = no_outputs) -> LineageSender:
+        """Build the client from its own configuration (``OpenLineageClient()``).
+
+        With ``FIVETRAN_EVENTS_LINEAGE=on`` and no configuration the client prints each
+        event to the worker's log (its console fallback).
+        """
+        return cls(OpenLineageClient(), settings.lineage_namespace, outputs)
+
+    def event(self, d: Delivery, details: dict[str, str] | None = None) -> RunEvent:
+        return build_event(d, self.namespace_template, self.outputs, details)
+
+    def attempt(self, fw: Parts, d: Delivery) -> AttemptResult:
+        """Attempt lineage delivery ``d`` (``attempt.attempt`` holds its lease)."""
+        return attempt_lineage(fw, d, self)
+
+
+def attempt_lineage(fw: Parts, d: Delivery, sender: LineageSender) -> AttemptResult:
+    """Send lineage delivery ``d`` (its lease held by ``attempt.attempt``)."""
+    now = fw.clock()
+    kind = target_type(d.uri)
+    due = due_key(fw.settings.key_prefix)
+    if kind != "START":
+        start_id = delivery_id(
+            d.fields["connector_id"], d.fields["sync_id"], TARGET_PREFIX + "START"
+        )
+        start = fw.store.get(start_id)
+        if start is not None and start.state not in FINAL:
+            at = max(now + START_FIRST_MS, start.ms("next_attempt_ms") or 0)
+            fw.redis.zadd(due, {d.id: at})
+            metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
+            return AttemptResult(d.id, AttemptOutcome.NOT_DUE, due_in_s=(at - now) / 1000)
+    if d.state is DeliveryState.RETRYING and (d.ms("next_attempt_ms") or 0) > now:
+        at = d.ms("next_attempt_ms") or now
+        fw.redis.zadd(due, {d.id: at})
+        metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
+        return AttemptResult(d.id, AttemptOutcome.NOT_DUE, due_in_s=(at - now) / 1000)
+    # Read from the history once and kept on the record, so every attempt sends the
+    # same event.
+    details = json.loads(d.get("extra") or "null")
+    if details is None:
+        details = sync_details(fw.redis, fw.settings.key_prefix, d)
+    event = sender.event(d, details)
+    key = fw.store.key(d.id)
+    with fw.redis.pipeline(transaction=True) as pipe:
+        pipe.hincrby(key, "attempts", 1)
+        pipe.hsetnx(key, "first_attempt_ms", str(now))
+        pipe.hset(
+            key, mapping={"extra": json.dumps(details, sort_keys=True), "updated_ms": str(now)}
+        )
+        pipe.zadd(due, {d.id: now + fw.lease_ms})
+        pipe.execute()
+    try:
+        sender.client.emit(event)
+    except Exception as exc:
+        rejected = _rejected(exc)
+        if rejected is not None:
+            return _give_up(fw, d, DeliveryState.FAILED, rejected, clear_mark=True)
+        return _retry(fw, d, LineageUnavailable(exc), None)
+    _finish(
+        fw,
+        d,
+        DeliveryState.DELIVERED,
+        {"event_at": iso(fw.clock()) or "", "lineage_event": kind},
+        ["reason", "next_attempt_ms"],
+    )
+    metrics.FORWARD_OUTCOMES.labels(outcome="delivered").inc()
+    log.info("delivery %s: OpenLineage %s sent (run %s)", d.id, kind, event.run.runId)
+    return AttemptResult(d.id, AttemptOutcome.DELIVERED)
+
+
+def _rejected(exc: Exception) -> str | None:
+    """Return why the receiver refused the event for good (a 4xx but 429), else None."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 500 and status != 429:
+        body = (getattr(response, "text", "") or "")[:500]
+        return f"the OpenLineage receiver answered {status}: {body}".rstrip(": ")
+    return None
