@@ -94,3 +94,40 @@ class TestTemplate:
     def test_no_template_keeps_the_naming(self) -> None:
         t = name_table("postgres_warehouse", {"host": "h", "database": "d"}, "s", "t")
         assert templated([t], None, connector_id="c", group_id="g", service="p") == [t]
+
+
+class TestSettings:
+    def test_granularity_defaults_to_the_connector(self) -> None:
+        from fivetran_events.settings import Settings
+
+        assert Settings().asset_granularity == "connector"
+
+    @pytest.mark.parametrize("value", ["table", "both", "connector"])
+    def test_granularity_reads_the_environment(
+        self, monkeypatch: pytest.MonkeyPatch, value: str
+    ) -> None:
+        from fivetran_events.settings import Settings
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_ASSET_GRANULARITY", value)
+        assert Settings().asset_granularity == value
+
+    def test_an_unknown_granularity_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from pydantic import ValidationError
+
+        from fivetran_events.settings import Settings
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_ASSET_GRANULARITY", "column")
+        with pytest.raises(ValidationError, match="asset_granularity"):
+            Settings()
+
+    def test_a_table_template_with_an_unknown_field_is_refused(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The message names the fields a template may use."""
+        from pydantic import ValidationError
+
+        from fivetran_events.settings import Settings
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_TABLE_URI_TEMPLATE", "x://{database}/{table}")
+        with pytest.raises(ValidationError, match=r"\{schema\}"):
+            Settings()
