@@ -32,6 +32,7 @@ from .keys import tables_fresh_key, tables_key
 from .redis_url import as_text
 
 __all__ = [
+    "STALE_EVENTS",
     "DestinationTable",
     "destination_tables",
     "mark_stale",
@@ -55,6 +56,19 @@ MYSQL_SERVICES = frozenset(
     {"mysql_warehouse", "mysql_rds_warehouse", "aurora_warehouse", "azure_mysql_warehouse"}
 )
 BIGQUERY_SERVICES = frozenset({"big_query", "managed_big_query"})
+#: Events after which a connection's tables or their names may differ.
+STALE_EVENTS = frozenset(
+    {
+        "edit_connector",
+        "resync_table",
+        "resync_connector",
+        "create_connector",
+        "change_schema_config",
+        "schema_change",
+        "schema_config_change",
+        "update_schema_config",
+    }
+)
 #: Default ports, as the Airflow providers' handlers fill them in.
 _PORTS = {"postgres": 5432, "mysql": 3306, "redshift": 5439}
 

@@ -14,7 +14,14 @@ from collections.abc import Iterable
 
 import redis
 
-from .destinations import DestinationTable, name_table, store_tables, tables_fresh, templated
+from .destinations import (
+    STALE_EVENTS,
+    DestinationTable,
+    name_table,
+    store_tables,
+    tables_fresh,
+    templated,
+)
 from .fivetran_api import FivetranClient
 from .fivetran_records import enabled_tables
 from .settings import Settings
@@ -22,19 +29,6 @@ from .timeutil import now_ms
 
 __all__ = ["STALE_EVENTS", "refresh", "refresh_if_due"]
 
-#: Events after which a connection's tables or their names may differ.
-STALE_EVENTS = frozenset(
-    {
-        "edit_connector",
-        "resync_table",
-        "resync_connector",
-        "create_connector",
-        "change_schema_config",
-        "schema_change",
-        "schema_config_change",
-        "update_schema_config",
-    }
-)
 #: How long a list is kept past its freshness: used while Fivetran cannot be reached.
 KEEP_S = 7 * 86_400
 

@@ -16,6 +16,7 @@ from rq import Queue, SimpleWorker
 from rq.job import Job, get_current_job
 
 from fivetran_events import Settings, load_settings
+from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.uris import UriMap
 
 from . import logs
@@ -34,6 +35,11 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
         Enqueuer(settings, store, UriMap.from_settings(settings)),
         Queue(settings.queue_name, connection=client),
         AirflowClient.from_settings(settings) if with_airflow else None,
+        fivetran=(
+            FivetranClient.from_settings(settings)
+            if settings.fivetran_api_key and settings.fivetran_api_secret
+            else None
+        ),
     )
 
 
