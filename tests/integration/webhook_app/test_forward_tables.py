@@ -273,3 +273,45 @@ class TestForwardingPerTable:
         post_event(thttp, sync_id="s1")
         run_worker(tfw)
         assert sorted(p["dataset_uri"] for p in airflow2_standin.posts) == [ACCOUNT, OPPORTUNITY]
+
+
+class TestDatasetsCheck:
+    def test_lists_the_table_uris_and_the_dags_reading_them(
+        self,
+        thttp: Any,
+        tfw: Forwarder,
+        tsettings: Settings,
+        fivetran: FivetranStandIn,
+    ) -> None:
+        """The table list comes from Fivetran (none cached yet); a table no DAG reads is
+        listed without failing the check (only a connector's own URI can be MISSING)."""
+        import json
+
+        from click.testing import CliRunner
+
+        from testkit.worker_process import worker_env
+        from webhook_app.cli import main
+
+        post_event(thttp, event="sync_start")
+        env = worker_env(
+            tfw.settings,
+            asset_granularity="table",
+            fivetran_api_url=fivetran.url,
+            fivetran_api_key=TEST_API_KEY,
+            fivetran_api_secret=TEST_API_SECRET,
+        )
+        out = CliRunner().invoke(main, ["datasets", "check", "--json"], env=env)
+        assert out.exit_code == 0, out.output
+        rows = {r["table"]: r for r in json.loads(out.stdout)["datasets"]}
+        assert set(rows) == {"salesforce.account", "salesforce.lead", "salesforce.opportunity"}
+        assert rows["salesforce.opportunity"]["dags"] == ["forecast", "pipeline"]
+        assert rows["salesforce.lead"]["known_to_airflow"] is False
+        assert rows["salesforce.lead"]["uri"] == LEAD
+        text = CliRunner().invoke(main, ["datasets", "check"], env=env)
+        assert text.exit_code == 0
+        assert "daily_accounts" in text.output and ACCOUNT in text.output
+        # "both" adds the connector's own row, which exits 1 when Airflow lacks it
+        env["FIVETRAN_EVENTS_ASSET_GRANULARITY"] = "both"
+        out = CliRunner().invoke(main, ["datasets", "check", "--json"], env=env)
+        assert out.exit_code == 0
+        assert URI in [r["uri"] for r in json.loads(out.stdout)["datasets"]]
