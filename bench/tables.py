@@ -74,16 +74,18 @@ def run(
 ) -> dict[str, float]:
     client = redis.Redis.from_url(url)
     client.flushall()
-    settings = Settings(
-        redis_url=url,
-        key_prefix=PREFIX,
-        airflow_url=airflow.url,
-        airflow_username=airflow.username,
-        airflow_password=airflow.password,
-        asset_granularity=granularity,
-        fivetran_api_url=fivetran.url,
-        fivetran_api_key=fivetran.api_key,
-        fivetran_api_secret=fivetran.api_secret,
+    settings = Settings.model_validate(
+        {
+            "redis_url": url,
+            "key_prefix": PREFIX,
+            "airflow_url": airflow.url,
+            "airflow_username": airflow.username,
+            "airflow_password": airflow.password,
+            "asset_granularity": granularity,
+            "fivetran_api_url": fivetran.url,
+            "fivetran_api_key": fivetran.api_key,
+            "fivetran_api_secret": fivetran.api_secret,
+        }
     )
     state = State.from_settings(settings)
     writer = HistoryWriter(client, PREFIX, settings.retention_ms)
@@ -153,10 +155,10 @@ def main() -> None:
         ("worker seconds", "worker_s"),
     ]
     print(f"  {'':38} {'connector':>11} {'table':>11} {'ratio':>7}")
-    for label, key in rows:
-        b, t = base[key], table[key]
-        ratio = f"{t / b:7.2f}" if b else "      -"
-        print(f"  {label:38} {b:11,.1f} {t:11,.1f} {ratio}")
+    for label, field in rows:
+        b, tb = base[field], table[field]
+        ratio = f"{tb / b:7.2f}" if b else "      -"
+        print(f"  {label:38} {b:11,.1f} {tb:11,.1f} {ratio}")
     print(f"  table list cache, once per connector: {table['cache_bytes']:,} bytes")
 
 
