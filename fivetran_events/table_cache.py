@@ -4,13 +4,11 @@ Two calls per connection (``GET /v1/connections/{id}/schemas`` and the destinati
 ``GET /v1/destinations/{group}``), at most once per ``tables_refresh_hours`` unless an
 event says the tables may have changed (``STALE_EVENTS``: ``mark_stale`` drops the
 freshness mark, the list itself stays in use until the refresh). The worker refreshes
-before it forwards a table-level delivery and the reconcile run refreshes what is due,
-so the webhook never calls Fivetran.
+it before it expands a sync's table-level delivery (``forwarding/tables.py``) and
+``datasets check`` before it lists the tables, so the webhook never calls Fivetran.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 import redis
 
@@ -19,7 +17,6 @@ from .destinations import (
     DestinationTable,
     name_table,
     store_tables,
-    tables_fresh,
     templated,
 )
 from .fivetran_api import FivetranClient
@@ -27,7 +24,7 @@ from .fivetran_records import enabled_tables
 from .settings import Settings
 from .timeutil import now_ms
 
-__all__ = ["STALE_EVENTS", "refresh", "refresh_if_due"]
+__all__ = ["STALE_EVENTS", "refresh"]
 
 #: How long a list is kept past its freshness: used while Fivetran cannot be reached.
 KEEP_S = 7 * 86_400
@@ -68,18 +65,3 @@ def refresh(
         keep_s=fresh_s + KEEP_S,
     )
     return tables
-
-
-def refresh_if_due(
-    client: redis.Redis,
-    settings: Settings,
-    fivetran: FivetranClient,
-    connectors: Iterable[tuple[str, str | None]],
-) -> list[str]:
-    """Refresh each (connector id, group id) whose list is not fresh; return their ids."""
-    done = []
-    for connector_id, group_id in connectors:
-        if not tables_fresh(client, settings.key_prefix, connector_id):
-            refresh(client, settings, fivetran, connector_id, group_id)
-            done.append(connector_id)
-    return done

@@ -315,3 +315,42 @@ class TestDatasetsCheck:
         out = CliRunner().invoke(main, ["datasets", "check", "--json"], env=env)
         assert out.exit_code == 0
         assert URI in [r["uri"] for r in json.loads(out.stdout)["datasets"]]
+
+
+class TestRefreshWhenDue:
+    def test_an_expired_list_is_read_again_before_the_next_expansion(
+        self,
+        thttp: Any,
+        tfw: Forwarder,
+        fivetran: FivetranStandIn,
+        airflow2_standin: Airflow2StandIn,
+        client: redis.Redis,
+        tsettings: Settings,
+    ) -> None:
+        """Once a day (the freshness mark's expiry, here deleted as it would expire), the
+        next sync reads the schema configuration again and forwards the new table."""
+        post_event(thttp, sync_id="s1")
+        run_worker(tfw)
+        fivetran.tables(CID, {"salesforce": ["account", "opportunity", "lead", "contact"]})
+        contact = f"postgres://{HOST}:5432/analytics/salesforce/contact"
+        airflow2_standin.add_dataset(contact)
+        post_event(thttp, sync_id="s2")
+        run_worker(tfw)
+        assert contact not in [p["dataset_uri"] for p in airflow2_standin.posts]  # still fresh
+        client.delete(tables_fresh_key(tsettings.key_prefix, CID))
+        post_event(thttp, sync_id="s3")
+        run_worker(tfw)
+        s3 = [p["dataset_uri"] for p in airflow2_standin.posts if p["extra"]["sync_id"] == "s3"]
+        assert contact in s3
+        assert fivetran.calls["GET /v1/connections/{id}/schemas"] == 2
+
+    def test_edit_connector_makes_the_next_sync_read_fivetran(
+        self, thttp: Any, tfw: Forwarder, fivetran: FivetranStandIn
+    ) -> None:
+        post_event(thttp, sync_id="s1")
+        run_worker(tfw)
+        post_event(thttp, event="edit_connector")
+        post_event(thttp, sync_id="s2")
+        run_worker(tfw)
+        assert fivetran.calls["GET /v1/connections/{id}/schemas"] == 2
+        assert fivetran.calls["GET /v1/destinations/{id}"] == 2
