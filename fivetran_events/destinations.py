@@ -96,6 +96,18 @@ def _host_port(config: Mapping[str, Any], kind: str) -> str:
     return f"{host}:{port_n}"
 
 
+def _redshift_authority(config: Mapping[str, Any]) -> str:
+    # OpenLineage names a Redshift cluster {cluster_identifier}.{region}:{port}, which
+    # its endpoint "<cluster>.<id>.<region>.redshift[-serverless].amazonaws.com" holds;
+    # another host (a proxy, a tunnel) is kept whole.
+    host_port = _host_port(config, "redshift")
+    host, _, port = host_port.rpartition(":")
+    parts = host.split(".")
+    if len(parts) >= 6 and parts[3] in ("redshift", "redshift-serverless"):
+        return f"{parts[0]}.{parts[2]}:{port}"
+    return host_port
+
+
 def _snowflake_account(config: Mapping[str, Any]) -> str:
     # Fivetran's host is "<account>.snowflakecomputing.com"; OpenLineage names the
     # account (lower case, the organisation-account form as written).
@@ -119,8 +131,11 @@ def name_table(
     kind = (service or "").lower()
     database = str(config.get("database") or "")
     if kind in POSTGRES_SERVICES or kind == "redshift":
-        scheme = "redshift" if kind == "redshift" else "postgres"
-        ns = f"{scheme}://{_host_port(config, scheme)}"
+        ns = (
+            f"redshift://{_redshift_authority(config)}"
+            if kind == "redshift"
+            else f"postgres://{_host_port(config, 'postgres')}"
+        )
         return DestinationTable(
             schema, table, ns, f"{database}.{schema}.{table}", f"{ns}/{database}/{schema}/{table}"
         )

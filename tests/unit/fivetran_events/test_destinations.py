@@ -52,14 +52,16 @@ class TestNamingPerDestinationKind:
         assert t.name == "RAW.STRIPE.CHARGE"
         assert t.uri == "snowflake://xy12345.eu-west-1/RAW.STRIPE.CHARGE"
 
-    def test_redshift_defaults_to_port_5439(self) -> None:
-        t = name_table(
-            "redshift",
-            {"host": "c.abc.us-east-1.redshift.amazonaws.com", "database": "dev"},
-            "s",
-            "t",
-        )
-        assert t.uri == "redshift://c.abc.us-east-1.redshift.amazonaws.com:5439/dev/s/t"
+    def test_redshift_names_cluster_and_region_as_openlineage_does(self) -> None:
+        """redshift://{cluster_identifier}.{region}:{port}, from the cluster's endpoint."""
+        config = {"host": "analytics.c1abc.eu-west-1.redshift.amazonaws.com", "database": "dev"}
+        t = name_table("redshift", config, "s", "t")
+        assert t.namespace == "redshift://analytics.eu-west-1:5439"
+        assert t.uri == "redshift://analytics.eu-west-1:5439/dev/s/t"
+
+    def test_redshift_defaults_to_port_5439_and_keeps_another_host_whole(self) -> None:
+        t = name_table("redshift", {"host": "proxy.internal", "database": "dev"}, "s", "t")
+        assert t.uri == "redshift://proxy.internal:5439/dev/s/t"
         assert t.name == "dev.s.t"
 
     def test_mysql_has_no_schema_level_beyond_the_database(self) -> None:
