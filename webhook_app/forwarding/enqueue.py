@@ -149,7 +149,7 @@ class Enqueuer:
         in the script that records it (``lua``): all of it is written with the history or
         none of it is."""
         return self._parts(
-            _sync_of(event), trims(event, self.trim_every), self.clock(), self._uris(event)
+            _sync_of(event), trims(event, self.trim_every), self.clock(), self.uris(event)
         )
 
     def create(self, event: Event, uri: str, now: int) -> str:
@@ -166,7 +166,8 @@ class Enqueuer:
         self.create_script(keys=keys, args=args, client=pipe)
         return [delivery_id(sync.connector_id, sync.sync_id, u) for u in uris]
 
-    def _uris(self, event: Event) -> list[str]:
+    def uris(self, event: Event) -> list[str]:
+        """The URIs a successful sync's deliveries go to under the granularity setting."""
         granularity = self.settings.asset_granularity
         uris = (
             self.uri_map.uris(

@@ -354,3 +354,25 @@ class TestRefreshWhenDue:
         run_worker(tfw)
         assert fivetran.calls["GET /v1/connections/{id}/schemas"] == 2
         assert fivetran.calls["GET /v1/destinations/{id}"] == 2
+
+
+class TestReplaySince:
+    def test_forward_since_creates_the_table_level_delivery(
+        self,
+        tfw: Forwarder,
+        fivetran: FivetranStandIn,
+        airflow2_standin: Airflow2StandIn,
+        client: redis.Redis,
+        tsettings: Settings,
+    ) -> None:
+        """A success recorded without forwarding (an import) is forwarded per table by
+        ``replay --since``, as the webhook would have."""
+        from fivetran_events import HistoryWriter
+        from testkit.support import at, ev
+
+        writer = HistoryWriter(client, tsettings.key_prefix, tsettings.retention_ms)
+        writer.record(ev(sync_id="old", created=at(3)))
+        created, _, _ = tfw.forward_since(0)
+        assert created == [delivery_id(CID, "old", tables_uri(CID))]
+        run_worker(tfw)
+        assert sorted(p["dataset_uri"] for p in airflow2_standin.posts) == [ACCOUNT, OPPORTUNITY]
