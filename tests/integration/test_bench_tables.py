@@ -25,7 +25,7 @@ def test_a_small_run_counts_one_post_per_read_table() -> None:
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    lines = {line.split("  ")[1].strip(): line.split() for line in done.stdout.splitlines()[2:9]}
+    lines = {line.split("  ")[1].strip(): line.split() for line in done.stdout.splitlines()[2:10]}
     assert lines["POSTs to Airflow"][-3:] == ["1.0", "3.0", "3.00"]
     assert lines["asset listings (GET)"][-2] == "1.0"
     write_ratio = float(lines["Redis bytes at the webhook's write"][-1])

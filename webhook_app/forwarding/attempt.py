@@ -325,11 +325,20 @@ def final_ttl_ms(fw: Parts, state: DeliveryState, d: Delivery, now: int) -> int:
     """Return how long a record in a final ``state`` stays from ``now``.
 
     Delivered: the keep time. Given up: until its retry window plus the keep time are
-    over, and at least the keep time.
+    over, and at least the keep time. A delivered table's record (``tables.py``: it has
+    a ``table``) stays ``table_keep_ms`` only: its sync's table-level delivery, kept the
+    keep time, is what a late redelivery or a replay finds.
     """
     if state is DeliveryState.DELIVERED:
-        return fw.keep_ms
+        return table_keep_ms(fw) if d.get("table") else fw.keep_ms
     return max(d.window_ms + fw.record_ttl_ms - now, fw.keep_ms)
+
+
+def table_keep_ms(fw: Parts) -> int:
+    """How long a delivered table's record stays: past any re-run of its sync's expansion
+    (a worker that died between creating the tables' deliveries and recording the
+    expansion: its lease, then an attempt), at least an hour, at most the keep time."""
+    return min(fw.keep_ms, max(3_600_000, 4 * (fw.lease_ms + fw.margin_ms)))
 
 
 def _ms(seconds: float) -> str:

@@ -15,6 +15,10 @@ does not grow with the table count and it never reads a table list. Its attempt,
    POST them concurrently, as many at a time as the pool has processes;
 4. records itself delivered with the counts (``tables``: forwarded/enabled).
 
+Each table's record, once delivered, stays an hour (``attempt.table_keep_ms``), not
+the keep time: this delivery, which stays the keep time, is what a late redelivery, a
+reconcile or a replay finds, so per sync only it outlives the hour.
+
 Run again after a crash, it creates only what is missing.
 """
 
@@ -119,6 +123,7 @@ def expand(fw: TableParts, d: Delivery) -> AttemptResult:
         for did, t in zip(ids, consumed, strict=True):
             extra = json.dumps(table_extra(sync_extra, t), sort_keys=True)
             pipe.hsetnx(fw.store.key(did), "extra", extra)
+            pipe.hsetnx(fw.store.key(did), "table", f"{t.schema}.{t.table}")
         pipe.execute()
     counts = f"{len(consumed)}/{len(tables)}"
     _attempt._finish(

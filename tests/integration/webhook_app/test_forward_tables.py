@@ -376,3 +376,22 @@ class TestReplaySince:
         assert created == [delivery_id(CID, "old", tables_uri(CID))]
         run_worker(tfw)
         assert sorted(p["dataset_uri"] for p in airflow2_standin.posts) == [ACCOUNT, OPPORTUNITY]
+
+
+class TestWhatStays:
+    def test_a_delivered_tables_record_stays_an_hour_the_syncs_the_keep_time(
+        self,
+        thttp: Any,
+        tfw: Forwarder,
+        client: redis.Redis,
+        tsettings: Settings,
+    ) -> None:
+        """Per sync only the table-level delivery outlives the hour, so what a sync leaves
+        for the keep time does not grow with the tables."""
+        post_event(thttp, sync_id="s1")
+        run_worker(tfw)
+        table_ttl = client.pttl(tfw.store.key(delivery_id(CID, "s1", ACCOUNT)))
+        sync_ttl = client.pttl(tfw.store.key(delivery_id(CID, "s1", tables_uri(CID))))
+        assert 3_500_000 < table_ttl <= 3_600_000
+        assert sync_ttl > 71 * 3_600_000
+        assert client.pttl(f"{tsettings.key_prefix}fwd:s:{CID}:s1") > 71 * 3_600_000
