@@ -133,3 +133,29 @@ class TestSettings:
         monkeypatch.setenv("FIVETRAN_EVENTS_TABLE_URI_TEMPLATE", "x://{database}/{table}")
         with pytest.raises(ValidationError, match=r"\{schema\}"):
             Settings()
+
+
+class TestEnabledTables:
+    def test_names_in_the_destination_of_enabled_tables_of_enabled_schemas(self) -> None:
+        """A disabled schema hides its tables; a missing name_in_destination is the
+        source's name; anything not an object is skipped, never an error."""
+        from fivetran_events.fivetran_records import enabled_tables
+
+        config = {
+            "schemas": {
+                "Sales": {
+                    "name_in_destination": "sales",
+                    "enabled": True,
+                    "tables": {
+                        "Orders": {"name_in_destination": "orders", "enabled": True},
+                        "Notes": {"enabled": False},
+                        "items": {},
+                        "odd": "not an object",
+                    },
+                },
+                "hr": {"enabled": False, "tables": {"staff": {"enabled": True}}},
+                "broken": None,
+            }
+        }
+        assert enabled_tables(config) == [("sales", "items"), ("sales", "orders")]
+        assert enabled_tables({}) == []
