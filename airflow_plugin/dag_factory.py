@@ -25,12 +25,20 @@ starting with ``__`` are left out. An optional ``dag.toml`` in the folder config
     salesforce = "assimilate_seem"
     connectors_from_history = true    # also: each recorded connector's name is its schema
     redis_conn_id = "fivetran_events_redis"   # where that history is
+    table_assets = true               # schedule on the table assets read (docs/tables.md);
+                                      # default: on when FIVETRAN_EVENTS_ASSET_GRANULARITY
+                                      # is "table" or "both"
 
     [reset_allowed]                   # refuse a Fivetran re-sync's full refresh per table
     "analytics.revenue" = false
 
     [sensor]                          # FivetranDateTimeSensor options (time-scheduled DAGs)
     mode = "reschedule"
+
+With ``table_assets`` an asset-scheduled DAG waits for the table assets it reads
+(``postgres://host:5432/db/salesforce/account``, named as the worker names them: the
+connector's cached table list, ``fivetran_events.destinations``) instead of the whole
+connector's; a table not in that list falls back to its connector's asset.
 
 A group depends on a connector when it reads a table in the connector's destination
 schema; on another group when it reads what that group writes. Anything else it reads
@@ -47,6 +55,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from fivetran_events.destinations import DestinationTable, destination_tables
 from fivetran_events.timeutil import parse_iso
 from fivetran_events.uris import dataset_uri
 
@@ -82,6 +91,7 @@ class FolderConfig:
     connectors: dict[str, str] = field(default_factory=dict)
     connectors_from_history: bool = False
     redis_conn_id: str = "fivetran_events_redis"
+    table_assets: bool | None = None
     reset_allowed: dict[str, bool] = field(default_factory=dict)
     sensor: dict[str, Any] = field(default_factory=dict)
     tags: list[str] = field(default_factory=lambda: ["fivetran-events", "sql"])
@@ -142,6 +152,58 @@ def recorded_schemas(redis_conn_id: str = "fivetran_events_redis") -> dict[str, 
     }
 
 
+def use_table_assets(cfg: FolderConfig) -> bool:
+    """Whether to schedule on table assets: the folder says, or the granularity does."""
+    if cfg.table_assets is not None:
+        return cfg.table_assets
+    import os
+
+    return os.environ.get("FIVETRAN_EVENTS_ASSET_GRANULARITY", "") in ("table", "both")
+
+
+def cached_tables(
+    connectors: list[str], redis_conn_id: str = "fivetran_events_redis"
+) -> dict[str, list[DestinationTable]]:
+    """Each connector's cached destination tables (those with none cached are left out)."""
+    from .hooks import FivetranEventsRedisHook
+
+    hook = FivetranEventsRedisHook(redis_conn_id)
+    out = {}
+    for cid in connectors:
+        found = destination_tables(hook.get_conn(), hook.config.key_prefix, cid)
+        if found:
+            out[cid] = found
+    return out
+
+
+def read_tables(
+    sql: SqlFolder, schemas: Mapping[str, str], tables: Mapping[str, list[DestinationTable]]
+) -> tuple[list[str], set[str]]:
+    """Return the table URIs ``sql`` reads and the connectors it reads outside them (pure).
+
+    A read ``[db.]schema.table`` of a connector's schema is that connector's table of the
+    same schema and name (case-insensitive) when its cached list has it.
+    """
+    schemas = {k.lower(): v for k, v in schemas.items()}
+    named = {
+        cid: {(t.schema.lower(), t.table.lower()): t.uri for t in ts} for cid, ts in tables.items()
+    }
+    uris: set[str] = set()
+    whole: set[str] = set()
+    for group in sql.groups:
+        for read in group.reads:
+            parts = read.lower().split(".")
+            if len(parts) < 2 or parts[-2] not in schemas:
+                continue
+            cid = schemas[parts[-2]]
+            uri = named.get(cid, {}).get((parts[-2], parts[-1]))
+            if uri is None:
+                whole.add(cid)
+            else:
+                uris.add(uri)
+    return sorted(uris), whole
+
+
 def _caller_dir(depth: int = 2) -> Path:
     """Return the folder of the file ``depth`` frames up (the DAG file calling us).
 
@@ -173,12 +235,17 @@ def _refuse_cycles(
 
 
 def build_dag(
-    folder: str | Path, *, schema_to_connector: Mapping[str, str] | None = None, **overrides: Any
+    folder: str | Path,
+    *,
+    schema_to_connector: Mapping[str, str] | None = None,
+    tables: Mapping[str, list[DestinationTable]] | None = None,
+    **overrides: Any,
 ) -> Any:
     """Build one DAG from ``folder``; raise SqlFolderError (naming the file) on any problem.
 
     ``schema_to_connector`` adds schema-to-connector mappings to the ``[connectors]``
-    table (for example read from the recorded connectors' names).
+    table (for example read from the recorded connectors' names); ``tables`` gives the
+    connectors' destination tables instead of reading their cache (with table assets).
     """
     from airflow.sdk import DAG, Asset, AssetAll, AssetAny, TaskGroup, chain
 
@@ -204,11 +271,11 @@ def build_dag(
     res = resolve(sql, mapping, [*cfg.external, *cfg.upstream])
     if res.unknown:
         path, _ = res.unknown[0]
-        tables = ", ".join(sorted({t for _, t in res.unknown}))
+        unknown = ", ".join(sorted({t for _, t in res.unknown}))
         raise SqlFolderError(
             path,
             f"reads tables that no Fivetran connector, task or "
-            f"'external' entry provides: {tables} (map the schema under "
+            f"'external' entry provides: {unknown} (map the schema under "
             f"[connectors] in {CONFIG_FILE}, or list it in 'external')",
         )
     _refuse_cycles(sql.groups, res.upstream_groups, root)
@@ -232,6 +299,19 @@ def build_dag(
     else:
         # Another factory DAG's outlet has the same URI: this is how folders chain.
         assets = [connector_asset(c) for c in connectors]
+        if use_table_assets(cfg):
+            if tables is None:
+                try:
+                    tables = cached_tables(connectors, cfg.redis_conn_id)
+                except Exception as exc:  # a DAG file must fail with a sentence
+                    raise SqlFolderError(
+                        root / CONFIG_FILE,
+                        "table_assets: cannot read the connectors' tables through "
+                        f"connection '{cfg.redis_conn_id}': {exc}",
+                    ) from None
+            table_uris, whole = read_tables(sql, mapping, tables)
+            assets = [Asset(uri=u) for u in table_uris]
+            assets += [connector_asset(c) for c in connectors if c in whole]
         assets += [out_asset(t.lower()) for t in cfg.upstream]
         schedule = AssetAll(*assets) if cfg.assets == "all" else AssetAny(*assets)
 

@@ -43,7 +43,7 @@ from .exceptions import (
     FivetranRejected,
     FivetranUnavailable,
 )
-from .fivetran_records import Connection, Group, Webhook, WebhookTest, text_field
+from .fivetran_records import Connection, Destination, Group, Webhook, WebhookTest, text_field
 from .model import LIFECYCLE_EVENTS, RESYNC_EVENTS
 from .settings import DEFAULT_FIVETRAN_API_URL, Settings, check_api_url
 from .timeutil import retry_after_seconds
@@ -197,6 +197,16 @@ class FivetranClient:
 
     def groups(self) -> list[Group]:
         return [Group.from_json(item) for item in self.items("/v1/groups")]
+
+    def destination(self, destination_id: str) -> Destination:
+        """A destination: its kind (``service``) and address (``config``); id = group id."""
+        path = f"/v1/destinations/{_segment(destination_id)}"
+        return Destination.from_json(self._one("GET", path))
+
+    def schema_config(self, connection_id: str) -> Mapping[str, Any]:
+        """A connection's schema configuration (``schemas`` -> ``tables``, enabled or not);
+        ``fivetran_records.enabled_tables`` reads the enabled ones' destination names."""
+        return self._one("GET", f"/v1/connections/{_segment(connection_id)}/schemas")
 
     def update_connection(self, connection_id: str, fields: Mapping[str, Any]) -> Connection:
         """Change a connection's fields (``schedule_type``, ``paused``, ...); return it."""

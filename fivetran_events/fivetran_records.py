@@ -138,9 +138,55 @@ class WebhookTest:
         )
 
 
+@dataclass(frozen=True)
+class Destination:
+    """A destination (``GET /v1/destinations/{id}``; its id is its group's).
+
+    ``service`` is its kind (``postgres_warehouse``, ``snowflake``, ``big_query``, ...);
+    ``config`` where it is (``host``, ``port``, ``database``, ``project_id``, ...),
+    secrets masked by Fivetran.
+    """
+
+    id: str
+    group_id: str | None
+    service: str | None
+    config: Mapping[str, Any] = field(compare=False)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Destination:
+        config = body.get("config")
+        return cls(
+            id=str(body.get("id", "")),
+            group_id=text_field(body.get("group_id")),
+            service=text_field(body.get("service")),
+            config=config if isinstance(config, Mapping) else {},
+        )
+
+
+def enabled_tables(schema_config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (schema, table) names in the destination of a schema configuration's enabled
+    tables (``GET /v1/connections/{id}/schemas``' data), sorted.
+
+    ``schemas`` and each schema's ``tables`` are keyed by the source's names; the
+    destination's are ``name_in_destination`` (the source's when absent). A table is
+    enabled when it and its schema are.
+    """
+    out: set[tuple[str, str]] = set()
+    schemas = schema_config.get("schemas")
+    for sname, schema in (schemas or {}).items() if isinstance(schemas, Mapping) else ():
+        if not isinstance(schema, Mapping) or schema.get("enabled") is False:
+            continue
+        in_dest = text_field(schema.get("name_in_destination")) or str(sname)
+        tables = schema.get("tables")
+        for tname, table in (tables or {}).items() if isinstance(tables, Mapping) else ():
+            if isinstance(table, Mapping) and table.get("enabled") is not False:
+                out.add((in_dest, text_field(table.get("name_in_destination")) or str(tname)))
+    return sorted(out)
+
+
 def describe(value: object) -> Any:
     """A model (``Webhook``, ``Connection``, ...) as plain JSON values, for ``--json``."""
-    if isinstance(value, (Connection, Group, Webhook, WebhookTest)):
+    if isinstance(value, (Connection, Group, Webhook, WebhookTest, Destination)):
         return {
             k: describe(v)
             for k, v in vars(value).items()

@@ -24,6 +24,10 @@ sized in docs/architecture.md ("The history in Redis")::
                        its time, counts and the webhooks Fivetran reported inactive
     {p}reconcile:p:{n} STRING  set NX by the worker that schedules reconcile period n
                        (expires after two periods)
+    {p}tables:{c}      STRING  JSON of the connector's enabled destination tables, named
+                       (fivetran_events/destinations.py); kept a week past its refresh
+    {p}tables:{c}:fresh STRING  present while that list needs no refresh (expires daily;
+                       deleted by edit_connector, resync_table and schema changes)
 
 Sorted sets scored by epoch milliseconds give every query the sensor needs in O(log n),
 and retention is one ZREMRANGEBYSCORE per set. Only what a decision needs for the whole
@@ -90,6 +94,16 @@ def reconcile_period_key(prefix: str, period: int) -> str:
     """The string a worker sets (NX, with an expiry) to schedule reconcile period
     ``period`` (epoch ms // the interval): one schedule per period, however many workers."""
     return f"{prefix}reconcile:p:{period}"
+
+
+def tables_key(prefix: str, connector_id: str) -> str:
+    """The cached enabled destination tables of a connector."""
+    return f"{prefix}tables:{connector_id}"
+
+
+def tables_fresh_key(prefix: str, connector_id: str) -> str:
+    """Present while a connector's cached tables need no refresh."""
+    return f"{prefix}tables:{connector_id}:fresh"
 
 
 def changes_pattern(prefix: str) -> str:

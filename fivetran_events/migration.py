@@ -56,7 +56,7 @@ SHARED_KEYS = frozenset(("connectors", "last_test_event", "readyz", "layout", "r
 CURRENT_NAMESPACE = "h:"
 #: Shared namespaces: forwarding records (not migrated, only recognised), the
 #: migration's own progress and reconcile's schedule (keys.reconcile_period_key).
-SHARED_NAMESPACES = ("fwd:", "migrate:", "reconcile:")
+SHARED_NAMESPACES = ("fwd:", "migrate:", "reconcile:", "tables:")
 #: RQ's own keys; they fall under the prefix only when the prefix is empty or ``r``.
 RQ_NAMESPACE = "rq:"
 #: How many unknown keys a refusal names.

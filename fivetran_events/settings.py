@@ -32,6 +32,21 @@ DEFAULT_FIVETRAN_API_URL = "https://api.fivetran.com"
 FIELDS = ("connector_id", "connector_name", "connector_type", "group_id")
 
 
+TABLE_TEMPLATE_FIELDS = ("connector_id", "group_id", "service", "schema", "table", "uri")
+
+
+def check_table_template(template: str) -> str:
+    """Return ``template`` if it renders with a table's fields; raise ValueError if not."""
+    try:
+        template.format(**dict.fromkeys(TABLE_TEMPLATE_FIELDS, "x"))
+    except (KeyError, IndexError, ValueError) as exc:
+        fields = ", ".join("{" + f + "}" for f in TABLE_TEMPLATE_FIELDS)
+        raise ValueError(
+            f"{template!r} is not a table URI template ({exc}); use {fields}"
+        ) from None
+    return template
+
+
 def check_template(template: str) -> str:
     """Return ``template`` if it names only known placeholders; raise ValueError if not."""
     try:
@@ -181,6 +196,15 @@ class Settings(HistoryDefaults):
     dataset_uri_template: str = DEFAULT_URI_TEMPLATE
     #: TOML or YAML file mapping connector ids to one or more dataset URIs.
     dataset_mapping_file: str | None = None
+    #: What a successful sync updates: the connector's asset (``connector``, as before),
+    #: one asset per enabled destination table (``table``), or both (docs/tables.md).
+    asset_granularity: Literal["connector", "table", "both"] = "connector"
+    #: A table's asset URI instead of its destination's naming (destinations.py), from
+    #: ``{connector_id}``, ``{group_id}``, ``{service}``, ``{schema}``, ``{table}``, ``{uri}``.
+    table_uri_template: str | None = None
+    #: Hours a connector's table list is used before it is read from Fivetran again
+    #: (sooner after an edit_connector, resync_table or schema change).
+    tables_refresh_hours: float = Field(default=24.0, gt=0, le=24 * 30)
     #: How long a delivery is retried before it is given up as undelivered, in hours;
     #: longer than Fivetran's own 24 h of retries, so an outage it survives we survive.
     forward_retry_hours: float = Field(default=48.0, gt=0)
@@ -237,6 +261,13 @@ class Settings(HistoryDefaults):
                 f"only {{group_id}} and {{connector_id}} may be filled in ({exc})"
             ) from None
         return value
+
+    @field_validator("table_uri_template")
+    @classmethod
+    def _table_template(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        return check_table_template(value)
 
     @field_validator("airflow_url")
     @classmethod

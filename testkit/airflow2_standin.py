@@ -2,7 +2,8 @@
 
 It answers with the request and response shapes of Airflow 2's stable REST API
 (``POST /api/v1/datasets/events`` with ``{"dataset_uri", "extra"}`` and basic auth;
-``GET /api/v1/datasets/{uri}``; ``GET /api/v1/datasets/events?dataset_id=&order_by=``;
+``GET /api/v1/datasets/{uri}``; ``GET /api/v1/datasets?uri_pattern=`` with each
+dataset's ``consuming_dags``; ``GET /api/v1/datasets/events?dataset_id=&order_by=``;
 ``GET /api/v1/health``), keeping what it was sent so tests can check it. Faults
 (5xx, 429 with Retry-After, a 200 HTML page) can be queued. Only for the Airflow 2
 path: Airflow 3 is tested against the real thing (testkit/airflow_harness.py).
@@ -45,8 +46,14 @@ class Airflow2StandIn:
     uncommitted: int = 0
     url: str = ""
 
-    def add_dataset(self, uri: str) -> int:
+    #: Per dataset URI: the DAGs scheduled on it (``consuming_dags``).
+    consumers: dict[str, list[str]] = field(default_factory=dict)
+    #: How many listings (``GET /api/v1/datasets``) were asked.
+    listings: int = 0
+
+    def add_dataset(self, uri: str, dags: tuple[str, ...] = ()) -> int:
         self.datasets[uri] = len(self.datasets) + 1
+        self.consumers[uri] = list(dags)
         return self.datasets[uri]
 
     def app(self) -> Flask:
@@ -87,6 +94,34 @@ class Airflow2StandIn:
                 {"metadatabase": {"status": "healthy"}, "scheduler": {"status": "healthy"}}
             )
 
+        def described(uri: str) -> dict[str, Any]:
+            return {
+                "id": self.datasets[uri],
+                "uri": uri,
+                "extra": {},
+                "created_at": "2026-01-01T00:00:00+00:00",
+                "updated_at": "2026-01-01T00:00:00+00:00",
+                "consuming_dags": [
+                    {"dag_id": d, "created_at": "2026-01-01T00:00:00+00:00"}
+                    for d in self.consumers.get(uri, [])
+                ],
+                "producing_tasks": [],
+            }
+
+        @app.get("/api/v1/datasets")
+        def listing() -> Response:
+            self.listings += 1
+            pattern = request.args.get("uri_pattern", "")
+            found = [u for u in self.datasets if pattern in u]  # ids grow in insertion order
+            off = int(request.args.get("offset", 0))
+            lim = min(int(request.args.get("limit", 100)), 100)
+            return jsonify(
+                {
+                    "datasets": [described(u) for u in found[off : off + lim]],
+                    "total_entries": len(found),
+                }
+            )
+
         @app.get("/api/v1/datasets/<path:uri>")
         def dataset(uri: str) -> Response:
             uri = unquote(uri)
@@ -94,17 +129,7 @@ class Airflow2StandIn:
                 return events()
             if uri not in self.datasets:
                 return problem(404, "Dataset not found")
-            return jsonify(
-                {
-                    "id": self.datasets[uri],
-                    "uri": uri,
-                    "extra": {},
-                    "created_at": "2026-01-01T00:00:00+00:00",
-                    "updated_at": "2026-01-01T00:00:00+00:00",
-                    "consuming_dags": [],
-                    "producing_tasks": [],
-                }
-            )
+            return jsonify(described(uri))
 
         def events() -> Response:
             found = self.events

@@ -13,6 +13,14 @@ Today's, as Fivetran documents them (fivetran.com/docs/rest-api), for our own cl
   ``{"event": ...}`` POSTs a signed sample of that event (connection ``_connection_1``)
   and answers ``data.succeed``/``status``/``message``.
 
+Tables and destinations, as Fivetran documents them: ``GET /v1/connections/{id}/schemas``
+answers the schema configuration (``data.schemas`` keyed by the source's schema names,
+each with ``name_in_destination``, ``enabled`` and ``tables`` keyed the same way, each
+table with ``name_in_destination``, ``enabled``, ``sync_mode``); ``GET
+/v1/destinations/{id}`` (the id is the group's) answers ``service``, ``region``,
+``setup_status`` and ``config`` (``host``, ``port``, ``database``, ``project_id``, ...,
+secrets as ``******``). ``tables`` and ``destination`` set them.
+
 Unknown ids get 404 with Fivetran's error body (``{"code", "message"}``), a wrong Basic
 auth 401. ``fail_next`` makes the next calls answer 429 with ``Retry-After`` (or another
 status), ``delay_seconds`` holds every answer back (timeouts). One deviation, for tests:
@@ -159,6 +167,10 @@ class FivetranStandIn:
         self.started: list[tuple[str, str, datetime, str]] = []
         #: Every sync that ended by itself: sync id -> (ended, status).
         self.ended: dict[str, tuple[datetime, str]] = {}
+        #: Per connection: its schema configuration's ``schemas`` (``tables`` sets it).
+        self.schemas: dict[str, dict[str, Any]] = {}
+        #: Per group id: its destination (``destination`` sets it).
+        self.destinations: dict[str, dict[str, Any]] = {}
         self._outbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self._sender: threading.Thread | None = None
 
@@ -200,6 +212,55 @@ class FivetranStandIn:
                 "id": group_id,
                 "name": name or group_id,
                 "created_at": "2026-01-01T00:00:00.000000Z",
+            }
+
+    def tables(
+        self,
+        connector_id: str,
+        tables: dict[str, list[str]],
+        *,
+        disabled: dict[str, list[str]] | None = None,
+        renamed: dict[str, str] | None = None,
+    ) -> None:
+        """Set a connection's schema configuration: ``tables`` enabled, ``disabled`` not,
+        per source schema; ``renamed`` maps a source name (schema or ``schema.table``) to
+        its name in the destination."""
+        renamed = renamed or {}
+        out: dict[str, Any] = {}
+        for enabled, given in ((True, tables), (False, disabled or {})):
+            for schema, names in given.items():
+                entry = out.setdefault(
+                    schema,
+                    {
+                        "name_in_destination": renamed.get(schema, schema),
+                        "enabled": True,
+                        "tables": {},
+                    },
+                )
+                for t in names:
+                    entry["tables"][t] = {
+                        "name_in_destination": renamed.get(f"{schema}.{t}", t),
+                        "enabled": enabled,
+                        "sync_mode": "SOFT_DELETE",
+                        "enabled_patch_settings": {"allowed": True},
+                        "columns": {},
+                    }
+        with self.lock:
+            self.schemas[connector_id] = out
+
+    def destination(
+        self, group_id: str, service: str = "postgres_warehouse", **config: Any
+    ) -> None:
+        """Set the destination of a group: its kind and ``config`` (host, port, database...)."""
+        with self.lock:
+            self.destinations[group_id] = {
+                "id": group_id,
+                "group_id": group_id,
+                "service": service,
+                "region": "GCP_US_EAST4",
+                "time_zone_offset": "0",
+                "setup_status": "connected",
+                "config": {**config, "password": "******"},
             }
 
     def fail_next(self, times: int, status: int = 429, retry_after: str | None = "1") -> None:
@@ -469,6 +530,32 @@ class FivetranStandIn:
                 with self.lock:
                     data = json.loads(json.dumps(self._known(self.connectors, "Connection", cid)))
                 return "GET /v1/connections/{id}", {"code": "Success", "data": data}
+            case ("GET", ["v1", "connections", cid, "schemas"]):
+                name = "GET /v1/connections/{id}/schemas"
+                with self.lock:
+                    self._known(self.connectors, "Connection", cid)
+                    schemas = self.schemas.get(cid)
+                    data = {
+                        "enable_new_by_default": True,
+                        "schema_change_handling": "ALLOW_ALL",
+                        "schemas": json.loads(json.dumps(schemas)),
+                    }
+                if schemas is None:
+                    raise _named(
+                        _error(
+                            404,
+                            "NotFound_SchemaConfig",
+                            f"Schema config for connection with id '{cid}' not found",
+                        ),
+                        name,
+                    )
+                return name, {"code": "Success", "data": data}
+            case ("GET", ["v1", "destinations", did]):
+                with self.lock:
+                    data = json.loads(
+                        json.dumps(self._known(self.destinations, "Destination", did))
+                    )
+                return "GET /v1/destinations/{id}", {"code": "Success", "data": data}
             case ("PATCH", ["v1", "connections", cid]):
                 with self.lock:
                     conn = self._known(self.connectors, "Connection", cid)

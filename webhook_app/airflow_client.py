@@ -323,6 +323,34 @@ class AirflowClient:
             if not items or offset >= total:
                 return
 
+    def assets_under(self, prefix: str) -> dict[str, list[str]]:
+        """Return every asset whose URI starts with ``prefix``: URI -> the DAGs scheduled
+        on it (Airflow 3's ``scheduled_dags``, Airflow 2's ``consuming_dags``).
+
+        One paged listing (``uri_pattern`` is a substring match: filtered here), whatever
+        the number of URIs under ``prefix``; the ids found fill the asset id cache, so the
+        POSTs that follow look nothing up.
+        """
+        v2 = self.version() == "2"
+        path, key, dags = (
+            ("/api/v1/datasets", "datasets", "consuming_dags")
+            if v2
+            else ("/api/v2/assets", "assets", "scheduled_dags")
+        )
+        out: dict[str, list[str]] = {}
+        for page in self._pages(path, {"uri_pattern": prefix, "order_by": "id"}, key):
+            with unexpected_answer_is_a_retry(f"GET {path}"):
+                for asset in page:
+                    uri = str(asset.get("uri", ""))
+                    if not uri.startswith(prefix):
+                        continue
+                    out[uri] = sorted(str(r.get("dag_id")) for r in asset.get(dags) or [])
+                    found = int(asset["id"])
+                    self._assets[uri] = (found, time.monotonic() + self.asset_cache_seconds)
+                    if self.shared_assets is not None:
+                        self.shared_assets.put(uri, found, self.asset_cache_seconds)
+        return out
+
     def prepare(self, uri: str) -> None:
         """Fetch what a POST to ``uri`` needs (version, token, asset id) ahead of it.
 

@@ -10,12 +10,17 @@ from the ``FIVETRAN_EVENTS_*`` environment.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from rq import Queue, SimpleWorker
 from rq.job import Job, get_current_job
 
 from fivetran_events import ConfigurationError, Settings, load_settings
+from fivetran_events.destinations import DestinationTable
+from fivetran_events.exceptions import FivetranApiError
+from fivetran_events.fivetran_api import FivetranClient
+from fivetran_events.table_cache import current
 from fivetran_events.uris import UriMap
 
 from . import logs
@@ -23,6 +28,8 @@ from .airflow_client import AirflowClient
 from .forwarding.enqueue import Enqueuer, delivery_store
 from .forwarding.worker import Forwarder
 from .lineage import lineage_enabled
+
+log = logging.getLogger(__name__)
 
 
 def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
@@ -34,9 +41,14 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
     client = settings.redis_client()
     store = delivery_store(settings, client)
     lineage = lineage_enabled(settings)
+    fivetran = (
+        FivetranClient.from_settings(settings)
+        if settings.fivetran_api_key and settings.fivetran_api_secret
+        else None
+    )
     sender = None
     if with_airflow and lineage:
-        sender = lineage_sender(settings)
+        sender = lineage_sender(settings, client, fivetran)
     airflow = None
     if with_airflow and (settings.airflow_url or not lineage):
         airflow = AirflowClient.from_settings(settings)
@@ -47,21 +59,34 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
         Queue(settings.queue_name, connection=client),
         airflow,
         lineage=sender,
+        fivetran=fivetran,
     )
 
 
-def lineage_sender(settings: Settings) -> Any:
-    """Build the OpenLineage sender; a clear error when the ``lineage`` extra is missing."""
+def lineage_sender(settings: Settings, client: Any, fivetran: FivetranClient | None) -> Any:
+    """Build the OpenLineage sender; a clear error when the ``lineage`` extra is missing.
+
+    A run's outputs are the connector's destination tables (``table_cache.current``:
+    cached, refreshed when due if a Fivetran key is set); none while they are unknown
+    or Fivetran cannot be read."""
     try:
-        from .forwarding.lineage import LineageSender
+        from .forwarding.lineage import LineageSender, table_outputs
     except ImportError as exc:
         raise ConfigurationError(
             f"OpenLineage is on but its client is not installed ({exc}): "
             "pip install 'fivetran-events[lineage]', or set FIVETRAN_EVENTS_LINEAGE=off"
         ) from None
-    # The run's outputs: none until the destination's tables are cached (issue #24's
-    # per-table assets); then table_outputs(partial(destination_tables, client, prefix)).
-    return LineageSender.from_settings(settings)
+
+    def tables(connector_id: str) -> list[DestinationTable] | None:
+        try:
+            return current(client, settings, fivetran, connector_id)
+        except FivetranApiError as exc:
+            log.warning(
+                "connector %s: its run has no outputs, Fivetran failed: %s", connector_id, exc
+            )
+            return None
+
+    return LineageSender.from_settings(settings, outputs=table_outputs(tables))
 
 
 class ForwardingJob(Job):

@@ -11,7 +11,8 @@ from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from fivetran_events import Event, EventKind, InvalidPayload, WriteStatus, parse_event
-from fivetran_events.model import KNOWN_STATUSES
+from fivetran_events.destinations import STALE_EVENTS, mark_stale
+from fivetran_events.model import KNOWN_STATUSES, lifecycle_name
 from fivetran_events.signature import SIGNATURE_HEADER, verify
 
 from . import logs, metrics
@@ -71,6 +72,10 @@ def _receive() -> dict[str, Any]:
     except InvalidPayload as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
     confirm_replicas(st, event, result.status)  # FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS
+    if event.connector_id and lifecycle_name(event.event) in STALE_EVENTS:
+        # The tables or their names may have changed: the next table-level delivery
+        # reads them from Fivetran again (destinations.py, table_cache.py).
+        mark_stale(st.redis, st.settings.key_prefix, event.connector_id)
     if result.status is WriteStatus.RECORDED and event.kind is EventKind.SYNC_END:
         count_status(event)
     answer: dict[str, Any] = {"status": result.status.value, "event": event.event}

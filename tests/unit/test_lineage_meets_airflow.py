@@ -4,7 +4,8 @@ Airflow's OpenLineage provider names the tables an SQL task reads with its SQL p
 (``SQLParser.generate_openlineage_metadata_from_sql``, what ``SQLExecuteQueryOperator``
 calls) and the hook's ``DatabaseInfo``; PostgresHook's is scheme ``postgres``, authority
 ``host:port`` and the connection's database. Our COMPLETE names the destination's tables
-by OpenLineage's naming spec (``openlineage.client.naming``); the two must meet.
+with ``fivetran_events.destinations.name_table`` from the destination's configuration
+as Fivetran's API gives it, the names the worker's cache holds; the two must meet.
 """
 
 from __future__ import annotations
@@ -13,24 +14,22 @@ import json
 from typing import Any, cast
 
 from airflow.providers.openlineage.sqlparser import DatabaseInfo, SQLParser
-from openlineage.client.naming.dataset import Postgres
 from openlineage.client.serde import Serde
 
 from fivetran_events import Settings
 from fivetran_events.deliveries import Delivery
+from fivetran_events.destinations import name_table
 from webhook_app.forwarding.lineage import build_event
 
 HOST, PORT, DATABASE = "warehouse.internal", "5432", "analytics"
 
 
 def synced_tables(connector_id: str) -> list[tuple[str, str]]:
-    """The destination's tables of a Postgres destination, named by OpenLineage's spec
-    (after the merge: ``destinations.destination_tables``)."""
+    """A Postgres destination's tables, named as the worker names what it caches."""
+    config = {"host": HOST, "port": int(PORT), "database": DATABASE}
     tables = [("salesforce", "account"), ("salesforce", "opportunity")]
-    return [
-        (n.get_namespace(), n.get_name())
-        for n in (Postgres(HOST, PORT, DATABASE, schema, table) for schema, table in tables)
-    ]
+    named = [name_table("postgres_warehouse", config, s, t, group_id="g") for s, t in tables]
+    return [(n.namespace, n.name) for n in named]
 
 
 def our_outputs() -> set[tuple[str, str]]:

@@ -9,14 +9,18 @@ import socket
 import sys
 import tempfile
 import threading
+from typing import Any
 
 import click
 
 from fivetran_events import HistoryReader, load_settings
+from fivetran_events.destinations import destination_tables, tables_fresh
 from fivetran_events.model import is_valid_id
+from fivetran_events.table_cache import refresh
 from fivetran_events.timeutil import iso
 
 from .. import logs
+from ..forwarding.tables import common_prefix
 from ..forwarding.worker import DeliveryState, Forwarder
 from ..jobs import ForwardingWorker, build_forwarder
 from ..reconciling import start_schedule
@@ -292,44 +296,78 @@ def datasets() -> None:
 @clean_errors
 def check(as_json: bool) -> None:
     """List the URIs the mapping and the recorded connectors produce, and whether Airflow
-    knows each.
+    knows each; with table granularity, each connector's table URIs and the DAGs
+    scheduled on them.
 
-    Exit 1 if one is missing (its events would be undelivered); 4 if Airflow or Redis
-    cannot be reached and 5 if Airflow refuses the login, so "missing" never hides an
-    error.
+    Exit 1 if a connector's URI is missing (its events would be undelivered; a table no
+    DAG reads is not missing, it is simply not forwarded); 4 if Airflow, Redis or
+    Fivetran cannot be reached and 5 if Airflow refuses the login, so "missing" never
+    hides an error.
     """
     settings = load_settings()
     fw = build_forwarder(settings, with_airflow=True)
+    assert fw.airflow is not None
     reader = HistoryReader(fw.redis, settings.key_prefix, settings.max_sync_duration_ms)
     recorded = {c["connector_id"]: c for c in reader.connectors()}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for cid in sorted(set(recorded) | set(fw.enqueuer.uri_map.mapped_connectors())):
         meta = recorded.get(cid, {})
-        for uri in fw.enqueuer.uri_map.uris(
-            cid, meta.get("connector_name"), meta.get("connector_type"), meta.get("group_id")
-        ):
-            assert fw.airflow is not None
-            known = fw.airflow.known(uri)  # errors propagate: exit 4 or 5, not "missing"
-            rows.append(
-                {
-                    "connector_id": cid,
-                    "uri": uri,
-                    "recorded": cid in recorded,
-                    "known_to_airflow": known,
-                }
-            )
+        if settings.asset_granularity != "table":
+            for uri in fw.enqueuer.uri_map.uris(
+                cid, meta.get("connector_name"), meta.get("connector_type"), meta.get("group_id")
+            ):
+                known = fw.airflow.known(uri)  # errors propagate: exit 4 or 5, not "missing"
+                rows.append(
+                    {
+                        "connector_id": cid,
+                        "uri": uri,
+                        "recorded": cid in recorded,
+                        "known_to_airflow": known,
+                    }
+                )
+        if settings.asset_granularity != "connector" and cid in recorded:
+            rows += table_rows(fw, cid, meta.get("group_id"))
     if as_json:
         emit_json({"datasets": rows})
     else:
         table(
             [
-                (r["connector_id"], "ok" if r["known_to_airflow"] else "MISSING", r["uri"])
+                (
+                    r["connector_id"],
+                    "ok" if r["known_to_airflow"] else ("-" if "table" in r else "MISSING"),
+                    r["uri"],
+                    ", ".join(r.get("dags", [])),
+                )
                 for r in rows
             ],
-            ("CONNECTOR", "AIRFLOW", "URI"),
+            ("CONNECTOR", "AIRFLOW", "URI", "DAGS"),
         )
-    if not all(r["known_to_airflow"] for r in rows):
+    if not all(r["known_to_airflow"] for r in rows if "table" not in r):
         exit_with(ExitCode.FAILED)
+
+
+def table_rows(fw: Forwarder, cid: str, group_id: str | None) -> list[dict[str, Any]]:
+    """A connector's table URIs (refreshed from Fivetran when due and configured) and
+    the DAGs scheduled on each, from one listing of Airflow's assets."""
+    prefix = fw.settings.key_prefix
+    tables = destination_tables(fw.redis, prefix, cid)
+    if fw.fivetran is not None and (tables is None or not tables_fresh(fw.redis, prefix, cid)):
+        tables = refresh(fw.redis, fw.settings, fw.fivetran, cid, group_id)
+    if not tables:
+        return []
+    assert fw.airflow is not None
+    assets = fw.airflow.assets_under(common_prefix([t.uri for t in tables]))
+    return [
+        {
+            "connector_id": cid,
+            "uri": t.uri,
+            "table": f"{t.schema}.{t.table}",
+            "recorded": True,
+            "known_to_airflow": t.uri in assets,
+            "dags": assets.get(t.uri, []),
+        }
+        for t in tables
+    ]
 
 
 #: What the group registers.

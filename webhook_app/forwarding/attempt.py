@@ -40,6 +40,7 @@ from redis.exceptions import LockError
 from fivetran_events import Settings
 from fivetran_events.asset_extra import SyncRef, extra_for
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
+from fivetran_events.exceptions import FivetranUnavailable
 from fivetran_events.keys import delivery_lock_key, due_key, undelivered_key
 from fivetran_events.timeutil import iso
 
@@ -47,6 +48,7 @@ from .. import metrics
 from ..airflow_client import AirflowClient, AirflowEvent, lookup_window_start
 from ..airflow_errors import AirflowRejected, AirflowUnavailable, AssetNotFound
 from ..lineage import is_lineage
+from .enqueue import TABLES_SCHEME
 from .store import DeliveryStore
 
 log = logging.getLogger(__name__)
@@ -107,8 +109,14 @@ def build_extra(fw: Parts, d: Delivery) -> dict[str, Any]:
     return extra_for(fw.redis, fw.settings.key_prefix, SyncRef.from_fields(d.fields))
 
 
-def attempt(fw: Parts, did: str) -> AttemptResult:
-    """Make one attempt at delivery ``did``; return what happened."""
+def attempt(
+    fw: Parts, did: str, expand: Callable[[Any, Delivery], AttemptResult] | None = None
+) -> AttemptResult:
+    """Make one attempt at delivery ``did``; return what happened.
+
+    ``expand`` makes the attempt of a sync's table-level delivery (``tables.expand``),
+    under the same lease.
+    """
     lock = fw.redis.lock(
         delivery_lock_key(fw.settings.key_prefix, did),
         timeout=fw.lease_ms / 1000,
@@ -119,7 +127,7 @@ def attempt(fw: Parts, did: str) -> AttemptResult:
         return AttemptResult(did, AttemptOutcome.BUSY)
     started = time.perf_counter()
     try:
-        return _attempt_locked(fw, did)
+        return _attempt_locked(fw, did, expand)
     finally:
         metrics.FORWARD_REQUEST_SECONDS.observe(time.perf_counter() - started)
         try:
@@ -158,7 +166,9 @@ def not_before(fw: Parts, d: Delivery) -> int | None:
     return max(times) if times else None
 
 
-def _attempt_locked(fw: Parts, did: str) -> AttemptResult:
+def _attempt_locked(
+    fw: Parts, did: str, expand: Callable[[Any, Delivery], AttemptResult] | None = None
+) -> AttemptResult:
     d = fw.store.get(did)
     due = due_key(fw.settings.key_prefix)
     if d is None or d.state in FINAL or d.get("event_id"):
@@ -193,6 +203,8 @@ def _attempt_locked(fw: Parts, did: str) -> AttemptResult:
         fw.redis.zadd(due, {did: wait_until})
         metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
         return AttemptResult(did, AttemptOutcome.NOT_DUE, due_in_s=(wait_until - now) / 1000)
+    if expand is not None and d.uri.startswith(TABLES_SCHEME):
+        return expand(fw, d)
     key = fw.store.key(did)
     extra = json.loads(d.get("extra") or "null") or build_extra(fw, d)
     with fw.redis.pipeline(transaction=True) as pipe:
@@ -340,11 +352,20 @@ def final_ttl_ms(fw: Parts, state: DeliveryState, d: Delivery, now: int) -> int:
     """Return how long a record in a final ``state`` stays from ``now``.
 
     Delivered: the keep time. Given up: until its retry window plus the keep time are
-    over, and at least the keep time.
+    over, and at least the keep time. A delivered table's record (``tables.py``: it has
+    a ``table``) stays ``table_keep_ms`` only: its sync's table-level delivery, kept the
+    keep time, is what a late redelivery or a replay finds.
     """
     if state is DeliveryState.DELIVERED:
-        return fw.keep_ms
+        return table_keep_ms(fw) if d.get("table") else fw.keep_ms
     return max(d.window_ms + fw.record_ttl_ms - now, fw.keep_ms)
+
+
+def table_keep_ms(fw: Parts) -> int:
+    """How long a delivered table's record stays: past any re-run of its sync's expansion
+    (a worker that died between creating the tables' deliveries and recording the
+    expansion: its lease, then an attempt), at least an hour, at most the keep time."""
+    return min(fw.keep_ms, max(3_600_000, 4 * (fw.lease_ms + fw.margin_ms)))
 
 
 def _ms(seconds: float) -> str:
@@ -412,7 +433,7 @@ def backoff_seconds(fw: Parts, attempts: int, retry_after: float | None) -> floa
 def _retry(
     fw: Parts,
     d: Delivery,
-    exc: AirflowUnavailable | ReplicasShort | LineageUnavailable,
+    exc: AirflowUnavailable | ReplicasShort | LineageUnavailable | FivetranUnavailable,
     settles: int | None,
 ) -> AttemptResult:
     now = fw.clock()

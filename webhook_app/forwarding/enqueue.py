@@ -15,11 +15,19 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import redis
+from redis.client import Pipeline
 from redis.typing import EncodableT
 
 from fivetran_events import Event, Settings
+from fivetran_events.asset_extra import SyncRef
 from fivetran_events.history.writer import TRIM_EVERY, trims
-from fivetran_events.keys import deliveries_key, due_key, sweep_wake_key, sync_deliveries_key
+from fivetran_events.keys import (
+    deliveries_key,
+    delivery_id,
+    due_key,
+    sweep_wake_key,
+    sync_deliveries_key,
+)
 from fivetran_events.timeutil import now_ms
 from fivetran_events.uris import UriMap
 
@@ -30,6 +38,8 @@ from .store import DeliveryStore
 if TYPE_CHECKING:
     from rq import Queue
 
+#: The scheme of a sync's table-level delivery (``tables_uri``).
+TABLES_SCHEME = "fivetran-tables://connector/"
 #: The dotted path of the job; a string, so the web process never imports the worker side.
 FORWARD_JOB = "webhook_app.jobs.forward_sync"
 #: How long RQ keeps a finished attempt's job and result: the delivery record holds the
@@ -152,47 +162,85 @@ class Enqueuer:
         in the script that records it (``lua``): all of it is written with the history or
         none of it is. With lineage, also a start's or an end's OpenLineage delivery; an
         event with no delivery adds nothing."""
-        targets = self._uris(event) if self.airflow and event.is_success else []
+        targets = self.uris(event) if self.airflow and event.is_success else []
         if self.lineage:
             targets += lineage_targets(event)
         if not targets:
             return [], []
-        return self._parts(event, self.clock(), targets)
+        return self._parts(_sync_of(event), trims(event, self.trim_every), self.clock(), targets)
 
     def create(self, event: Event, uri: str, now: int) -> str:
         """Create one delivery of ``event`` to ``uri`` (kept if it exists), due now, and
         wake the sweepers (a success of the past: ``replay --since``)."""
-        keys, args = self._parts(event, now, [uri])
+        keys, args = self._parts(_sync_of(event), False, now, [uri])
         self.create_script(keys=keys, args=args)
         return self.store.id_of(event, uri)
 
-    def _uris(self, event: Event) -> list[str]:
-        return self.uri_map.uris(
-            event.connector_id, event.connector_name, event.connector_type, event.group_id
-        )
+    def create_many(self, sync: SyncRef, uris: list[str], now: int, pipe: Pipeline) -> list[str]:
+        """Queue creating ``sync``'s deliveries to ``uris`` in ``pipe`` (each kept if it
+        exists), due now; return their ids (a table-level delivery's expansion)."""
+        keys, args = self._parts(sync, False, now, uris)
+        self.create_script(keys=keys, args=args, client=pipe)
+        return [delivery_id(sync.connector_id, sync.sync_id, u) for u in uris]
 
-    def _parts(self, event: Event, now: int, uris: list[str]) -> tuple[list[str], list[EncodableT]]:
-        """Return the chunk's keys and arguments for ``event``'s deliveries to ``uris``."""
-        assert event.sync_id is not None
+    def uris(self, event: Event) -> list[str]:
+        """The URIs a successful sync's deliveries go to under the granularity setting."""
+        granularity = self.settings.asset_granularity
+        uris = (
+            self.uri_map.uris(
+                event.connector_id, event.connector_name, event.connector_type, event.group_id
+            )
+            if granularity != "table"
+            else []
+        )
+        if granularity != "connector":
+            # One delivery for all the tables, whatever their number: the worker expands
+            # it (forwarding/tables.py), so the webhook reads no table list.
+            uris.append(tables_uri(event.connector_id))
+        return uris
+
+    def _parts(
+        self, sync: SyncRef, trim: bool, now: int, uris: list[str]
+    ) -> tuple[list[str], list[EncodableT]]:
+        """Return the chunk's keys and arguments for ``sync``'s deliveries to ``uris``."""
         keys = [
-            sync_deliveries_key(self.settings.key_prefix, event.connector_id, event.sync_id),
+            sync_deliveries_key(self.settings.key_prefix, sync.connector_id, sync.sync_id),
             *self.shared_keys,
         ]
         args: list[EncodableT] = [
             self.store.retention_s,
             now,
             # The listing keeps as long as the records; trimmed as often as the history.
-            now - self.store.retention_s * 1000 if trims(event, self.trim_every) else "",
-            event.connector_id,
-            event.sync_id,
-            event.connector_name or "",
-            event.connector_type or "",
-            event.group_id or "",
-            event.status or "",
-            event.created_ms,
+            now - self.store.retention_s * 1000 if trim else "",
+            sync.connector_id,
+            sync.sync_id,
+            sync.connector_name or "",
+            sync.connector_type or "",
+            sync.group_id or "",
+            sync.status or "",
+            sync.ended_ms,
         ]
         for uri in uris:
-            did = self.store.id_of(event, uri)
+            did = delivery_id(sync.connector_id, sync.sync_id, uri)
             keys.append(self.store.key(did))
             args += [did, uri]
         return keys, args
+
+
+def tables_uri(connector_id: str) -> str:
+    """The URI of a sync's table-level delivery, which the worker expands into one
+    delivery per consumed table (not an asset: Airflow never sees it)."""
+    return f"{TABLES_SCHEME}{connector_id}"
+
+
+def _sync_of(event: Event) -> SyncRef:
+    assert event.sync_id is not None
+    return SyncRef(
+        connector_id=event.connector_id,
+        sync_id=event.sync_id,
+        ended_ms=event.created_ms,
+        status=event.status,
+        connector_name=event.connector_name,
+        connector_type=event.connector_type,
+        group_id=event.group_id,
+    )

@@ -117,9 +117,7 @@ def forward_since(
                 sync_id=c.sync_id,
                 status=c.status,
             )
-            for uri in enq.uri_map.uris(
-                cid, event.connector_name, event.connector_type, event.group_id
-            ):
+            for uri in enq.uris(event):
                 did = enq.store.id_of(event, uri)
                 if enq.store.client.exists(enq.store.key(did)):
                     existing.append(did)

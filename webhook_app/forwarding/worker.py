@@ -26,6 +26,7 @@ from rq import Queue
 
 from fivetran_events import Settings, as_text
 from fivetran_events.deliveries import DeliveryState
+from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.keys import asset_id_key, due_key, sweep_wake_key
 from fivetran_events.timeutil import now_ms
 
@@ -33,6 +34,7 @@ from ..airflow_client import AirflowClient
 from ..airflow_errors import AirflowError
 from . import attempt as _attempt
 from . import replay as _replay
+from . import tables as _tables
 from ._lua import CLAIM_DUE
 from .attempt import AttemptResult
 from .enqueue import Enqueuer, keep_delivered_ms, queue_jobs, record_ttl_ms
@@ -90,8 +92,9 @@ class Forwarder:
     """Make forwarding attempts, schedule retries, sweep due deliveries, replay.
 
     It has a delivery store, an enqueuer (to create deliveries), the RQ queue its sweeps
-    fill, an Airflow client (None: replay and listings only, or lineage alone) and an
-    OpenLineage sender (None: lineage off). The clock and the
+    fill, an Airflow client (None: replay and listings only, or lineage alone), an
+    OpenLineage sender (None: lineage off) and a Fivetran client (for table-level
+    deliveries; None: only cached table lists). The clock and the
     jitter are read at each call, so a test can swap them.
     """
 
@@ -103,6 +106,7 @@ class Forwarder:
         queue: Queue,
         airflow: AirflowClient | None,
         *,
+        fivetran: FivetranClient | None = None,
         clock: Callable[[], int] = now_ms,
         rng: Callable[[], float] = random.random,
         lineage: Any = None,
@@ -115,6 +119,8 @@ class Forwarder:
         self.queue = queue
         self.airflow = airflow
         self.lineage = lineage
+        #: Fivetran's API, for table-level deliveries' table lists (None: cached only).
+        self.fivetran = fivetran
         self.redis = store.client
         self.clock = clock
         self.rng = rng
@@ -147,7 +153,7 @@ class Forwarder:
 
     def attempt(self, did: str) -> AttemptResult:
         """Make one attempt at delivery ``did`` (attempt.py)."""
-        return _attempt.attempt(self, did)
+        return _attempt.attempt(self, did, _tables.expand)
 
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
         """Queue every due delivery (``sweep``)."""

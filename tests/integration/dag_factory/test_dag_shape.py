@@ -171,3 +171,82 @@ class TestChaining:
         written = {o.uri for t in a.tasks for o in t.outlets}
         waited = {x.uri for x in b.timetable.asset_condition.objects}
         assert waited == {"sql://warehouse/revenue"} and waited <= written
+
+
+class TestTableAssets:
+    """With table assets, a DAG waits for the tables it reads, named as the worker names
+    them, and for a connector's whole asset only where its table list lacks the table."""
+
+    def _tables(self) -> dict[str, Any]:
+        from fivetran_events.destinations import name_table
+
+        pg = {"host": "wh", "database": "analytics"}
+        return {
+            "sf_conn": [
+                name_table("postgres_warehouse", pg, "salesforce", "account"),
+                name_table("postgres_warehouse", pg, "salesforce", "lead"),
+            ]
+        }
+
+    def test_the_tables_read_replace_their_connector(self, tmp_path: Path) -> None:
+        from airflow_plugin.dag_factory import build_dag
+
+        dag = build_dag(folder(tmp_path, SALES), table_assets=True, tables=self._tables())
+        uris = {a.uri for a in dag.timetable.asset_condition.objects}
+        # salesforce.account is a cached table; stripe has no list: its connector stays
+        assert uris == {
+            "postgres://wh:5432/analytics/salesforce/account",
+            "fivetran://connector/stripe_conn",
+        }
+
+    def test_the_granularity_turns_it_on(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from airflow_plugin.dag_factory import build_dag
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_ASSET_GRANULARITY", "both")
+        dag = build_dag(folder(tmp_path, SALES), tables=self._tables())
+        uris = {a.uri for a in dag.timetable.asset_condition.objects}
+        assert "postgres://wh:5432/analytics/salesforce/account" in uris
+        monkeypatch.setenv("FIVETRAN_EVENTS_ASSET_GRANULARITY", "connector")
+        dag = build_dag(folder(tmp_path, SALES, name="again"), tables=self._tables())
+        assert "fivetran://connector/sf_conn" in {
+            a.uri for a in dag.timetable.asset_condition.objects
+        }
+
+    def test_read_from_the_cache_through_the_redis_connection(
+        self,
+        tmp_path: Path,
+        redis_url: str,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """The list the worker cached (destinations.store_tables) is the one read."""
+        import redis
+
+        from airflow_plugin.dag_factory import build_dag
+        from fivetran_events.destinations import store_tables
+
+        client = redis.Redis.from_url(redis_url)
+        store_tables(
+            client,
+            "test:",
+            "sf_conn",
+            self._tables()["sf_conn"],
+            fetched_ms=0,
+            fresh_s=60,
+            keep_s=60,
+        )
+        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS", f"{redis_url}?key_prefix=test%3A")
+        dag = build_dag(folder(tmp_path, SALES), table_assets=True)
+        uris = {a.uri for a in dag.timetable.asset_condition.objects}
+        assert "postgres://wh:5432/analytics/salesforce/account" in uris
+        assert "fivetran://connector/sf_conn" not in uris
+
+    def test_an_unreachable_cache_is_a_sentence(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from airflow_plugin.dag_factory import build_dag
+
+        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS", "redis://127.0.0.1:1/0")
+        with pytest.raises(SqlFolderError, match="table_assets"):
+            build_dag(folder(tmp_path, SALES), table_assets=True)

@@ -20,6 +20,7 @@ import requests
 from fivetran_events import Settings
 from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import delivery_id
+from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn
 from testkit.openlineage_receiver import LineageReceiver
 from testkit.processes import poll_until
 from testkit.servers import webhook_server
@@ -132,6 +133,49 @@ class TestRuns:
         facet = receiver.events[1]["run"]["facets"]["fivetran_sync"]
         assert (facet["syncId"], facet["status"]) == (sync, "SUCCESSFUL")
         assert stack.delivery(sync, "COMPLETE").state is DeliveryState.DELIVERED
+
+    def test_outputs_are_the_destinations_tables_read_from_fivetran(
+        self, receiver: LineageReceiver, stack_factory: Any, api: FivetranStandIn
+    ) -> None:
+        """With a Fivetran key, the worker reads the connection's enabled tables and its
+        destination once (then cached) and names them as outputs, as Airflow's SQL
+        lineage names a Postgres table: a disabled table is no output."""
+        api.connector(CONNECTOR, group_id="inappropriate_implode")
+        api.tables(
+            CONNECTOR,
+            {"salesforce": ["account", "Lead"]},
+            disabled={"salesforce": ["task"]},
+            renamed={"salesforce.Lead": "lead"},
+        )
+        api.destination(
+            "inappropriate_implode",
+            "postgres_warehouse",
+            host="wh.internal",
+            port=5432,
+            database="analytics",
+        )
+        fivetran = {
+            "FIVETRAN_EVENTS_FIVETRAN_API_URL": api.url,
+            "FIVETRAN_EVENTS_FIVETRAN_API_KEY": TEST_API_KEY,
+            "FIVETRAN_EVENTS_FIVETRAN_API_SECRET": TEST_API_SECRET,
+        }
+        stack = stack_factory({**client_env(receiver), **fivetran})
+        for _ in range(2):
+            start = payload("sync_start", CONNECTOR)
+            stack.post(start)
+            stack.post(payload("sync_end", CONNECTOR, sync_id=start["sync_id"]))
+        wait_events(receiver, 4, stack)
+        assert receiver.types() == ["START", "COMPLETE", "START", "COMPLETE"]
+        assert receiver.invalid == []
+        for complete in (receiver.events[1], receiver.events[3]):
+            outputs = {(o["namespace"], o["name"]) for o in complete["outputs"]}
+            assert outputs == {
+                ("postgres://wh.internal:5432", "analytics.salesforce.account"),
+                ("postgres://wh.internal:5432", "analytics.salesforce.lead"),
+            }
+        # Read once, then from the cache: one schema read, one destination read.
+        assert api.calls["GET /v1/connections/{id}/schemas"] == 1, api.calls
+        assert api.calls["GET /v1/destinations/{id}"] == 1, api.calls
 
     def test_failure_is_fail_with_its_reason(
         self, receiver: LineageReceiver, stack_factory: Any

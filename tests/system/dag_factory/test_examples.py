@@ -17,6 +17,11 @@ def test_every_example_dag_imports(airflow_db: Path) -> None:
         "fivetran_asset_consumer",
         "fivetran_sensor_daily",
         "fivetran_sync_then_models",
+        "fivetran_table_consumer",
+    }
+    table = bag.get_dag("fivetran_table_consumer")
+    assert {a.uri for a in table.timetable.asset_condition.objects} == {
+        "postgres://warehouse.example.com:5432/analytics/demo/orders"
     }
     sensor = bag.get_dag("fivetran_sensor_daily").get_task("wait_for_demo_connector")
     assert type(sensor).__name__ == "FivetranDateTimeSensor"

@@ -1,0 +1,238 @@
+"""A connection's destination tables: their names in Airflow and OpenLineage, and their cache.
+
+Fivetran's schema configuration (``GET /v1/connections/{id}/schemas``) says which tables
+of a connection are enabled and what they are called in the destination
+(``name_in_destination``); the destination (``GET /v1/destinations/{id}``, whose id is
+the group's) says what kind it is (``service``) and where (``config``). ``name_table``
+turns the two into the names an Airflow SQL task's lineage uses for the same table, so
+a Fivetran table and a task reading it meet on one URI:
+
+- the Airflow asset URI as the providers' ``asset-uris`` handlers sanitize it
+  (``postgres://host:5432/db/schema/table``: the port made explicit, three path parts;
+  ``mysql://host:3306/db/table``; ``bigquery://project/dataset/table``);
+- the OpenLineage dataset ``namespace`` and ``name`` of its naming spec
+  (``postgres://host:5432`` + ``db.schema.table``; ``bigquery`` +
+  ``project.dataset.table``; ``snowflake://account`` + ``db.schema.table``; ...).
+
+The cache (``store_tables``, ``destination_tables``) is one JSON string per connector,
+written by ``table_cache.refresh`` and read by the forwarder and the lineage; what it
+holds is already named, so a reader never needs Fivetran.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import astuple, dataclass
+from typing import Any
+
+import redis
+
+from .keys import tables_fresh_key, tables_key
+from .redis_url import as_text
+
+__all__ = [
+    "STALE_EVENTS",
+    "DestinationTable",
+    "destination_tables",
+    "mark_stale",
+    "name_table",
+    "store_tables",
+    "tables_fresh",
+]
+
+#: Fivetran's destination services per naming family (``GET /v1/destinations``' ``service``).
+POSTGRES_SERVICES = frozenset(
+    {
+        "postgres_warehouse",
+        "postgres_rds_warehouse",
+        "postgres_gcp_warehouse",
+        "aurora_postgres_warehouse",
+        "azure_postgres_warehouse",
+        "heroku_postgres_warehouse",
+    }
+)
+MYSQL_SERVICES = frozenset(
+    {"mysql_warehouse", "mysql_rds_warehouse", "aurora_warehouse", "azure_mysql_warehouse"}
+)
+BIGQUERY_SERVICES = frozenset({"big_query", "managed_big_query"})
+#: Events after which a connection's tables or their names may differ.
+STALE_EVENTS = frozenset(
+    {
+        "edit_connector",
+        "resync_table",
+        "resync_connector",
+        "create_connector",
+        "change_schema_config",
+        "schema_change",
+        "schema_config_change",
+        "update_schema_config",
+    }
+)
+#: Default ports, as the Airflow providers' handlers fill them in.
+_PORTS = {"postgres": 5432, "mysql": 3306, "redshift": 5439}
+
+
+@dataclass(frozen=True)
+class DestinationTable:
+    """One enabled table of a connection, as it is named in its destination."""
+
+    schema: str
+    table: str
+    #: OpenLineage's dataset namespace and name.
+    namespace: str
+    name: str
+    #: The Airflow asset URI.
+    uri: str
+
+
+def _host_port(config: Mapping[str, Any], kind: str) -> str:
+    host = str(config.get("host") or "").strip().lower()
+    port = config.get("port")
+    try:
+        port_n = int(port) if port not in (None, "") else _PORTS[kind]
+    except (TypeError, ValueError):
+        port_n = _PORTS[kind]
+    return f"{host}:{port_n}"
+
+
+def _redshift_authority(config: Mapping[str, Any]) -> str:
+    # OpenLineage names a Redshift cluster {cluster_identifier}.{region}:{port}, which
+    # its endpoint "<cluster>.<id>.<region>.redshift[-serverless].amazonaws.com" holds;
+    # another host (a proxy, a tunnel) is kept whole.
+    host_port = _host_port(config, "redshift")
+    host, _, port = host_port.rpartition(":")
+    parts = host.split(".")
+    if len(parts) >= 6 and parts[3] in ("redshift", "redshift-serverless"):
+        return f"{parts[0]}.{parts[2]}:{port}"
+    return host_port
+
+
+def _snowflake_account(config: Mapping[str, Any]) -> str:
+    # Fivetran's host is "<account>.snowflakecomputing.com"; OpenLineage names the
+    # account (lower case, the organisation-account form as written).
+    host = str(config.get("host") or "").strip().lower()
+    return host.removesuffix(".snowflakecomputing.com")
+
+
+def name_table(
+    service: str | None,
+    config: Mapping[str, Any],
+    schema: str,
+    table: str,
+    *,
+    group_id: str = "",
+) -> DestinationTable:
+    """Name ``schema.table`` of a destination of kind ``service`` at ``config`` (pure).
+
+    A destination kind not known here gets ``fivetran://{group_id}/{schema}/{table}``
+    (namespace ``fivetran://{group_id}``): unique, though no SQL task's lineage uses it.
+    """
+    kind = (service or "").lower()
+    database = str(config.get("database") or "")
+    if kind in POSTGRES_SERVICES or kind == "redshift":
+        ns = (
+            f"redshift://{_redshift_authority(config)}"
+            if kind == "redshift"
+            else f"postgres://{_host_port(config, 'postgres')}"
+        )
+        return DestinationTable(
+            schema, table, ns, f"{database}.{schema}.{table}", f"{ns}/{database}/{schema}/{table}"
+        )
+    if kind in MYSQL_SERVICES:
+        # In MySQL a schema is a database: Fivetran's schema is the database name.
+        ns = f"mysql://{_host_port(config, 'mysql')}"
+        return DestinationTable(schema, table, ns, f"{schema}.{table}", f"{ns}/{schema}/{table}")
+    if kind in BIGQUERY_SERVICES:
+        project = str(config.get("project_id") or "")
+        return DestinationTable(
+            schema,
+            table,
+            "bigquery",
+            f"{project}.{schema}.{table}",
+            f"bigquery://{project}/{schema}/{table}",
+        )
+    if kind == "snowflake":
+        ns = f"snowflake://{_snowflake_account(config)}"
+        name = f"{database}.{schema}.{table}"
+        return DestinationTable(schema, table, ns, name, f"{ns}/{name}")
+    if kind == "databricks":
+        host = str(config.get("server_host_name") or config.get("host") or "").lower()
+        catalog = str(config.get("catalog") or "hive_metastore")
+        ns = f"databricks://{host}"
+        return DestinationTable(
+            schema, table, ns, f"{catalog}.{schema}.{table}", f"{ns}/{catalog}/{schema}/{table}"
+        )
+    ns = f"fivetran://{group_id}"
+    return DestinationTable(schema, table, ns, f"{schema}.{table}", f"{ns}/{schema}/{table}")
+
+
+def templated(
+    tables: Sequence[DestinationTable],
+    template: str | None,
+    *,
+    connector_id: str,
+    group_id: str,
+    service: str,
+) -> list[DestinationTable]:
+    """Give each table the URI ``template`` makes of it (None: keep the naming's)."""
+    if not template:
+        return list(tables)
+    return [
+        DestinationTable(
+            t.schema,
+            t.table,
+            t.namespace,
+            t.name,
+            template.format(
+                connector_id=connector_id,
+                group_id=group_id,
+                service=service,
+                schema=t.schema,
+                table=t.table,
+                uri=t.uri,
+            ),
+        )
+        for t in tables
+    ]
+
+
+def store_tables(
+    client: redis.Redis,
+    prefix: str,
+    connector_id: str,
+    tables: Sequence[DestinationTable],
+    *,
+    fetched_ms: int,
+    fresh_s: int,
+    keep_s: int,
+) -> None:
+    """Cache ``tables`` for ``keep_s``, counted fresh for ``fresh_s`` (one MULTI)."""
+    body = json.dumps(
+        {"fetched_ms": fetched_ms, "tables": [list(astuple(t)) for t in tables]},
+        separators=(",", ":"),
+    )
+    with client.pipeline(transaction=True) as pipe:
+        pipe.set(tables_key(prefix, connector_id), body, ex=keep_s)
+        pipe.set(tables_fresh_key(prefix, connector_id), fetched_ms, ex=fresh_s)
+        pipe.execute()
+
+
+def destination_tables(
+    client: redis.Redis, prefix: str, connector_id: str
+) -> list[DestinationTable] | None:
+    """Return the cached enabled tables of ``connector_id`` (None: nothing is cached)."""
+    raw = client.get(tables_key(prefix, connector_id))
+    if raw is None:
+        return None
+    return [DestinationTable(*row) for row in json.loads(as_text(raw))["tables"]]
+
+
+def tables_fresh(client: redis.Redis, prefix: str, connector_id: str) -> bool:
+    """Return whether the cached tables need no refresh yet."""
+    return bool(client.exists(tables_fresh_key(prefix, connector_id)))
+
+
+def mark_stale(client: redis.Redis, prefix: str, connector_id: str) -> None:
+    """Ask for a refresh: the tables or their names may have changed (kept until then)."""
+    client.delete(tables_fresh_key(prefix, connector_id))

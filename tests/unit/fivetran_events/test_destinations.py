@@ -1,0 +1,161 @@
+"""Destination tables named as Airflow's asset URI handlers and OpenLineage name them."""
+
+from __future__ import annotations
+
+import pytest
+
+from fivetran_events.destinations import DestinationTable, name_table, templated
+
+
+class TestNamingPerDestinationKind:
+    @pytest.mark.parametrize(
+        "service", ["postgres_warehouse", "postgres_rds_warehouse", "aurora_postgres_warehouse"]
+    )
+    def test_postgres_makes_the_port_explicit_and_keeps_three_path_parts(
+        self, service: str
+    ) -> None:
+        """Airflow's postgres handler fills in 5432; OpenLineage names db.schema.table."""
+        t = name_table(
+            service, {"host": "DB.example.com", "database": "wh"}, "salesforce", "account"
+        )
+        assert t == DestinationTable(
+            "salesforce",
+            "account",
+            "postgres://db.example.com:5432",
+            "wh.salesforce.account",
+            "postgres://db.example.com:5432/wh/salesforce/account",
+        )
+
+    def test_postgres_keeps_a_configured_port(self) -> None:
+        """A port Fivetran reports (as text or a number) is the one in the URI."""
+        t = name_table(
+            "postgres_warehouse", {"host": "h", "port": "6543", "database": "d"}, "s", "t"
+        )
+        assert t.uri == "postgres://h:6543/d/s/t"
+
+    def test_bigquery_uses_the_project_as_the_authority(self) -> None:
+        """bigquery://project/dataset/table; OpenLineage's namespace is plain 'bigquery'."""
+        t = name_table(
+            "big_query", {"project_id": "acme-prod", "data_set_location": "US"}, "hubspot", "deal"
+        )
+        assert (t.uri, t.namespace, t.name) == (
+            "bigquery://acme-prod/hubspot/deal",
+            "bigquery",
+            "acme-prod.hubspot.deal",
+        )
+
+    def test_snowflake_names_the_account_from_the_host(self) -> None:
+        """snowflake://account/database.schema.table, the account lower case."""
+        config = {"host": "XY12345.eu-west-1.snowflakecomputing.com", "database": "RAW"}
+        t = name_table("snowflake", config, "STRIPE", "CHARGE")
+        assert t.namespace == "snowflake://xy12345.eu-west-1"
+        assert t.name == "RAW.STRIPE.CHARGE"
+        assert t.uri == "snowflake://xy12345.eu-west-1/RAW.STRIPE.CHARGE"
+
+    def test_redshift_names_cluster_and_region_as_openlineage_does(self) -> None:
+        """redshift://{cluster_identifier}.{region}:{port}, from the cluster's endpoint."""
+        config = {"host": "analytics.c1abc.eu-west-1.redshift.amazonaws.com", "database": "dev"}
+        t = name_table("redshift", config, "s", "t")
+        assert t.namespace == "redshift://analytics.eu-west-1:5439"
+        assert t.uri == "redshift://analytics.eu-west-1:5439/dev/s/t"
+
+    def test_redshift_defaults_to_port_5439_and_keeps_another_host_whole(self) -> None:
+        t = name_table("redshift", {"host": "proxy.internal", "database": "dev"}, "s", "t")
+        assert t.uri == "redshift://proxy.internal:5439/dev/s/t"
+        assert t.name == "dev.s.t"
+
+    def test_mysql_has_no_schema_level_beyond_the_database(self) -> None:
+        """In MySQL Fivetran's schema is the database: mysql://host:3306/schema/table."""
+        t = name_table(
+            "mysql_rds_warehouse", {"host": "m", "database": "ignored"}, "shop", "orders"
+        )
+        assert (t.uri, t.name) == ("mysql://m:3306/shop/orders", "shop.orders")
+
+    def test_databricks_names_the_catalog(self) -> None:
+        config = {"server_host_name": "adb-1.azuredatabricks.net", "catalog": "main"}
+        t = name_table("databricks", config, "s", "t")
+        assert t.uri == "databricks://adb-1.azuredatabricks.net/main/s/t"
+        assert t.name == "main.s.t"
+
+    def test_an_unknown_kind_gets_a_unique_fivetran_uri(self) -> None:
+        """No lineage meets it, but two tables never share a URI."""
+        t = name_table("some_new_lake", {}, "s", "t", group_id="grp")
+        assert (t.uri, t.namespace) == ("fivetran://grp/s/t", "fivetran://grp")
+
+
+class TestTemplate:
+    def test_a_template_overrides_the_uri_only(self) -> None:
+        """The OpenLineage names stay the naming's: only the Airflow URI is the user's."""
+        t = name_table("postgres_warehouse", {"host": "h", "database": "d"}, "s", "t")
+        (out,) = templated(
+            [t], "x://{group_id}/{schema}.{table}", connector_id="c", group_id="g", service="p"
+        )
+        assert out.uri == "x://g/s.t"
+        assert (out.namespace, out.name) == (t.namespace, t.name)
+
+    def test_no_template_keeps_the_naming(self) -> None:
+        t = name_table("postgres_warehouse", {"host": "h", "database": "d"}, "s", "t")
+        assert templated([t], None, connector_id="c", group_id="g", service="p") == [t]
+
+
+class TestSettings:
+    def test_granularity_defaults_to_the_connector(self) -> None:
+        from fivetran_events.settings import Settings
+
+        assert Settings().asset_granularity == "connector"
+
+    @pytest.mark.parametrize("value", ["table", "both", "connector"])
+    def test_granularity_reads_the_environment(
+        self, monkeypatch: pytest.MonkeyPatch, value: str
+    ) -> None:
+        from fivetran_events.settings import Settings
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_ASSET_GRANULARITY", value)
+        assert Settings().asset_granularity == value
+
+    def test_an_unknown_granularity_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from pydantic import ValidationError
+
+        from fivetran_events.settings import Settings
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_ASSET_GRANULARITY", "column")
+        with pytest.raises(ValidationError, match="asset_granularity"):
+            Settings()
+
+    def test_a_table_template_with_an_unknown_field_is_refused(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The message names the fields a template may use."""
+        from pydantic import ValidationError
+
+        from fivetran_events.settings import Settings
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_TABLE_URI_TEMPLATE", "x://{database}/{table}")
+        with pytest.raises(ValidationError, match=r"\{schema\}"):
+            Settings()
+
+
+class TestEnabledTables:
+    def test_names_in_the_destination_of_enabled_tables_of_enabled_schemas(self) -> None:
+        """A disabled schema hides its tables; a missing name_in_destination is the
+        source's name; anything not an object is skipped, never an error."""
+        from fivetran_events.fivetran_records import enabled_tables
+
+        config = {
+            "schemas": {
+                "Sales": {
+                    "name_in_destination": "sales",
+                    "enabled": True,
+                    "tables": {
+                        "Orders": {"name_in_destination": "orders", "enabled": True},
+                        "Notes": {"enabled": False},
+                        "items": {},
+                        "odd": "not an object",
+                    },
+                },
+                "hr": {"enabled": False, "tables": {"staff": {"enabled": True}}},
+                "broken": None,
+            }
+        }
+        assert enabled_tables(config) == [("sales", "items"), ("sales", "orders")]
+        assert enabled_tables({}) == []
