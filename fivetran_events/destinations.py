@@ -154,8 +154,9 @@ def name_table(
         )
     if kind == "snowflake":
         ns = f"snowflake://{_snowflake_account(config)}"
-        name = f"{database}.{schema}.{table}"
-        return DestinationTable(schema, table, ns, name, f"{ns}/{name}")
+        return DestinationTable(
+            schema, table, ns, f"{database}.{schema}.{table}", f"{ns}/{database}/{schema}/{table}"
+        )
     if kind == "databricks":
         host = str(config.get("server_host_name") or config.get("host") or "").lower()
         catalog = str(config.get("catalog") or "hive_metastore")

@@ -6,6 +6,68 @@ import pytest
 
 from fivetran_events.destinations import DestinationTable, name_table, templated
 
+# What Airflow's providers do with an asset URI of each kind (``sanitize_uri`` and
+# ``convert_asset_to_openlineage`` in airflow/providers/<p>/assets/<kind>.py of
+# apache-airflow-providers-postgres 7.1.1, -mysql, -google 22.8.0, -snowflake 6.20.0,
+# -databricks and -amazon (redshift)): the path's part count, the port filled in, and
+# the OpenLineage dataset the URI converts to. The providers themselves are not
+# installed here (their database drivers are heavy), so their rules are restated.
+PROVIDER_RULES: dict[str, tuple[int, int | None, str]] = {
+    # scheme: (path parts after the authority, default port, how the name is joined)
+    "postgres": (3, 5432, "{0}.{1}.{2}"),
+    "mysql": (2, 3306, "{0}.{1}"),
+    "bigquery": (2, None, "{host}.{0}.{1}"),
+    "snowflake": (3, None, "{0}.{1}.{2}"),
+    "databricks": (3, None, "{0}.{1}.{2}"),
+    "redshift": (3, 5439, "{0}.{1}.{2}"),
+}
+
+
+def airflow_reads(uri: str) -> tuple[str, str]:
+    """The OpenLineage dataset Airflow's provider converts ``uri`` to, after checking that
+    its ``sanitize_uri`` would leave the URI as it is (already canonical)."""
+    from urllib.parse import urlsplit
+
+    parsed = urlsplit(uri)
+    parts, port, joined = PROVIDER_RULES[parsed.scheme]
+    path = parsed.path.split("/")[1:]
+    assert parsed.netloc and len(path) == parts and all(path), uri
+    if port is not None:
+        assert parsed.port is not None, f"{uri}: Airflow would add :{port}"
+    if parsed.scheme == "bigquery":
+        return "bigquery", joined.format(*path, host=parsed.netloc)
+    return f"{parsed.scheme}://{parsed.netloc}", joined.format(*path)
+
+
+class TestAirflowAndOpenLineageMeet:
+    @pytest.mark.parametrize(
+        ("service", "config"),
+        [
+            ("postgres_warehouse", {"host": "db.example.com", "database": "wh"}),
+            ("postgres_rds_warehouse", {"host": "h", "port": 6543, "database": "wh"}),
+            ("mysql_rds_warehouse", {"host": "m", "database": "x"}),
+            ("big_query", {"project_id": "acme-prod"}),
+            ("snowflake", {"host": "xy12345.eu-west-1.snowflakecomputing.com", "database": "RAW"}),
+            ("databricks", {"server_host_name": "adb-1.azuredatabricks.net", "catalog": "main"}),
+            (
+                "redshift",
+                {"host": "analytics.c1abc.eu-west-1.redshift.amazonaws.com", "database": "dev"},
+            ),
+        ],
+    )
+    def test_our_uri_is_canonical_and_converts_to_our_dataset(
+        self, service: str, config: dict[str, object]
+    ) -> None:
+        """Airflow keeps our asset URI as it is and reads it as the very dataset our
+        OpenLineage run writes: an asset event and a lineage edge name one table."""
+        t = name_table(service, config, "shop", "orders")
+        assert airflow_reads(t.uri) == (t.namespace, t.name)
+
+    def test_the_check_fails_on_a_uri_airflow_would_reject(self) -> None:
+        """The rule can fail: the dotted Snowflake form Airflow's handler refuses."""
+        with pytest.raises(AssertionError):
+            airflow_reads("snowflake://acct/RAW.SHOP.ORDERS")
+
 
 class TestNamingPerDestinationKind:
     @pytest.mark.parametrize(
@@ -45,12 +107,12 @@ class TestNamingPerDestinationKind:
         )
 
     def test_snowflake_names_the_account_from_the_host(self) -> None:
-        """snowflake://account/database.schema.table, the account lower case."""
+        """snowflake://account/database/schema/table, the account lower case."""
         config = {"host": "XY12345.eu-west-1.snowflakecomputing.com", "database": "RAW"}
         t = name_table("snowflake", config, "STRIPE", "CHARGE")
         assert t.namespace == "snowflake://xy12345.eu-west-1"
         assert t.name == "RAW.STRIPE.CHARGE"
-        assert t.uri == "snowflake://xy12345.eu-west-1/RAW.STRIPE.CHARGE"
+        assert t.uri == "snowflake://xy12345.eu-west-1/RAW/STRIPE/CHARGE"
 
     def test_redshift_names_cluster_and_region_as_openlineage_does(self) -> None:
         """redshift://{cluster_identifier}.{region}:{port}, from the cluster's endpoint."""
