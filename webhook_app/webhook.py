@@ -12,7 +12,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from fivetran_events import Event, EventKind, InvalidPayload, WriteStatus, parse_event
 from fivetran_events.destinations import STALE_EVENTS, mark_stale
-from fivetran_events.model import KNOWN_STATUSES, lifecycle_name
+from fivetran_events.model import KNOWN_STATUSES, UNCHECKED_KINDS, lifecycle_name
 from fivetran_events.signature import SIGNATURE_HEADER, verify
 
 from . import logs, metrics
@@ -72,9 +72,15 @@ def _receive() -> dict[str, Any]:
     except InvalidPayload as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
     confirm_replicas(st, event, result.status)  # FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS
-    if event.connector_id and lifecycle_name(event.event) in STALE_EVENTS:
+    if (
+        event.connector_id
+        and event.kind not in UNCHECKED_KINDS
+        and lifecycle_name(event.event) in STALE_EVENTS
+    ):
         # The tables or their names may have changed: the next table-level delivery
-        # reads them from Fivetran again (destinations.py, table_cache.py).
+        # reads them from Fivetran again (destinations.py, table_cache.py). Not for a
+        # sample delivery: it is checked for nothing (its connector id may hold text
+        # Redis cannot take) and written nowhere.
         mark_stale(st.redis, st.settings.key_prefix, event.connector_id)
     if result.status is WriteStatus.RECORDED and event.kind is EventKind.SYNC_END:
         count_status(event)

@@ -22,6 +22,7 @@ import redis
 from flask.testing import FlaskClient
 from freezegun import freeze_time
 
+from fivetran_events import Settings
 from fivetran_events.history import decode_completion
 from fivetran_events.history.writer import RECENT_MS
 from fivetran_events.keys import CONNECTOR_SETS, ConnectorKeys, connectors_key, last_test_event_key
@@ -143,6 +144,15 @@ def missing_marks(client: redis.Redis, recorded: list[bytes]) -> list[str]:
         if e.created_ms >= newest[e.connector_id] - RECENT_MS
         and client.zscore(ConnectorKeys(PREFIX, e.connector_id).seen, e.dedup_id) is None
     ]
+
+
+@pytest.fixture(params=["connector", "tables and lineage"])
+def settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """The suite's settings (forwarding on), and the same with every optional write of
+    the webhook on: per-table deliveries and OpenLineage deliveries for every sync."""
+    if request.param == "connector":
+        return settings
+    return settings.model_copy(update={"asset_granularity": "both", "lineage": "on"})
 
 
 def test_hostile_signed_bodies_never_500_never_corrupt(

@@ -406,6 +406,19 @@ class TestClockSkew:
 
 
 class TestUnstorableText:
+    @pytest.mark.parametrize("name", ["resync_table", "resync_connector", "edit_connector"])
+    def test_a_sample_delivery_marks_no_table_list_stale(
+        self, http: FlaskClient, client: redis.Redis, name: str
+    ) -> None:
+        """A sample delivery (a ``created`` that is no time) of an event that makes the
+        table list stale is taken as ignored and touches nothing, even with a connector
+        id Redis cannot take (the fuzz test found it a 500)."""
+        body = payload(name, "\ud800")
+        body["created"] = "yesterday"
+        r = post_signed(http, body)
+        assert r.status_code == 200 and answer(r)["status"] == "ignored", r.json
+        assert client.keys("test:*") == []
+
     def test_lone_surrogate_in_tables_is_400(self, http: FlaskClient, client: redis.Redis) -> None:
         """JSON may escape a lone surrogate; Redis cannot store it: 400 naming the field
         (it was a 500), nothing written."""
