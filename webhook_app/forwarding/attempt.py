@@ -40,7 +40,6 @@ from redis.exceptions import LockError
 from fivetran_events import Settings
 from fivetran_events.asset_extra import SyncRef, extra_for
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
-from fivetran_events.exceptions import FivetranUnavailable
 from fivetran_events.keys import delivery_lock_key, due_key, undelivered_key
 from fivetran_events.timeutil import iso
 
@@ -246,19 +245,11 @@ def _attempt_locked(
         return _retry(fw, d, exc, _after_failure(fw, d, posting, exc.maybe_sent, resolved))
 
 
-class LineageUnavailable(Exception):
-    """The OpenLineage transport failed in a way that may pass (no answer, 5xx, 429)."""
+class Retryable(Protocol):
+    """A failure that may pass: ``AirflowUnavailable``, ``ReplicasShort``,
+    ``FivetranUnavailable``, ``lineage.LineageUnavailable``; its text is the reason."""
 
-    maybe_sent = False
-
-    def __init__(self, cause: Exception) -> None:
-        super().__init__(f"OpenLineage receiver unavailable: {type(cause).__name__}: {cause}")
-        response = getattr(cause, "response", None)
-        raw = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
-        try:
-            self.retry_after: float | None = float(raw) if raw is not None else None
-        except ValueError:
-            self.retry_after = None
+    retry_after: float | None
 
 
 class ReplicasShort(Exception):
@@ -433,7 +424,7 @@ def backoff_seconds(fw: Parts, attempts: int, retry_after: float | None) -> floa
 def _retry(
     fw: Parts,
     d: Delivery,
-    exc: AirflowUnavailable | ReplicasShort | LineageUnavailable | FivetranUnavailable,
+    exc: Retryable,
     settles: int | None,
 ) -> AttemptResult:
     now = fw.clock()

@@ -35,7 +35,7 @@ from fivetran_events.timeutil import iso
 
 from .. import metrics
 from ..lineage import TARGET_PREFIX, job_namespace, run_id, target_type
-from .attempt import AttemptOutcome, AttemptResult, LineageUnavailable, _finish, _give_up, _retry
+from .attempt import AttemptOutcome, AttemptResult, _finish, _give_up, _retry
 
 if TYPE_CHECKING:
     from .attempt import Parts
@@ -55,6 +55,21 @@ START_FIRST_MS = 1000
 #: Table names of a connector: (namespace, name) pairs of OpenLineage datasets, or None
 #: when nothing is known (then a run has no outputs).
 Outputs = Callable[[str], "list[tuple[str, str]] | None"]
+
+
+class LineageUnavailable(Exception):
+    """The OpenLineage transport failed in a way that may pass (no answer, 5xx, 429)."""
+
+    maybe_sent = False
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"OpenLineage receiver unavailable: {type(cause).__name__}: {cause}")
+        response = getattr(cause, "response", None)
+        raw = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
+        try:
+            self.retry_after: float | None = float(raw) if raw is not None else None
+        except ValueError:
+            self.retry_after = None
 
 
 def no_outputs(connector_id: str) -> list[tuple[str, str]] | None:
