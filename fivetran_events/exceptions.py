@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .http import RetryableError
+
 
 class FivetranEventsError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -54,11 +56,11 @@ class FivetranApiError(FivetranEventsError):
         self.message = message
 
 
-class FivetranUnavailable(FivetranApiError):
+class FivetranUnavailable(FivetranApiError, RetryableError):
     """Raised when Fivetran cannot be reached or cannot answer now; later may work.
 
     ``retry_after``: the seconds Fivetran asked to wait (a 429's Retry-After), if any.
-    ``maybe_applied``: whether a request that is not safe to repeat (a POST) may have
+    ``maybe_sent``: whether a request that is not safe to repeat (a POST) may have
     reached Fivetran all the same (a timeout or reset after it was sent, a 5xx).
     """
 
@@ -66,12 +68,12 @@ class FivetranUnavailable(FivetranApiError):
         self,
         *args: str,
         retry_after: float | None = None,
-        maybe_applied: bool = False,
+        maybe_sent: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.retry_after = retry_after
-        self.maybe_applied = maybe_applied
+        self.maybe_sent = maybe_sent
 
 
 class FivetranRejected(FivetranApiError):

@@ -33,7 +33,6 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
-from urllib3.exceptions import NewConnectionError
 
 from .exceptions import (
     ConfigurationError,
@@ -44,9 +43,9 @@ from .exceptions import (
     FivetranUnavailable,
 )
 from .fivetran_records import Connection, Destination, Group, Webhook, WebhookTest, text_field
+from .http import never_sent, quoted, retry_after_seconds
 from .model import LIFECYCLE_EVENTS, RESYNC_EVENTS
 from .settings import DEFAULT_FIVETRAN_API_URL, Settings, check_api_url
-from .timeutil import retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +64,6 @@ PAGE_SIZE = 1000
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 #: Statuses that mean "not now" rather than "not this request".
 RETRIED_STATUSES = frozenset({500, 502, 503, 504})
-#: Longest piece of an answer quoted in an error.
-QUOTE_LIMIT = 500
 #: The Accept header the connection endpoints document (their version 2 answers).
 CONNECTIONS_ACCEPT = "application/json;version=2"
 #: The events the service acts on: sync starts and ends, resyncs, and the lifecycle events
@@ -85,29 +82,14 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _quoted(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT] + "..."
-
-
-def _could_not_connect(exc: requests.RequestException) -> bool:
-    """Whether ``exc`` means the request never left (nothing can have been applied)."""
-    if isinstance(exc, requests.ConnectTimeout):
-        return True
-    if isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout):
-        reason = getattr(exc.args[0], "reason", None) if exc.args else None
-        return isinstance(reason, NewConnectionError)
-    return False
-
-
 def _transport_reason(exc: requests.RequestException, timeout: float) -> str:
     if isinstance(exc, requests.ConnectTimeout):
         return f"no connection within {timeout:g} s"
     if isinstance(exc, requests.ReadTimeout):
         return f"no answer within {timeout:g} s"
-    if _could_not_connect(exc):
+    if never_sent(exc):
         return "connection refused or host unreachable"
-    return f"{type(exc).__name__}: {_quoted(str(exc))}"
+    return f"{type(exc).__name__}: {quoted(str(exc))}"
 
 
 class FivetranClient:
@@ -346,7 +328,7 @@ class FivetranClient:
         if attempt >= self.max_attempts:
             exc.args = (f"{exc.args[0]} (gave up after {attempt} attempts)",)
             return None
-        if exc.status != 429 and exc.maybe_applied and method not in IDEMPOTENT:
+        if exc.status != 429 and exc.maybe_sent and method not in IDEMPOTENT:
             return None
         backoff = min(MAX_BACKOFF, self.backoff * 2.0 ** (attempt - 1))
         if exc.retry_after is None:
@@ -378,12 +360,11 @@ class FivetranClient:
                 timeout=(self.timeout, self.timeout),
             )
         except requests.RequestException as exc:
-            never_sent = _could_not_connect(exc)
             raise FivetranUnavailable(
                 method,
                 path,
                 f"cannot reach Fivetran at {self.base_url}: {_transport_reason(exc, self.timeout)}",
-                maybe_applied=not never_sent,
+                maybe_sent=not never_sent(exc),
             ) from None
         return self._answer(method, path, resp)
 
@@ -401,14 +382,14 @@ class FivetranClient:
                     method,
                     path,
                     f"Fivetran answered {status} with a body that is not its JSON: "
-                    f"{_quoted(resp.text or '(empty)')}",
+                    f"{quoted(resp.text or '(empty)')}",
                     status=status,
-                    maybe_applied=True,
+                    maybe_sent=True,
                 )
             data = doc.get("data")
             return data if data is not None else {}
-        said = " ".join(p for p in (code, message) if p) or _quoted(resp.text or resp.reason or "")
-        reason = f"Fivetran answered {status}" + (f": {_quoted(said)}" if said else "")
+        said = " ".join(p for p in (code, message) if p) or quoted(resp.text or resp.reason or "")
+        reason = f"Fivetran answered {status}" + (f": {quoted(said)}" if said else "")
         kwargs: dict[str, Any] = {"status": status, "code": code, "message": message}
         if status == 429:
             raise FivetranUnavailable(
@@ -419,14 +400,14 @@ class FivetranClient:
                 **kwargs,
             )
         if status in RETRIED_STATUSES or status >= 500:
-            raise FivetranUnavailable(method, path, reason, maybe_applied=True, **kwargs)
+            raise FivetranUnavailable(method, path, reason, maybe_sent=True, **kwargs)
         if status in (401, 403):
             raise FivetranAuthFailed(method, path, reason, **kwargs)
         if status == 404:
             raise FivetranNotFound(method, path, reason, **kwargs)
         if 400 <= status < 500:
             raise FivetranRejected(method, path, reason, **kwargs)
-        raise FivetranUnavailable(method, path, reason, maybe_applied=True, **kwargs)
+        raise FivetranUnavailable(method, path, reason, maybe_sent=True, **kwargs)
 
 
 __all__ = [

@@ -2,16 +2,12 @@
 
 The history scores everything in epoch milliseconds (UTC); the APIs speak ISO 8601
 with a ``Z``. Naive datetimes are read as UTC everywhere, on purpose: Airflow hands
-out aware UTC datetimes, and a user who types ``2026-01-10T00:00`` means UTC. HTTP's
-Retry-After (seconds or a date) is read here too, for every client that honours it.
+out aware UTC datetimes, and a user who types ``2026-01-10T00:00`` means UTC.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from datetime import datetime, timedelta, timezone
-from email.utils import parsedate_to_datetime
 
 UTC = timezone.utc
 
@@ -90,28 +86,3 @@ def now_ms() -> int:
     through a float and can lose the last millisecond).
     """
     return to_ms(datetime.now(UTC))
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now.
-
-    Garbage, NaN and negative numbers give None (no wish expressed: the normal backoff);
-    a huge or infinite value is returned as it is, for the caller to cap (the forwarder:
-    ``FIVETRAN_EVENTS_MAX_RETRY_AFTER_SECONDS``; Fivetran's client: ``max_retry_after``).
-    """
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return None if math.isnan(seconds) or seconds < 0 else seconds
-    try:
-        when = parsedate_to_datetime(value)
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return max(0.0, when.timestamp() - (time.time() if now is None else now))
-    except (TypeError, ValueError, OverflowError, IndexError):
-        return None

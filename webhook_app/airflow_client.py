@@ -28,6 +28,7 @@ from urllib.parse import quote
 import requests
 
 from fivetran_events import ConfigurationError, Settings
+from fivetran_events.http import never_sent, retry_after_seconds
 from fivetran_events.timeutil import iso, parse_iso
 
 from .airflow_errors import (
@@ -35,8 +36,6 @@ from .airflow_errors import (
     AirflowUnavailable,
     AssetNotFound,
     body_text,
-    maybe_sent,
-    retry_after_seconds,
     unexpected_answer_is_a_retry,
 )
 
@@ -192,7 +191,7 @@ class AirflowClient:
             resp = self.session.request(method, url, timeout=(self.timeout, self.timeout), **kwargs)
         except requests.RequestException as exc:
             raise AirflowUnavailable(
-                f"{method} {path}: {type(exc).__name__}: {exc}", maybe_sent=maybe_sent(exc)
+                f"{method} {path}: {type(exc).__name__}: {exc}", maybe_sent=not never_sent(exc)
             ) from None
         if resp.status_code == 429 or resp.status_code >= 500:
             # 429 and 503 say the request was not handled; a 500, 502 or 504 may come

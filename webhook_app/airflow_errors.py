@@ -14,21 +14,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import requests
-from urllib3.exceptions import NewConnectionError
 
-# Parsed in the core, which Fivetran's client (fivetran_events.fivetran_api) shares;
-# re-exported here for the forwarder.
-from fivetran_events.timeutil import retry_after_seconds as retry_after_seconds
-
-#: Longest response body kept in an error message.
-BODY_LIMIT = 2000
+from fivetran_events.http import RetryableError, quoted
 
 
 class AirflowError(Exception):
     """Base class of the errors this client raises."""
 
 
-class AirflowUnavailable(AirflowError):
+class AirflowUnavailable(AirflowError, RetryableError):
     """Raised on connection errors, timeouts, 5xx and 429: retry, after ``retry_after`` if set.
 
     ``maybe_sent`` is False only when the request certainly never reached Airflow (the
@@ -61,15 +55,6 @@ class AirflowRejected(AirflowError):
         self.body = body
 
 
-def maybe_sent(exc: requests.RequestException) -> bool:
-    if isinstance(exc, requests.ConnectTimeout):
-        return False
-    if isinstance(exc, requests.ConnectionError):
-        reason = getattr(exc.args[0], "reason", None) if exc.args else None
-        return not isinstance(reason, NewConnectionError)
-    return True
-
-
 @contextmanager
 def unexpected_answer_is_a_retry(what: str) -> Iterator[None]:
     """Classify an answer that is not Airflow's JSON (a proxy's error page, say) as a retry.
@@ -86,5 +71,5 @@ def unexpected_answer_is_a_retry(what: str) -> Iterator[None]:
 
 
 def body_text(resp: requests.Response) -> str:
-    text = resp.text or resp.reason or ""
-    return text[:BODY_LIMIT]
+    """The piece of Airflow's answer an error quotes (the same cut as Fivetran's client)."""
+    return quoted(resp.text or resp.reason)

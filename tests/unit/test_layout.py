@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from testkit.imports import ROOT, imported_modules, python_files
 
 HARNESSES = {"testkit.airflow_harness", "testkit.airflow2_harness"}
-#: The production packages, whose every module the architecture page's map names.
-PACKAGES = ("fivetran_events", "webhook_app", "airflow_plugin")
-
-
-def mapped_modules(page: str) -> set[str]:
-    """Return the modules the "Where things are" table of ``page`` names (first column)."""
-    section = page.split("\n## Where things are\n", 1)[1].split("\n## ", 1)[0]
-    return set(re.findall(r"^\| `([^`]+\.py)` \|", section, flags=re.MULTILINE))
 
 
 class TestImports:
@@ -47,16 +37,3 @@ class TestImports:
         assert path.exists(), f"{conftest} is missing"
         assert imported_modules(path, ROOT) & HARNESSES == set()
         assert imported_modules(ROOT / "tests/system/conftest.py", ROOT) & HARNESSES == HARNESSES
-
-
-class TestArchitectureMap:
-    def test_map_names_every_module_and_no_other(self) -> None:
-        """docs/architecture.md's "Where things are" lists exactly the production modules."""
-        modules = {
-            str(path.relative_to(ROOT))
-            for package in PACKAGES
-            for path in python_files(ROOT, package)
-        }
-        mapped = mapped_modules((ROOT / "docs/architecture.md").read_text(encoding="utf-8"))
-        assert {"missing from the map": sorted(modules - mapped)} == {"missing from the map": []}
-        assert {"mapped, not a module": sorted(mapped - modules)} == {"mapped, not a module": []}

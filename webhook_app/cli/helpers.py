@@ -105,7 +105,7 @@ def _fivetran_error(exc: FivetranApiError) -> CliError:
     if isinstance(exc, FivetranUnavailable):
         if exc.status is None:
             hint = "check FIVETRAN_EVENTS_FIVETRAN_API_URL and the network"
-            if exc.maybe_applied:
+            if exc.maybe_sent:
                 hint += "; the call may have been applied: look before repeating it"
             return CliError(f"cannot reach Fivetran's API ({exc}): {hint}", ExitCode.UNREACHABLE)
         return CliError(f"Fivetran's API is unavailable now ({exc})", ExitCode.UNREACHABLE)

@@ -40,6 +40,7 @@ from redis.exceptions import LockError
 from fivetran_events import Settings
 from fivetran_events.asset_extra import SyncRef, extra_for
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
+from fivetran_events.http import RetryableError
 from fivetran_events.keys import delivery_lock_key, due_key, undelivered_key
 from fivetran_events.timeutil import iso
 
@@ -245,17 +246,9 @@ def _attempt_locked(
         return _retry(fw, d, exc, _after_failure(fw, d, posting, exc.maybe_sent, resolved))
 
 
-class Retryable(Protocol):
-    """A failure that may pass: ``AirflowUnavailable``, ``ReplicasShort``,
-    ``FivetranUnavailable``, ``lineage.LineageUnavailable``; its text is the reason."""
-
-    retry_after: float | None
-
-
-class ReplicasShort(Exception):
+class ReplicasShort(RetryableError):
     """Too few replicas confirmed the in-flight mark in time: nothing was posted."""
 
-    retry_after: float | None = None
     maybe_sent = False
 
 
@@ -424,7 +417,7 @@ def backoff_seconds(fw: Parts, attempts: int, retry_after: float | None) -> floa
 def _retry(
     fw: Parts,
     d: Delivery,
-    exc: Retryable,
+    exc: RetryableError,
     settles: int | None,
 ) -> AttemptResult:
     now = fw.clock()

@@ -30,6 +30,7 @@ from openlineage.client.facet_v2 import RunFacet, job_type_job
 
 from fivetran_events import Settings, __version__, decode_completion
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
+from fivetran_events.http import RetryableError, retry_after_seconds
 from fivetran_events.keys import ConnectorKeys, delivery_id, due_key
 from fivetran_events.timeutil import iso
 
@@ -57,19 +58,18 @@ START_FIRST_MS = 1000
 Outputs = Callable[[str], "list[tuple[str, str]] | None"]
 
 
-class LineageUnavailable(Exception):
-    """The OpenLineage transport failed in a way that may pass (no answer, 5xx, 429)."""
+class LineageUnavailable(RetryableError):
+    """The OpenLineage transport failed in a way that may pass (no answer, 5xx, 429).
 
-    maybe_sent = False
+    An OpenLineage receiver cannot be asked whether it holds an event, so a lost answer
+    is sent again as the identical event (docs/lineage.md); ``maybe_sent`` is unused.
+    """
 
     def __init__(self, cause: Exception) -> None:
         super().__init__(f"OpenLineage receiver unavailable: {type(cause).__name__}: {cause}")
         response = getattr(cause, "response", None)
-        raw = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
-        try:
-            self.retry_after: float | None = float(raw) if raw is not None else None
-        except ValueError:
-            self.retry_after = None
+        headers = getattr(response, "headers", None) or {}
+        self.retry_after = retry_after_seconds(headers.get("Retry-After"))
 
 
 def no_outputs(connector_id: str) -> list[tuple[str, str]] | None:

@@ -157,7 +157,7 @@ class TestRetries:
         api.fail_next(1, status=503, retry_after=None)
         with pytest.raises(FivetranUnavailable) as caught:
             client(api.url).create_account_webhook("http://127.0.0.1:9/", ["sync_end"], "s")
-        assert caught.value.maybe_applied is True
+        assert caught.value.maybe_sent is True
         assert api.calls["503"] == 1 and api.total_calls == 1
 
     def test_a_429_to_a_post_is_retried(self, api: FivetranStandIn) -> None:
@@ -179,7 +179,7 @@ class TestTransport:
             f"GET /v1/groups: cannot reach Fivetran at {url}: connection refused or host "
             "unreachable (gave up after 2 attempts)"
         )
-        assert caught.value.maybe_applied is False
+        assert caught.value.maybe_sent is False
 
     def test_a_silent_server_times_out(self, api: FivetranStandIn) -> None:
         """Answers held back past the timeout: each attempt ends at the timeout."""

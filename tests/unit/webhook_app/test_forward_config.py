@@ -15,9 +15,9 @@ import pytest
 from pydantic import SecretStr
 
 from fivetran_events import ConfigurationError, Settings, load_settings
+from fivetran_events.http import retry_after_seconds
 from fivetran_events.uris import DEFAULT_URI_TEMPLATE, dataset_uri, dataset_uris, load_uri_map
 from webhook_app.airflow_client import read_credentials
-from webhook_app.airflow_errors import retry_after_seconds
 from webhook_app.forwarding.attempt import backoff_seconds
 
 
