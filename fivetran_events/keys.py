@@ -1,7 +1,7 @@
 """The Redis key layout: every key this project writes is named here and nowhere else.
 
-Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id); layout v2,
-sized in docs/architecture.md ("The history in Redis")::
+Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id), sized in
+ docs/architecture.md ("The history in Redis")::
 
     {p}h:{c}:ok        ZSET  successful completions, score: ended ms, member: the compact
                              completion of history/codec.py (sync id, start as a delta)
@@ -180,25 +180,3 @@ def sweep_wake_key(prefix: str) -> str:
 def delivery_state_key(prefix: str, state: str) -> str:
     """The index of the deliveries in ``state``, kept in step with their records."""
     return f"{prefix}fwd:st:{state}"
-
-
-# --- Migrating from layout v1 (fivetran_events/migration/) -------------------------------
-#
-#     {p}c:{c}:{set}        layout v1's per-connector sets, read and deleted by the migration
-#     {p}migrate:done       SET  connectors a running migration finished (gone at its end)
-#     {p}layout             STRING  the layout version the history is in, once migrated
-
-
-def v1_key(prefix: str, connector_id: str, suffix: str) -> str:
-    """Name one of a connector's layout v1 sets (only the migration reads them)."""
-    return f"{prefix}c:{connector_id}:{suffix}"
-
-
-def migration_done_key(prefix: str) -> str:
-    """The set of connectors a running migration finished (removed when it ends)."""
-    return f"{prefix}migrate:done"
-
-
-def layout_key(prefix: str) -> str:
-    """The layout marker: the layout version the history is in once migrated."""
-    return f"{prefix}layout"

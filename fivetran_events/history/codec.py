@@ -110,12 +110,9 @@ def decode_completion(
     """Decode a completion member read with its ``score``.
 
     ``score`` is the end (``ok``, ``fail``, ``other``), or the start with ``by_start``
-    (``okstart``). Layout v1's JSON members (``{"s":..., "t":...}``) decode too, so a
-    history being migrated reads the same.
+    (``okstart``).
     """
     text = as_text(member)
-    if text.startswith("{"):
-        return _decode_v1(text, score)
     if score is None:
         raise ValueError("a completion member needs its score")
     head, _, extra = text.partition(" ")
@@ -143,22 +140,4 @@ def decode_completion(
         started_ms=started,
         rescheduled_at_ms=int(body["ra"]) if "ra" in body else None,
         source=source,
-    )
-
-
-def _decode_v1(text: str, score: float | None) -> Completion:
-    body = json.loads(text)
-    status = body["st"]
-    ended = body.get("t", score)
-    if ended is None:
-        raise ValueError("completion without an end time")
-    started = body.get("b")
-    return Completion(
-        sync_id=body["s"],
-        status=status,
-        ended_ms=int(ended),
-        succeeded=status == "SUCCESSFUL",
-        reason=body.get("r"),
-        task_type=body.get("tt"),
-        started_ms=None if started is None else int(started),
     )

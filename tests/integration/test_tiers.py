@@ -15,7 +15,7 @@ import psutil
 from testkit.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Fixtures that start a process (pytest-redis's server, the Airflow harnesses, a migrate).
+#: Fixtures that start a process (pytest-redis's server, the Airflow harnesses).
 PROCESS_FIXTURES = {"redis_proc", "redisdb", "redis_nooproc", "airflow3", "airflow2", "airflow_db"}
 #: A generous bound for "seconds" on two busy shared cores.
 UNIT_BUDGET_S = 60.0

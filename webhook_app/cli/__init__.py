@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .. import logs
-from . import fivetran, forwarding, history, importing, migrate, reconciling, serving
+from . import fivetran, forwarding, history, importing, reconciling, serving
 from .helpers import EXIT_CODES_HELP, ExitCode, echo
 from .serving import DEFAULT_WORKERS
 
@@ -71,7 +71,6 @@ for _command in (
     *serving.COMMANDS,
     *history.COMMANDS,
     *forwarding.COMMANDS,
-    *migrate.COMMANDS,
     *fivetran.COMMANDS,
     *importing.COMMANDS,
     *reconciling.COMMANDS,

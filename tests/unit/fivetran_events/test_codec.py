@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 import random
 import uuid
 
@@ -111,14 +110,8 @@ class TestMember:
             e, started_ms=to_ms(at(5)) - 3_600_000
         )
 
-    def test_v1_members_still_decode(self) -> None:
-        """A member of layout v1 (compact JSON) decodes the same, for a history in migration."""
-        v1 = json.dumps({"b": 5, "s": "s1", "st": "SUCCESSFUL", "t": 9}, separators=(",", ":"))
-        c = decode_completion(v1, 9.0)
-        assert (c.sync_id, c.started_ms, c.ended_ms) == ("s1", 5, 9)
-
     def test_needs_its_score(self) -> None:
-        """Without a score a v2 member has no end: refused, not guessed."""
+        """Without a score a member has no end: refused, not guessed."""
         with pytest.raises(ValueError):
             decode_completion(encode_completion(ev(sync_id="s1", created=at(3))))
 
