@@ -142,6 +142,34 @@ class HistoryDefaults(BaseSettings):
         return int(self.max_sync_duration_hours * 3600 * 1000)
 
 
+class LogSettings(BaseSettings):
+    """How the server, the worker and the CLI log (webhook_app/logs.py).
+
+    A model of its own, read before anything else: a bad setting elsewhere is then
+    reported in the chosen format instead of stopping the logging that would report it.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", str_strip_whitespace=True
+    )
+
+    #: ``json`` (one object a line), ``console`` (text) or ``auto``: JSON unless stderr is
+    #: a terminal.
+    log_format: Literal["auto", "json", "console"] = "auto"
+    #: The level of the server's, the worker's and the CLI's logs.
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
+
+
 class Settings(HistoryDefaults):
     """Configuration from ``FIVETRAN_EVENTS_*`` environment variables."""
 
@@ -327,12 +355,17 @@ class Settings(HistoryDefaults):
 SECRETS_DIR_VARIABLE = "FIVETRAN_EVENTS_SECRETS_DIR"
 
 
-S = TypeVar("S", bound=HistoryDefaults)
+S = TypeVar("S", bound=BaseSettings)
 
 
 def load_settings(**overrides: object) -> Settings:
     """Read settings from the environment; raise ConfigurationError naming the bad variable."""
     return _load(Settings, **overrides)
+
+
+def log_settings() -> LogSettings:
+    """Read the logging settings; raise ConfigurationError naming a bad variable."""
+    return _load(LogSettings)
 
 
 def history_defaults() -> HistoryDefaults:
@@ -367,7 +400,7 @@ def _load(model: type[S], **overrides: object) -> S:
     if secrets_dir is not None and not os.path.isdir(secrets_dir):
         raise ConfigurationError(f"{SECRETS_DIR_VARIABLE}: {secrets_dir} is not a folder")
     try:
-        return model(_secrets_dir=secrets_dir, **overrides)  # type: ignore[arg-type,call-arg]
+        return model(_secrets_dir=secrets_dir, **overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         err = exc.errors()[0]
         name = ENV_PREFIX + str(err["loc"][0]).upper() if err["loc"] else "settings"

@@ -4,16 +4,15 @@ Everything goes through the stdlib ``logging`` module, formatted by structlog's
 ``ProcessorFormatter``, so modules keep ``logging.getLogger(__name__)`` and need no change,
 and gunicorn's and RQ's own lines come out in the same shape as ours. JSON when stderr is
 not a terminal (a collector reads it), structlog's console renderer on a terminal
-(``FIVETRAN_EVENTS_LOG_FORMAT=json|console`` decides instead). The request, connector,
-sync and delivery ids are bound with ``bind`` (contextvars) where they become known and
-appear on every line logged while they apply.
+(``FIVETRAN_EVENTS_LOG_FORMAT=json|console`` decides instead; ``LogSettings`` reads it
+and the level). The request, connector, sync and delivery ids are bound with ``bind``
+(contextvars) where they become known and appear on every line logged while they apply.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
 import sys
 from collections.abc import Iterator, MutableMapping
@@ -23,13 +22,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 from gunicorn import glogging
 
+from fivetran_events.settings import log_settings
+
 if TYPE_CHECKING:
     from flask import Flask
 
-#: ``auto`` (JSON unless stderr is a terminal), ``json`` or ``console``.
+#: ``auto`` (JSON unless stderr is a terminal), ``json`` or ``console`` (LogSettings);
+#: the commands that start other processes set it for them.
 FORMAT_ENV = "FIVETRAN_EVENTS_LOG_FORMAT"
-#: A level name (``DEBUG``, ``INFO``, ...); default INFO.
-LEVEL_ENV = "FIVETRAN_EVENTS_LOG_LEVEL"
 
 #: Keys whose values are never written, whoever logs them (belt and braces: nothing of
 #: ours logs a secret, but a library's ``extra`` might).
@@ -68,7 +68,7 @@ _SHARED: list[Any] = [
 
 def wants_json(stream: TextIO | None = None) -> bool:
     """JSON unless asked for text, or ``auto`` and the stream is a terminal."""
-    choice = os.environ.get(FORMAT_ENV, "auto").strip().lower()
+    choice = log_settings().log_format
     if choice in ("json", "console"):
         return choice == "json"
     stream = stream or sys.stderr
@@ -103,7 +103,10 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def configure(stream: TextIO | None = None) -> None:
-    """Send every logger's records to ``stream`` (stderr) in the chosen format; idempotent."""
+    """Send every logger's records to ``stream`` (stderr) in the chosen format; idempotent.
+
+    Raises ConfigurationError when ``FIVETRAN_EVENTS_LOG_FORMAT`` or ``_LOG_LEVEL`` is bad.
+    """
     handler = logging.StreamHandler(stream) if stream else _StderrHandler()
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter(wants_json(stream or sys.stderr)))
@@ -111,7 +114,7 @@ def configure(stream: TextIO | None = None) -> None:
     for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(os.environ.get(LEVEL_ENV, "INFO").upper())
+    root.setLevel(log_settings().log_level)
     _skip_unused_record_fields()
     structlog.configure(
         processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
@@ -124,12 +127,9 @@ def configure(stream: TextIO | None = None) -> None:
 def _skip_unused_record_fields() -> None:
     """Stop the stdlib filling in record fields no line of ours shows.
 
-    The caller's file, line and function (a walk up the stack), thread and process names
-    are in neither format; every request writes an access record, and these were a
-    third of its cost. The switches are the ones Python's logging HOWTO gives for this
-    ("Optimization").
+    Thread and process names are in neither format; the switches are the public ones
+    Python's logging HOWTO gives for this ("Optimization").
     """
-    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False

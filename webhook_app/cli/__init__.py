@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from fivetran_events.exceptions import ConfigurationError
+
 from .. import logs
 from . import fivetran, forwarding, history, importing, reconciling, serving
 from .helpers import EXIT_CODES_HELP, ExitCode, echo
@@ -64,7 +66,10 @@ class OneLineErrors(click.Group):
 @click.version_option(package_name="fivetran-events")
 def main() -> None:
     """Turn Fivetran webhooks into a sync history and Airflow dataset events."""
-    logs.configure()
+    try:
+        logs.configure()
+    except ConfigurationError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 for _command in (
