@@ -3,21 +3,20 @@
 Both ways a success reaches Airflow send the same ``extra``: the REST forwarder (the
 webhook app's worker, over a sync Redis client) and the Airflow watcher
 (``airflow_plugin.event_triggers``, in the triggerer's event loop over ``redis.asyncio``).
-So the reads and the assembly live here, in the core both sides import, split sans-io:
-``queue_reads``/``queue_resyncs`` put the commands on a pipeline, ``assemble`` turns the
-replies into the dict, and ``extra_for``/``aextra_for`` are the two thin drivers.
+So the assembly lives here, in the core both sides import, split sans-io: the history
+reader's ``extra_commands``/``resync_commands`` put the reads on a pipeline, ``assemble``
+turns the replies into the dict, and ``extra_for``/``aextra_for`` are the two thin drivers.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .history import decode_completion
+from .history.reader import ConnectorRecord, decode_resyncs, extra_commands, resync_commands
 from .keys import ConnectorKeys
-from .redis_url import as_text
 from .timeutil import iso
 
 #: What ``extra["source"]`` says, so a consumer can tell our events from others.
@@ -50,6 +49,18 @@ class SyncRef:
         )
 
     @classmethod
+    def from_record(cls, record: ConnectorRecord, sync_id: str, ended_ms: int) -> SyncRef:
+        """Name a success read from the history with its connector's record."""
+        return cls(
+            connector_id=record.connector_id,
+            sync_id=sync_id,
+            ended_ms=ended_ms,
+            connector_name=record.name,
+            connector_type=record.type,
+            group_id=record.group,
+        )
+
+    @classmethod
     def from_meta(
         cls, connector_id: str, sync_id: str, ended_ms: int, meta: Mapping[str, Any]
     ) -> SyncRef:
@@ -62,19 +73,6 @@ class SyncRef:
             connector_type=meta.get("type") or None,
             group_id=meta.get("group") or None,
         )
-
-
-def queue_reads(pipe: Any, keys: ConnectorKeys, ref: SyncRef) -> None:
-    """Queue the first round trip: the success's records, its first start, the success before."""
-    pipe.zrangebyscore(keys.ok, ref.ended_ms, ref.ended_ms, withscores=True)
-    pipe.zscore(keys.starts, ref.sync_id)
-    pipe.zrevrangebyscore(keys.ok, f"({ref.ended_ms}", "-inf", start=0, num=1, withscores=True)
-
-
-def queue_resyncs(pipe: Any, keys: ConnectorKeys, ref: SyncRef, previous: Sequence[Any]) -> None:
-    """Queue the second: the resyncs since the previous success (they make this one full)."""
-    since = f"({int(previous[0][1])}" if previous else "-inf"
-    pipe.zrangebyscore(keys.resyncs, since, ref.ended_ms)
 
 
 def assemble(
@@ -91,7 +89,7 @@ def assemble(
         ),
         first_start,
     )
-    resyncs = [json.loads(as_text(m) or "{}") for m in resync_members]
+    resyncs = decode_resyncs(resync_members)
     whole = any(r.get("e") == "resync_connector" for r in resyncs)
     tables = sorted(
         {t for r in resyncs if r.get("e") == "resync_table" for t in r.get("tables") or []}
@@ -119,10 +117,10 @@ def extra_for(client: Any, prefix: str, ref: SyncRef) -> dict[str, Any]:
     """Build ``extra`` over a sync ``redis.Redis`` (two pipelined round trips)."""
     keys = ConnectorKeys(prefix, ref.connector_id)
     pipe = client.pipeline(transaction=False)
-    queue_reads(pipe, keys, ref)
+    extra_commands(pipe, keys, ref.sync_id, ref.ended_ms)
     same_end, first_start, previous = pipe.execute()
     pipe = client.pipeline(transaction=False)
-    queue_resyncs(pipe, keys, ref, previous)
+    resync_commands(pipe, keys, ref.ended_ms, previous)
     (resyncs,) = pipe.execute()
     return assemble(ref, same_end, first_start, resyncs)
 
@@ -131,9 +129,9 @@ async def aextra_for(client: Any, prefix: str, ref: SyncRef) -> dict[str, Any]:
     """Build ``extra`` over a ``redis.asyncio.Redis``: the same reads, awaited."""
     keys = ConnectorKeys(prefix, ref.connector_id)
     pipe = client.pipeline(transaction=False)
-    queue_reads(pipe, keys, ref)
+    extra_commands(pipe, keys, ref.sync_id, ref.ended_ms)
     same_end, first_start, previous = await pipe.execute()
     pipe = client.pipeline(transaction=False)
-    queue_resyncs(pipe, keys, ref, previous)
+    resync_commands(pipe, keys, ref.ended_ms, previous)
     (resyncs,) = await pipe.execute()
     return assemble(ref, same_end, first_start, resyncs)

@@ -3,7 +3,7 @@
 metrics.py counts what one process did; these gauges describe the state every process
 shares in Redis (deliveries waiting or given up, each connector's freshness), so any app
 instance gives the same answer and a restart loses nothing. They are computed when
-/metrics is scraped, in two pipelined round trips whose size grows with the number of
+/metrics is scraped, in three pipelined round trips whose size grows with the number of
 connectors only: never a scan of the history or of the deliveries. A Redis error yields
 ``fivetran_events_gauges_up 0`` instead of failing the scrape, so the process's own
 counters (the 503s among them) still reach Prometheus.
@@ -21,11 +21,9 @@ import redis
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from fivetran_events import as_text, decode_completion
 from fivetran_events.deliveries import INDEXED
+from fivetran_events.history import HistoryReader
 from fivetran_events.keys import (
-    ConnectorKeys,
-    connectors_key,
     delivery_state_key,
     due_key,
     last_test_event_key,
@@ -176,7 +174,7 @@ class RedisGauges(Collector):
         )
 
     def read(self) -> Snapshot:
-        """Read everything in two pipelined round trips (see the module docstring)."""
+        """Read everything in three pipelined round trips (see the module docstring)."""
         p = self.prefix
         snap = Snapshot(now=self.clock())
         pipe = self.client.pipeline(transaction=False)
@@ -186,10 +184,9 @@ class RedisGauges(Collector):
         for state in STATES:
             pipe.zcard(delivery_state_key(p, state))
             pipe.zrange(delivery_state_key(p, state), 0, 0, withscores=True)
-        pipe.hgetall(connectors_key(p))
         pipe.get(last_test_event_key(p))
         pipe.get(reconcile_key(p))
-        snap.due, snap.given_up, first_due, *by_state, raw, test_event, outcome = pipe.execute()
+        snap.due, snap.given_up, first_due, *by_state, test_event, outcome = pipe.execute()
         if outcome is not None:
             with contextlib.suppress(ValueError):
                 parsed = json.loads(outcome)
@@ -201,37 +198,24 @@ class RedisGauges(Collector):
             snap.counts[state] = int(count)
             if oldest:
                 snap.oldest_received[state] = int(oldest[0][1])
-        metas = {as_text(k): json.loads(v) for k, v in raw.items()}
-        connectors = sorted(metas)
-
-        pipe = self.client.pipeline(transaction=False)
-        for cid in connectors:
-            keys = ConnectorKeys(p, cid)
-            pipe.zrevrange(keys.ok, 0, 0, withscores=True)
-            pipe.zrevrange(keys.fail, 0, 0, withscores=True)
-        replies = pipe.execute()
-
+        # The running sync is not a gauge: any duration will do for the reader.
+        reader = HistoryReader(self.client, p, max_sync_duration_ms=0)
         newest_event: list[int] = []
-        for i, cid in enumerate(connectors):
-            meta = metas[cid]
-            snap.connectors[cid] = (
-                meta.get("name") or "",
-                meta.get("type") or "",
-                meta.get("group") or "",
-            )
-            ok, fail = replies[2 * i : 2 * i + 2]
+        for rec, (ok, fail, _) in reader.newest_of(reader.connector_ids()):
+            cid = rec.connector_id
+            snap.connectors[cid] = (rec.name or "", rec.type or "", rec.group or "")
             if ok:
-                snap.last_success[cid] = int(ok[0][1])
+                snap.last_success[cid] = ok.ended_ms
             # At the same millisecond a success counts as the later one, as in decide().
             newest = max(
-                (decode_completion(m, s) for m, s in (*ok, *fail)),
+                (c for c in (ok, fail) if c is not None),
                 default=None,
                 key=lambda c: (c.ended_ms, c.succeeded),
             )
             if newest is not None:
                 snap.last_status[cid] = (newest.succeeded, newest.status)
-            if meta.get("last_event_at"):
-                newest_event.append(to_ms(parse_iso(meta["last_event_at"])))
+            if rec.last_event_at:
+                newest_event.append(to_ms(parse_iso(rec.last_event_at)))
         if test_event:
             newest_event.append(to_ms(parse_iso(json.loads(test_event)["received_at"])))
         snap.last_webhook = max(newest_event, default=None)

@@ -9,10 +9,8 @@ most ``MAX_SYNCS`` syncs of a range, and the calendar one ``facts()`` (five or s
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timedelta
-from typing import Any
 
 from fivetran_events import (
     Completion,
@@ -24,8 +22,7 @@ from fivetran_events import (
 )
 from fivetran_events.decision import Lifecycle
 from fivetran_events.deliveries import BY_ATTENTION, Field
-from fivetran_events.history.reader import newest_commands, newest_from_results
-from fivetran_events.keys import connectors_key, delivery_key, sync_deliveries_key
+from fivetran_events.keys import delivery_key, sync_deliveries_key
 from fivetran_events.model import FAILURE_STATUSES, RESCHEDULED
 from fivetran_events.timeutil import UTC, parse_iso, to_ms
 
@@ -69,29 +66,15 @@ def connector_page(
     newest success, failure and running sync; the delivery ids of each newest success;
     their states.
     """
-    client: Any = reader.client
-    hash_key = connectors_key(reader.prefix)
-    ids = sorted(as_text(k) for k in client.hkeys(hash_key))
+    ids = reader.connector_ids()
     page = ids[offset : offset + limit]
-    if not page:
-        return [], len(ids)
-    pipe = client.pipeline(transaction=False)
-    pipe.hmget(hash_key, page)
-    for cid in page:
-        newest_commands(pipe, reader.keys(cid), reader.running_from(now))
-    metas, *rest = pipe.execute()
-    newest = newest_from_results(rest)
-    forwarding = _forwarding(reader, page, [ok for ok, _, _ in newest])
-    rows = []
-    for cid, raw, last, fwd in zip(page, metas, newest, forwarding, strict=True):
-        meta = _json(raw)
-        life = Lifecycle.from_meta(meta)
-        rows.append(ConnectorRow(cid, meta.get("name"), meta.get("type"), *last, fwd, life))
+    newest = reader.newest_of(page, now)
+    forwarding = _forwarding(reader, page, [ok for _, (ok, _, _) in newest])
+    rows = [
+        ConnectorRow(rec.connector_id, rec.name, rec.type, *last, fwd, rec.lifecycle)
+        for (rec, last), fwd in zip(newest, forwarding, strict=True)
+    ]
     return rows, len(ids)
-
-
-def _json(raw: bytes | str | None) -> dict[str, Any]:
-    return dict(json.loads(raw)) if raw else {}
 
 
 def _forwarding(

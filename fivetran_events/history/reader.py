@@ -10,12 +10,18 @@ criterion, so a decision never holds the loop for longer than one short await.
 The listings (``syncs``, ``connectors``) are not part of the decision: they walk a page
 of a connector's completions or every known connector, and return JSON-ready dicts for
 the read API and the CLI.
+
+Every read of the history's keys is here, and nowhere else: the connectors hash decoded
+into ``ConnectorRecord``, the newest completions (``newest_of``), a success's
+neighbours for its asset event's ``extra`` (``extra_commands``, driven by
+``fivetran_events.asset_extra``), and the short lookups of the hooks and the forwarder.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +50,59 @@ SUCCESS_PAGE = 8
 
 #: A connector's newest success, failure and running sync (each None when there is none).
 Newest = tuple[Completion | None, Completion | None, RunningSync | None]
+
+
+@dataclass(frozen=True)
+class ConnectorRecord:
+    """A connector's entry in the connectors hash: what its newest events said of it.
+
+    The webhook's script keeps one JSON object a connector (``name``, ``type``,
+    ``group``, ``last_event_at`` and the lifecycle fields); this is its only decoder.
+    """
+
+    connector_id: str
+    name: str | None = None
+    type: str | None = None
+    group: str | None = None
+    last_event_at: str | None = None
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
+
+    @classmethod
+    def decode(cls, connector_id: str | bytes, raw: str | bytes | None) -> ConnectorRecord:
+        """Read one hash value (None, for a connector never recorded, gives empty fields)."""
+        meta = json.loads(raw) if raw else {}
+        return cls(
+            connector_id=as_text(connector_id),
+            name=meta.get("name") or None,
+            type=meta.get("type") or None,
+            group=meta.get("group") or None,
+            last_event_at=meta.get("last_event_at") or None,
+            lifecycle=Lifecycle.from_meta(meta),
+        )
+
+    @classmethod
+    def decode_all(cls, raw: dict[Any, Any]) -> list[ConnectorRecord]:
+        """Read a whole hash (HGETALL's reply), sorted by connector id."""
+        return sorted((cls.decode(k, v) for k, v in raw.items()), key=lambda r: r.connector_id)
+
+
+def extra_commands(pipe: Any, keys: ConnectorKeys, sync_id: str, ended_ms: int) -> None:
+    """Queue the reads of a success's ``extra``: its records, its first start, the success
+    before it (``fivetran_events.asset_extra``)."""
+    pipe.zrangebyscore(keys.ok, ended_ms, ended_ms, withscores=True)
+    pipe.zscore(keys.starts, sync_id)
+    pipe.zrevrangebyscore(keys.ok, f"({ended_ms}", "-inf", start=0, num=1, withscores=True)
+
+
+def resync_commands(pipe: Any, keys: ConnectorKeys, ended_ms: int, previous: Sequence[Any]) -> None:
+    """Queue the second read: the resyncs since the previous success (they make it full)."""
+    since = f"({int(previous[0][1])}" if previous else "-inf"
+    pipe.zrangebyscore(keys.resyncs, since, ended_ms)
+
+
+def decode_resyncs(members: Iterable[Any]) -> list[dict[str, Any]]:
+    """Decode the resync events ``resync_commands`` read."""
+    return [json.loads(as_text(m) or "{}") for m in members]
 
 
 def facts_commands(
@@ -191,6 +250,56 @@ class HistoryReader(_Reader):
         """Return whether any event of ``connector_id`` was recorded."""
         return bool(self.client.hexists(connectors_key(self.prefix), connector_id))
 
+    def connector(self, connector_id: str) -> ConnectorRecord | None:
+        """Return what the connectors hash holds of ``connector_id`` (None: never recorded)."""
+        raw = self.client.hget(connectors_key(self.prefix), connector_id)
+        return None if raw is None else ConnectorRecord.decode(connector_id, raw)
+
+    def connector_records(self) -> list[ConnectorRecord]:
+        """Every recorded connector, sorted by id (one HGETALL)."""
+        return ConnectorRecord.decode_all(self.client.hgetall(connectors_key(self.prefix)))
+
+    def connector_ids(self) -> list[str]:
+        """Every recorded connector's id, sorted (HKEYS: no values, for paging)."""
+        return sorted(as_text(k) for k in self.client.hkeys(connectors_key(self.prefix)))
+
+    def newest_of(
+        self, connector_ids: Sequence[str], now: int | None = None
+    ) -> list[tuple[ConnectorRecord, Newest]]:
+        """Each connector's record and newest success, failure and running sync, in the
+        order given: one pipelined round trip, O(log n) a connector."""
+        if not connector_ids:
+            return []
+        pipe, running_from = self.client.pipeline(transaction=False), self.running_from(now)
+        pipe.hmget(connectors_key(self.prefix), list(connector_ids))
+        for cid in connector_ids:
+            newest_commands(pipe, self.keys(cid), running_from)
+        raws, *rest = pipe.execute()
+        records = [ConnectorRecord.decode(c, r) for c, r in zip(connector_ids, raws, strict=True)]
+        return list(zip(records, newest_from_results(rest), strict=True))
+
+    def last_success(self, connector_id: str, as_of_ms: int | str = "+inf") -> Completion | None:
+        """The newest successful sync that ended at or before ``as_of_ms``."""
+        rows = self.client.zrevrangebyscore(
+            self.keys(connector_id).ok, as_of_ms, "-inf", start=0, num=1, withscores=True
+        )
+        return _one(rows)
+
+    def successes_since(self, connector_id: str, since_ms: int) -> list[Completion]:
+        """The connector's successes that ended at or after ``since_ms``, oldest first."""
+        rows = self.client.zrangebyscore(
+            self.keys(connector_id).ok, since_ms, "+inf", withscores=True
+        )
+        return [decode_completion(m, s) for m, s in rows]
+
+    def completions_ended_at(self, connector_id: str, ended_ms: int) -> list[Completion]:
+        """Every completion (success, failure, other) that ended at ``ended_ms`` exactly."""
+        keys = self.keys(connector_id)
+        pipe = self.client.pipeline(transaction=False)
+        for key in (keys.ok, keys.fail, keys.other):
+            pipe.zrangebyscore(key, ended_ms, ended_ms, withscores=True)
+        return [decode_completion(m, s) for rows in pipe.execute() for m, s in rows]
+
     def syncs(
         self,
         connector_id: str,
@@ -228,28 +337,20 @@ class HistoryReader(_Reader):
     def connectors(self, now: int | None = None) -> list[dict[str, Any]]:
         """List known connectors with their last success, last failure, running sync and
         lifecycle (paused, deleted, broken: ``decision.Lifecycle``)."""
-        raw = {as_text(k): v for k, v in self.client.hgetall(connectors_key(self.prefix)).items()}
-        ids = sorted(raw)
-        pipe, running_from = self.client.pipeline(transaction=False), self.running_from(now)
-        for cid in ids:
-            newest_commands(pipe, self.keys(cid), running_from)
-        out = []
-        for cid, (ok, fail, running) in zip(ids, newest_from_results(pipe.execute()), strict=True):
-            meta = json.loads(raw[cid])
-            out.append(
-                {
-                    "connector_id": cid,
-                    "connector_name": meta.get("name"),
-                    "connector_type": meta.get("type"),
-                    "group_id": meta.get("group"),
-                    "last_event_at": meta.get("last_event_at"),
-                    "last_success": ok.to_dict() if ok else None,
-                    "last_failure": fail.to_dict() if fail else None,
-                    "running": running.to_dict() if running else None,
-                    "lifecycle": Lifecycle.from_meta(meta).to_dict(),
-                }
-            )
-        return out
+        return [
+            {
+                "connector_id": rec.connector_id,
+                "connector_name": rec.name,
+                "connector_type": rec.type,
+                "group_id": rec.group,
+                "last_event_at": rec.last_event_at,
+                "last_success": ok.to_dict() if ok else None,
+                "last_failure": fail.to_dict() if fail else None,
+                "running": running.to_dict() if running else None,
+                "lifecycle": rec.lifecycle.to_dict(),
+            }
+            for rec, (ok, fail, running) in self.newest_of(self.connector_ids(), now)
+        ]
 
 
 class AsyncHistoryReader(_Reader):
@@ -275,3 +376,18 @@ class AsyncHistoryReader(_Reader):
         """Fetch what decide() needs for ``target_ms``: one round trip, O(log n) reads."""
         pipe = self._facts_pipeline(connector_id, target_ms, now, started_after)
         return facts_from_results(await pipe.execute(), target_ms)
+
+    async def connector(self, connector_id: str) -> ConnectorRecord | None:
+        """Return what the connectors hash holds of ``connector_id`` (None: never recorded)."""
+        raw = await self.client.hget(connectors_key(self.prefix), connector_id)
+        return None if raw is None else ConnectorRecord.decode(connector_id, raw)
+
+    async def successes_page(
+        self, connector_id: str, from_ms: int, offset: int, count: int
+    ) -> list[Completion]:
+        """``count`` successes that ended at or after ``from_ms``, oldest first, skipping
+        the first ``offset`` (a watcher pages through a window)."""
+        rows = await self.client.zrangebyscore(
+            self.keys(connector_id).ok, from_ms, "+inf", start=offset, num=count, withscores=True
+        )
+        return [decode_completion(m, s) for m, s in rows]

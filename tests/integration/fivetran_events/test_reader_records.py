@@ -1,0 +1,94 @@
+"""The history reader is the one reader of the history's keys: its records and lookups."""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis.asyncio
+
+from fivetran_events import HistoryReader, HistoryWriter
+from fivetran_events.history import AsyncHistoryReader, ConnectorRecord
+from fivetran_events.settings import Settings
+from fivetran_events.timeutil import to_ms
+from testkit.support import at, ev
+
+
+class TestConnectorRecord:
+    def test_decodes_what_the_webhook_wrote(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
+        writer.record(ev(connector_id="c1", sync_id="s1", created=at(2)))
+        writer.record(ev("pause_connector", connector_id="c1", created=at(3)))
+        rec = reader.connector("c1")
+        assert rec is not None
+        assert (rec.connector_id, rec.name, rec.type, rec.group) == (
+            "c1",
+            "ftar_pg",
+            "google_cloud_postgresql",
+            "inappropriate_implode",
+        )
+        assert rec.last_event_at is not None and rec.lifecycle.state == "paused"
+        assert reader.connector("never") is None
+        assert reader.connector_records() == [rec] and reader.connector_ids() == ["c1"]
+
+    def test_an_empty_entry_has_no_fields(self) -> None:
+        """Empty strings in the stored JSON read as unknown, as everywhere else."""
+        rec = ConnectorRecord.decode(b"c", '{"name": "", "group": "g"}')
+        assert (rec.connector_id, rec.name, rec.group, rec.lifecycle.state) == (
+            "c",
+            None,
+            "g",
+            None,
+        )
+
+
+class TestLookups:
+    def test_newest_of_keeps_the_order_given(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
+        writer.record(ev(connector_id="b", sync_id="b1", created=at(1)))
+        writer.record(ev(connector_id="a", sync_id="a1", created=at(2), status="FAILURE"))
+        got = reader.newest_of(["b", "a", "unknown"])
+        assert [rec.connector_id for rec, _ in got] == ["b", "a", "unknown"]
+        (_, (b_ok, b_fail, _)), (_, (a_ok, a_fail, _)), (nobody, newest) = got
+        assert b_ok is not None and b_ok.sync_id == "b1" and b_fail is None
+        assert a_ok is None and a_fail is not None and a_fail.sync_id == "a1"
+        assert nobody.name is None and newest == (None, None, None)
+        assert reader.newest_of([]) == []
+
+    def test_successes_by_end(self, writer: HistoryWriter, reader: HistoryReader) -> None:
+        for i in (1, 2, 3):
+            writer.record(ev(connector_id="c", sync_id=f"s{i}", created=at(i)))
+        writer.record(ev(connector_id="c", sync_id="f4", created=at(4), status="FAILURE"))
+        last = reader.last_success("c", to_ms(at(2)))
+        assert last is not None and last.sync_id == "s2"
+        newest = reader.last_success("c")
+        assert newest is not None and newest.sync_id == "s3"
+        assert reader.last_success("c", to_ms(at(1)) - 1) is None
+        assert [c.sync_id for c in reader.successes_since("c", to_ms(at(2)))] == ["s2", "s3"]
+        assert [c.sync_id for c in reader.completions_ended_at("c", to_ms(at(4)))] == ["f4"]
+
+
+def test_the_async_reader_reads_the_same(
+    writer: HistoryWriter, settings: Settings, redis_url: str
+) -> None:
+    for i in (1, 2, 3):
+        writer.record(ev(connector_id="c", sync_id=f"s{i}", created=at(i)))
+
+    async def read() -> tuple[ConnectorRecord | None, list[str], list[str]]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            areader = AsyncHistoryReader(client, settings.key_prefix, 3_600_000)
+            page = await areader.successes_page("c", to_ms(at(1)), offset=1, count=5)
+            first = await areader.successes_page("c", to_ms(at(1)), offset=0, count=1)
+            return (
+                await areader.connector("c"),
+                [c.sync_id for c in page],
+                [c.sync_id for c in first],
+            )
+        finally:
+            await client.aclose()
+
+    rec, page, first = asyncio.run(read())
+    assert rec is not None and rec.name == "ftar_pg"
+    assert (page, first) == (["s2", "s3"], ["s1"])
