@@ -156,9 +156,9 @@ def use_table_assets(cfg: FolderConfig) -> bool:
     """Whether to schedule on table assets: the folder says, or the granularity does."""
     if cfg.table_assets is not None:
         return cfg.table_assets
-    import os
+    from fivetran_events.settings import history_defaults
 
-    return os.environ.get("FIVETRAN_EVENTS_ASSET_GRANULARITY", "") in ("table", "both")
+    return history_defaults().asset_granularity in ("table", "both")
 
 
 def cached_tables(

@@ -111,9 +111,10 @@ def _secret_list(text: str) -> list[str]:
 
 
 class HistoryDefaults(BaseSettings):
-    """The settings the Airflow side shares with the server: key prefix, sync staleness.
+    """The settings the Airflow side shares with the server: key prefix, sync staleness,
+    and what a sync updates (the DAG factory schedules on it).
 
-    A model of their own so that a task process validates these two variables, not every
+    A model of their own so that a task process validates these variables, not every
     setting (a millisecond of each sensor task's duration, and a webhook-only variable the
     Airflow side never reads cannot fail a sensor).
     """
@@ -129,6 +130,9 @@ class HistoryDefaults(BaseSettings):
     key_prefix: str = DEFAULT_PREFIX
     #: A running sync older than this many hours is taken as lost (its sync_end never came).
     max_sync_duration_hours: float = Field(default=24.0, gt=0)
+    #: What a successful sync updates: the connector's asset (``connector``),
+    #: one asset per enabled destination table (``table``), or both (docs/tables.md).
+    asset_granularity: Literal["connector", "table", "both"] = "connector"
 
     @field_validator("key_prefix")
     @classmethod
@@ -224,9 +228,6 @@ class Settings(HistoryDefaults):
     dataset_uri_template: str = DEFAULT_URI_TEMPLATE
     #: TOML or YAML file mapping connector ids to one or more dataset URIs.
     dataset_mapping_file: str | None = None
-    #: What a successful sync updates: the connector's asset (``connector``, as before),
-    #: one asset per enabled destination table (``table``), or both (docs/tables.md).
-    asset_granularity: Literal["connector", "table", "both"] = "connector"
     #: A table's asset URI instead of its destination's naming (destinations.py), from
     #: ``{connector_id}``, ``{group_id}``, ``{service}``, ``{schema}``, ``{table}``, ``{uri}``.
     table_uri_template: str | None = None

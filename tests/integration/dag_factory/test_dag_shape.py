@@ -214,6 +214,17 @@ class TestTableAssets:
             a.uri for a in dag.timetable.asset_condition.objects
         }
 
+    def test_a_bad_granularity_is_named(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Read through the settings: a word they refuse fails naming the variable."""
+        from airflow_plugin.dag_factory import build_dag
+        from fivetran_events.exceptions import ConfigurationError
+
+        monkeypatch.setenv("FIVETRAN_EVENTS_ASSET_GRANULARITY", "column")
+        with pytest.raises(ConfigurationError, match="FIVETRAN_EVENTS_ASSET_GRANULARITY"):
+            build_dag(folder(tmp_path, SALES), tables=self._tables())
+
     def test_read_from_the_cache_through_the_redis_connection(
         self,
         tmp_path: Path,
