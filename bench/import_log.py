@@ -10,7 +10,7 @@ redis-server of its own on 127.0.0.1:
 - the import: ``python -m webhook_app import --from FILE --json`` as a user runs it,
   timed from start to exit (reading, parsing and checking each row, writing);
 - the baseline, the same syncs as the webhook's writer records them (the record script
-  pipelined, ``history/bulk.py``): what the history costs when the webhook delivered it.
+  pipelined, ``history/writer.py``): what the history costs when the webhook delivered it.
 
 It prints rows a second and the ratio import/baseline, and the bytes a sync of each
 (``INFO used_memory``'s delta and ``MEMORY USAGE`` summed per key family, as
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.storage import DAY_MS, RETENTION_DAYS, events, measure  # noqa: E402
-from fivetran_events.history import bulk  # noqa: E402
+from fivetran_events.history.writer import load as load_many  # noqa: E402
 from fivetran_events.model import Event  # noqa: E402
 from fivetran_events.timeutil import from_ms, now_ms  # noqa: E402
 from testkit.own_redis import own_redis  # noqa: E402
@@ -122,7 +122,7 @@ def main() -> None:
             client = server.client()
             before = int(client.info("memory")["used_memory"])
             started = time.perf_counter()
-            bulk.load(
+            load_many(
                 client,
                 PREFIX,
                 events(syncs, args.connectors, now),

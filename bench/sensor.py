@@ -146,7 +146,7 @@ def bulk_history(
     when ``sync_start`` is not subscribed. The loader runs the write script itself, so
     the history is exactly what the webhook would have recorded.
     """
-    from fivetran_events.history import bulk
+    from fivetran_events.history.writer import load as load_many
     from fivetran_events.model import Event, EventKind
 
     t0 = int(start.timestamp() * 1000)
@@ -172,7 +172,7 @@ def bulk_history(
                 status="FAILURE" if i % 10 == 3 else "SUCCESSFUL",
             )
 
-    bulk.load(client, PREFIX, events(), retention_ms=t0 + n * dt, now=t0 + n * dt)
+    load_many(client, PREFIX, events(), retention_ms=t0 + n * dt, now=t0 + n * dt)
 
 
 def bench_latency(client: redis.Redis, big: int, samples: int = 5000) -> None:

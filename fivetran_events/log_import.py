@@ -11,7 +11,7 @@ Rows come from a CSV or JSON Lines export or from the database itself (log_sourc
 ``read_file``, ``read_database``). Each
 ``sync_start``/``sync_end`` row becomes the ``Event`` its webhook delivery would have
 parsed to (model.parse_event checks it the same way), marked ``source=SOURCE_IMPORTED``;
-any other row is skipped with a reason. The history writes them (history/bulk.py's
+any other row is skipped with a reason. The history writes them (history/writer.py's record_many
 ``record_many``) and knows a copy of a sync it holds already (_lua.SAME_SYNC_WINDOW_MS).
 """
 
@@ -30,8 +30,7 @@ from typing import Any, TypeVar
 import redis
 
 from .exceptions import ConfigurationError
-from .history.bulk import record_many
-from .history.writer import OnSuccess, WriteStatus
+from .history.writer import OnSuccess, WriteStatus, record_many
 from .model import RESCHEDULED, SOURCE_IMPORTED, Event, EventKind, derived_sync_id, is_valid_id
 from .timeutil import from_ms, now_ms, parse_iso, to_ms, to_utc
 

@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from .history.bulk import record_many
-from .history.writer import OnSuccess, WriteStatus
+from .history.writer import OnSuccess, WriteStatus, record_many
 from .keys import reconcile_key
 from .model import SOURCE_RECONCILED, Event, EventKind, derived_sync_id, is_valid_id
 from .redis_url import as_text

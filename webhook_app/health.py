@@ -12,8 +12,8 @@ from fivetran_events.timeutil import now_ms
 from . import metrics
 from .errors import ApiError, redis_refusal
 from .gauges import RedisGauges
-from .replication import missing_replicas
 from .state import State, state
+from .webhook import missing_replicas
 
 bp = Blueprint("health", __name__)
 

@@ -16,7 +16,7 @@ import click
 from fivetran_events.exceptions import ConfigurationError
 
 from .. import logs
-from . import fivetran, forwarding, history, importing, reconciling, serving
+from . import fivetran, forwarding, history, importing, serving
 from .helpers import EXIT_CODES_HELP, ExitCode, echo
 from .serving import DEFAULT_WORKERS
 
@@ -78,7 +78,6 @@ for _command in (
     *forwarding.COMMANDS,
     *fivetran.COMMANDS,
     *importing.COMMANDS,
-    *reconciling.COMMANDS,
 ):
     main.add_command(_command)
 

@@ -8,7 +8,7 @@ from typing import Any
 import redis
 
 from fivetran_events import HistoryWriter
-from fivetran_events.history import bulk
+from fivetran_events.history.writer import load as load_many
 from fivetran_events.model import Event
 from fivetran_events.timeutil import to_ms
 from testkit.support import at, ev
@@ -54,7 +54,7 @@ def test_bulk_load_equals_record(client: redis.Redis) -> None:
     writer = HistoryWriter(client, "a:", retention_ms=30 * DAY_MS, trim_every=2)
     for e in events():
         writer.record(e, now=now)
-    bulk.load(client, "b:", events(), retention_ms=30 * DAY_MS, now=now, trim_every=2)
+    load_many(client, "b:", events(), retention_ms=30 * DAY_MS, now=now, trim_every=2)
     a, b = contents(client, "a:"), contents(client, "b:")
     a.pop(b"last_test_event")  # record's setup check, not history: bulk skips test events
     assert len(a) > 10 and a == b
@@ -63,7 +63,7 @@ def test_bulk_load_equals_record(client: redis.Redis) -> None:
 def test_bulk_load_is_idempotent(client: redis.Redis) -> None:
     """Loading the same events twice changes nothing but the dedup marks, already there."""
     now = to_ms(at(7))
-    bulk.load(client, "b:", events(), retention_ms=30 * DAY_MS, now=now)
+    load_many(client, "b:", events(), retention_ms=30 * DAY_MS, now=now)
     once = contents(client, "b:")
-    assert bulk.load(client, "b:", itertools.chain(events()), 30 * DAY_MS, now=now) > 0
+    assert load_many(client, "b:", itertools.chain(events()), 30 * DAY_MS, now=now) > 0
     assert contents(client, "b:") == once

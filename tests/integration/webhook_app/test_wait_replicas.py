@@ -19,8 +19,8 @@ from testkit.processes import poll_until
 from testkit.support import ev, payload, post_signed, signed
 from webhook_app import create_app
 from webhook_app.errors import ApiError
-from webhook_app.replication import confirm_replicas
 from webhook_app.state import state
+from webhook_app.webhook import confirm_replicas
 
 
 def waiting(settings: Settings, url: str, replicas: int = 1) -> Settings:
