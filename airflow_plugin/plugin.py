@@ -20,7 +20,7 @@ from fivetran_events.timeutil import now_ms, to_ms
 from fivetran_events.uris import dataset_uri
 
 from .compat import AirflowPlugin
-from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
+from .hooks.history import DEFAULT_CONN_ID, FivetranEventsRedisHook
 from .links import URL_PREFIX
 from .targets import as_datetime
 from .ui import LazyApp

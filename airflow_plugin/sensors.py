@@ -28,7 +28,7 @@ from .compat import (
     default_deferrable,
 )
 from .exceptions import FivetranHistoryUnavailable, FivetranSyncFailed
-from .hooks import (
+from .hooks.history import (
     DEFAULT_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,
@@ -36,7 +36,11 @@ from .hooks import (
 )
 from .links import FivetranConnectorLink
 from .targets import resolve_target
-from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncDecisionTrigger
+from .triggers.decision import (
+    DEFAULT_RECHECK_INTERVAL,
+    UNAVAILABLE,
+    FivetranSyncDecisionTrigger,
+)
 
 #: Below this, reschedule mode meets an Airflow 3.2-3.3 scheduler race that fails the
 #: sensor whatever it decided (apache/airflow#71172); the sensor warns at parse time.
