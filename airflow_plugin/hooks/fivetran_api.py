@@ -65,7 +65,9 @@ class FivetranApiHook(BaseHook):
     conn_type = FIVETRAN_CONN_TYPE
     hook_name = "Fivetran API (fivetran-events)"
 
-    def __init__(self, fivetran_conn_id: str = DEFAULT_FIVETRAN_CONN_ID, **client_kwargs: Any):
+    def __init__(
+        self, fivetran_conn_id: str = DEFAULT_FIVETRAN_CONN_ID, **client_kwargs: Any
+    ) -> None:
         super().__init__()
         self.fivetran_conn_id = fivetran_conn_id
         self.client_kwargs = client_kwargs

@@ -64,3 +64,20 @@ class TestFromTheConnection:
         )
         with pytest.raises(ConfigurationError, match=r"'fivetran_default'.*http:// or https://"):
             FivetranApiHook().get_conn()
+
+
+class TestTheHook:
+    def test_it_is_a_provider_hook_of_type_fivetran(self) -> None:
+        """The attributes Airflow's connection UI and ``conn_name_attr`` lookups read."""
+        assert (FivetranApiHook.conn_type, FivetranApiHook.default_conn_name) == (
+            "fivetran",
+            "fivetran_default",
+        )
+        assert FivetranApiHook.conn_name_attr == "fivetran_conn_id"
+        assert FivetranApiHook("mine").fivetran_conn_id == "mine"
+
+    def test_the_test_button_names_what_is_missing(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A connection without a secret fails the UI's test with a message, not a trace."""
+        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_DEFAULT", "fivetran://only-a-key@")
+        ok, message = FivetranApiHook().test_connection()
+        assert not ok and "needs the Fivetran API key" in message
