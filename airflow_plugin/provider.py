@@ -25,6 +25,9 @@ INTEGRATION = "Fivetran events"
 CONN_TYPE = "fivetran_events"
 #: The connection type of Fivetran's API (``fivetran://KEY:SECRET@`` in a URI).
 FIVETRAN_CONN_TYPE = "fivetran"
+#: The hooks' names in the connection UI, one per connection type.
+HOOK_NAME = "Fivetran events history (Redis)"
+FIVETRAN_API_HOOK_NAME = "Fivetran API (fivetran-events)"
 
 #: The provider's form for a ``fivetran_events`` connection, in the declarative shape of
 #: a provider's ``conn-fields`` (stored in the connection's extras).
@@ -138,14 +141,14 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "connection-type": CONN_TYPE,
                 "hook-class-name": "airflow_plugin.hooks.history.FivetranEventsRedisHook",
-                "hook-name": "Fivetran events history (Redis)",
+                "hook-name": HOOK_NAME,
                 "conn-fields": CONN_FIELDS,
                 "ui-field-behaviour": _ui_field_behaviour(UI_FIELD_BEHAVIOUR),
             },
             {
                 "connection-type": FIVETRAN_CONN_TYPE,
                 "hook-class-name": "airflow_plugin.hooks.fivetran_api.FivetranApiHook",
-                "hook-name": "Fivetran API (fivetran-events)",
+                "hook-name": FIVETRAN_API_HOOK_NAME,
                 "ui-field-behaviour": _ui_field_behaviour(FIVETRAN_API_UI_FIELD_BEHAVIOUR),
             },
         ],

@@ -23,7 +23,11 @@ from fivetran_events.fivetran_api import FivetranApiError, FivetranClient
 from fivetran_events.settings import DEFAULT_FIVETRAN_API_URL
 
 from ..compat import BaseHook, Connection, aget_connection
-from ..provider import FIVETRAN_API_UI_FIELD_BEHAVIOUR, FIVETRAN_CONN_TYPE
+from ..provider import (
+    FIVETRAN_API_HOOK_NAME,
+    FIVETRAN_API_UI_FIELD_BEHAVIOUR,
+    FIVETRAN_CONN_TYPE,
+)
 
 #: The connection id Fivetran's providers use by default.
 DEFAULT_FIVETRAN_CONN_ID = "fivetran_default"
@@ -63,7 +67,7 @@ class FivetranApiHook(BaseHook):
     conn_name_attr = "fivetran_conn_id"
     default_conn_name = DEFAULT_FIVETRAN_CONN_ID
     conn_type = FIVETRAN_CONN_TYPE
-    hook_name = "Fivetran API (fivetran-events)"
+    hook_name = FIVETRAN_API_HOOK_NAME
 
     def __init__(
         self, fivetran_conn_id: str = DEFAULT_FIVETRAN_CONN_ID, **client_kwargs: Any
