@@ -1,5 +1,8 @@
-"""fivetran-events inside Airflow: sensor, trigger, hook, short-circuit operator, assets.
+"""fivetran-events inside Airflow, laid out as Airflow's providers are.
 
-Operators and sensors are plain importable modules (``airflow_plugin.sensors`` and so
-on); the ``AirflowPlugin`` in ``airflow_plugin.plugin`` adds only macros.
+``hooks``, ``operators``, ``sensors`` and ``triggers`` hold the classes by role
+(``airflow_plugin.sensors.FivetranDateTimeSensor``, ``airflow_plugin.operators.sync.
+FivetranSyncOperator``, ...); ``assets`` the connectors' assets; ``provider`` what
+Airflow's provider discovery reads; the ``AirflowPlugin`` in ``airflow_plugin.plugin``
+adds macros and the UI view only.
 """

@@ -13,14 +13,19 @@ from fivetran_events.uris import dataset_uri
 from .compat import Asset
 
 
-def connector_asset(connector_id: str, template: str | None = None, **asset_kwargs: Any) -> Asset:
-    """Return the asset the forwarder updates when ``connector_id`` syncs successfully.
+def asset_uri(connector_id: str, template: str | None = None) -> str:
+    """Return the connector's asset URI (the one the forwarder posts events for).
 
-    Without ``template`` the URI is the configured one (template and mapping file, read
-    from ``FIVETRAN_EVENTS_*`` exactly as the worker reads them).
+    Without ``template`` it is the configured one (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE``
+    and mapping file, read from ``FIVETRAN_EVENTS_*`` exactly as the worker reads them).
+    Also the plugin's macro ``{{ macros.fivetran_events.asset_uri(...) }}``.
     """
-    uri = dataset_uri(connector_id, template=template) if template else dataset_uri(connector_id)
-    return Asset(uri=uri, **asset_kwargs)
+    return dataset_uri(connector_id, template=template) if template else dataset_uri(connector_id)
+
+
+def connector_asset(connector_id: str, template: str | None = None, **asset_kwargs: Any) -> Asset:
+    """Return the asset the forwarder updates when ``connector_id`` syncs successfully."""
+    return Asset(uri=asset_uri(connector_id, template), **asset_kwargs)
 
 
 def connector_assets(*connector_ids: str, template: str | None = None) -> list[Asset]:

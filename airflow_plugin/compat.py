@@ -2,7 +2,8 @@
 
 Airflow 3 moved the authoring API to the Task SDK (``airflow.sdk``) and renamed
 datasets to assets; Airflow 2.10/2.11 keep the old paths. Everything else in
-``airflow_plugin`` imports these names from here.
+``airflow_plugin`` imports these names from here, and reads Airflow's version only
+through the flags below (``AIRFLOW_V_3``, ``AIRFLOW_V_3_3``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from airflow import __version__ as AIRFLOW_VERSION
 from airflow.plugins_manager import AirflowPlugin
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-AIRFLOW_V_3 = int(AIRFLOW_VERSION.split(".", 1)[0]) >= 3
+#: Airflow's (major, minor): every version check of ``airflow_plugin`` reads it here.
+AIRFLOW_VERSION_INFO = tuple(int(p) for p in AIRFLOW_VERSION.split(".")[:2])
+AIRFLOW_V_3 = AIRFLOW_VERSION_INFO >= (3, 0)
+#: FastAPI plugin apps with the auth dependencies the plugin's view needs (Airflow 3.3+).
+AIRFLOW_V_3_3 = AIRFLOW_VERSION_INFO >= (3, 3)
 
 if AIRFLOW_V_3:
     from airflow.providers.standard.operators.python import ShortCircuitOperator
@@ -75,7 +80,9 @@ def run_after(context: Context) -> Any:
 
 
 __all__ = [
+    "AIRFLOW_VERSION_INFO",
     "AIRFLOW_V_3",
+    "AIRFLOW_V_3_3",
     "AirflowException",
     "AirflowPlugin",
     "AirflowSkipException",

@@ -144,7 +144,7 @@ def recorded_schemas(redis_conn_id: str = "fivetran_events_redis") -> dict[str, 
     Fivetran names a connector's destination schema after the connector, so the names
     the webhook recorded tell which schema belongs to which connector.
     """
-    from .hooks import FivetranEventsRedisHook
+    from .hooks.history import FivetranEventsRedisHook
 
     rows = FivetranEventsRedisHook(redis_conn_id).reader().connectors()
     return {
@@ -165,7 +165,7 @@ def cached_tables(
     connectors: list[str], redis_conn_id: str = "fivetran_events_redis"
 ) -> dict[str, list[DestinationTable]]:
     """Each connector's cached destination tables (those with none cached are left out)."""
-    from .hooks import FivetranEventsRedisHook
+    from .hooks.history import FivetranEventsRedisHook
 
     hook = FivetranEventsRedisHook(redis_conn_id)
     out = {}
@@ -249,7 +249,7 @@ def build_dag(
     """
     from airflow.sdk import DAG, Asset, AssetAll, AssetAny, TaskGroup, chain
 
-    from .sql_operator import FivetranSqlOperator
+    from .operators.sql import FivetranSqlOperator
 
     root = Path(folder)
     if not root.is_absolute():

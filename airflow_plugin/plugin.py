@@ -14,19 +14,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from airflow import __version__ as AIRFLOW_VERSION
-
 from fivetran_events.timeutil import now_ms, to_ms
-from fivetran_events.uris import dataset_uri
 
-from .compat import AirflowPlugin
-from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
+from .assets import asset_uri
+from .compat import AIRFLOW_V_3_3, AirflowPlugin
+from .hooks.history import DEFAULT_CONN_ID, FivetranEventsRedisHook
 from .links import URL_PREFIX
 from .targets import as_datetime
 from .ui import LazyApp
-
-#: The view needs Airflow 3's FastAPI plugin apps and the auth dependencies of 3.3.
-UI_SUPPORTED = tuple(int(p) for p in AIRFLOW_VERSION.split(".")[:2]) >= (3, 3)
 
 
 def last_successful_sync(
@@ -38,19 +33,11 @@ def last_successful_sync(
     return found.to_dict() if found is not None else None
 
 
-def asset_uri(connector_id: str, template: str | None = None) -> str:
-    """Return the connector's asset URI (the one the forwarder posts events for).
-
-    Without ``template`` it is the configured one (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE``
-    and mapping file), exactly as the worker builds it.
-    """
-    return dataset_uri(connector_id, template=template) if template else dataset_uri(connector_id)
-
-
 class FivetranEventsPlugin(AirflowPlugin):
     name = "fivetran_events"
     macros = [last_successful_sync, asset_uri]  # noqa: RUF012 (AirflowPlugin's own shape)
-    if UI_SUPPORTED:
+    # The view needs Airflow 3's FastAPI plugin apps and the auth dependencies of 3.3.
+    if AIRFLOW_V_3_3:
         fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Fivetran syncs"}]
         # url_route: the UI shows the view inside its own frame at /plugin/fivetran-syncs.
         external_views = [

@@ -1,8 +1,9 @@
 """fivetran-events as an Airflow provider: what ``get_provider_info`` tells Airflow.
 
 Registered through the ``apache_airflow_provider`` entry point, as Airflow's own
-providers are, so ``airflow providers list`` shows it and the connection UI offers the
-``fivetran_events`` connection type with its form. It imports nothing from Airflow:
+providers are, so ``airflow providers list`` shows it and the connection UI offers its
+two connection types with their forms: ``fivetran_events`` (the history's Redis) and
+``fivetran`` (Fivetran's API key and secret). It imports nothing from Airflow:
 Airflow calls ``get_provider_info`` in every process that discovers providers,
 sometimes while ``airflow`` itself is still importing. The form is data here, read by
 Airflow 3.2+ from ``get_provider_info`` and turned into the hook's
@@ -20,8 +21,13 @@ from typing import Any
 
 PACKAGE_NAME = "fivetran-events"
 INTEGRATION = "Fivetran events"
-#: The provider's connection type (``fivetran-events://`` in a URI).
+#: The provider's connection type of the history's Redis (``fivetran-events://`` in a URI).
 CONN_TYPE = "fivetran_events"
+#: The connection type of Fivetran's API (``fivetran://KEY:SECRET@`` in a URI).
+FIVETRAN_CONN_TYPE = "fivetran"
+#: The hooks' names in the connection UI, one per connection type.
+HOOK_NAME = "Fivetran events history (Redis)"
+FIVETRAN_API_HOOK_NAME = "Fivetran API (fivetran-events)"
 
 #: The provider's form for a ``fivetran_events`` connection, in the declarative shape of
 #: a provider's ``conn-fields`` (stored in the connection's extras).
@@ -85,6 +91,13 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     },
 }
 
+#: The Fivetran API connection's form: key and secret, an optional other base URL.
+FIVETRAN_API_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden_fields": ["schema", "extra"],
+    "relabeling": {"login": "API key", "password": "API secret", "host": "Base URL"},
+    "placeholders": {"host": "https://api.fivetran.com (empty: Fivetran's own)"},
+}
+
 
 def _version() -> str:
     try:
@@ -95,48 +108,49 @@ def _version() -> str:
         return __version__
 
 
+def _ui_field_behaviour(behaviour: dict[str, Any]) -> dict[str, Any]:
+    """``behaviour`` (a hook's ``get_ui_field_behaviour`` shape) in provider_info's spelling."""
+    return {
+        "hidden-fields": list(behaviour["hidden_fields"]),
+        "relabeling": dict(behaviour["relabeling"]),
+        "placeholders": dict(behaviour["placeholders"]),
+    }
+
+
+def _modules(*names: str) -> list[dict[str, Any]]:
+    return [
+        {"integration-name": INTEGRATION, "python-modules": [f"airflow_plugin.{n}" for n in names]}
+    ]
+
+
 def get_provider_info() -> dict[str, Any]:
     """Return the provider's description in the shape of Airflow's provider_info schema."""
-    behaviour = UI_FIELD_BEHAVIOUR
     return {
         "package-name": PACKAGE_NAME,
         "name": "Fivetran events",
         "description": "Fivetran syncs from a webhook-recorded history in Redis: a sensor "
-        "that decides without polling Fivetran, its deferrable trigger, and asset helpers.",
+        "that decides without polling Fivetran, its deferrable trigger, sync operators and "
+        "asset helpers.",
         "versions": [_version()],
         "integrations": [{"integration-name": INTEGRATION, "tags": ["service"]}],
-        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_plugin.hooks"]}],
-        "sensors": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_plugin.sensors"]}
-        ],
-        "operators": [
-            {
-                "integration-name": INTEGRATION,
-                "python-modules": ["airflow_plugin.operators", "airflow_plugin.sync_operators"],
-            }
-        ],
-        "triggers": [
-            {
-                "integration-name": INTEGRATION,
-                "python-modules": [
-                    "airflow_plugin.triggers",
-                    "airflow_plugin.event_triggers",
-                    "airflow_plugin.sync_trigger",
-                ],
-            }
-        ],
+        "hooks": _modules("hooks.history", "hooks.fivetran_api"),
+        "sensors": _modules("sensors"),
+        "operators": _modules("operators.sync", "operators.sql"),
+        "triggers": _modules("triggers.decision", "triggers.sync", "triggers.watcher"),
         "connection-types": [
             {
                 "connection-type": CONN_TYPE,
-                "hook-class-name": "airflow_plugin.hooks.FivetranEventsRedisHook",
-                "hook-name": "Fivetran events history (Redis)",
+                "hook-class-name": "airflow_plugin.hooks.history.FivetranEventsRedisHook",
+                "hook-name": HOOK_NAME,
                 "conn-fields": CONN_FIELDS,
-                "ui-field-behaviour": {
-                    "hidden-fields": list(behaviour["hidden_fields"]),
-                    "relabeling": dict(behaviour["relabeling"]),
-                    "placeholders": dict(behaviour["placeholders"]),
-                },
-            }
+                "ui-field-behaviour": _ui_field_behaviour(UI_FIELD_BEHAVIOUR),
+            },
+            {
+                "connection-type": FIVETRAN_CONN_TYPE,
+                "hook-class-name": "airflow_plugin.hooks.fivetran_api.FivetranApiHook",
+                "hook-name": FIVETRAN_API_HOOK_NAME,
+                "ui-field-behaviour": _ui_field_behaviour(FIVETRAN_API_UI_FIELD_BEHAVIOUR),
+            },
         ],
         "extra-links": ["airflow_plugin.links.FivetranConnectorLink"],
         "plugins": [

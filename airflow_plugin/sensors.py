@@ -28,7 +28,7 @@ from .compat import (
     default_deferrable,
 )
 from .exceptions import FivetranHistoryUnavailable, FivetranSyncFailed
-from .hooks import (
+from .hooks.history import (
     DEFAULT_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,
@@ -36,7 +36,11 @@ from .hooks import (
 )
 from .links import FivetranConnectorLink
 from .targets import resolve_target
-from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncDecisionTrigger
+from .triggers.decision import (
+    DEFAULT_RECHECK_INTERVAL,
+    UNAVAILABLE,
+    FivetranSyncDecisionTrigger,
+)
 
 #: Below this, reschedule mode meets an Airflow 3.2-3.3 scheduler race that fails the
 #: sensor whatever it decided (apache/airflow#71172); the sensor warns at parse time.
@@ -132,24 +136,6 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 UserWarning,
                 stacklevel=2,
             )
-
-    def render_template(
-        self,
-        content: Any,
-        context: Any,
-        jinja_env: Any = None,
-        seen_oids: set[int] | None = None,
-    ) -> Any:
-        """Render as Airflow does; a string with no template in it is returned as it is
-        (``renders_to_itself``: Jinja would give it back unchanged, after a compile)."""
-        if (
-            type(content) is str
-            and jinja_env is not None
-            and not content.endswith(tuple(self.template_ext))
-            and renders_to_itself(content, jinja_env)
-        ):
-            return content
-        return super().render_template(content, context, jinja_env, seen_oids)
 
     @cached_property
     def hook(self) -> FivetranEventsRedisHook:
@@ -305,28 +291,3 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         if not event or "decision" not in event:
             raise FivetranSyncFailed(f"trigger ended without a decision: {event!r}")
         return self._outcome(Decision.from_dict(event["decision"]))
-
-
-def renders_to_itself(text: str, env: Any) -> bool:
-    """True when rendering ``text`` in ``env`` can only give ``text`` back.
-
-    A sensor's ``connector_id`` is a template field and nearly always plain text; Jinja's
-    first compile in a task's process also builds its lexer, a cost every sensor task of
-    a backfill would pay. So a string is skipped when no delimiter or line prefix of
-    ``env`` (however a DAG set them) occurs in it, and no line break (Jinja rewrites line
-    endings and drops a final newline). A native environment (a DAG's
-    ``render_template_as_native_obj``) turns ``"123"`` into ``123``, so nothing is plain
-    text there.
-    """
-    from jinja2.nativetypes import NativeEnvironment
-
-    if isinstance(env, NativeEnvironment) or "\n" in text or "\r" in text:
-        return False
-    markers = (
-        env.variable_start_string,
-        env.block_start_string,
-        env.comment_start_string,
-        env.line_statement_prefix,
-        env.line_comment_prefix,
-    )
-    return not any(marker and marker in text for marker in markers)

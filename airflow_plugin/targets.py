@@ -68,7 +68,7 @@ def _newest_triggering_event(context: Context) -> datetime | None:
 def _event_time(event: Any) -> datetime | None:
     extra = getattr(event, "extra", None) or {}
     if isinstance(extra, dict) and isinstance(extra.get("payload"), dict):
-        extra = extra["payload"]  # an AssetWatcher's event (event_triggers.py) nests it
+        extra = extra["payload"]  # an AssetWatcher's event (triggers/watcher.py) nests it
     ended = extra.get("ended_at") if isinstance(extra, dict) else None
     if ended:
         try:

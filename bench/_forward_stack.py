@@ -35,7 +35,7 @@ WATCHER_DAG = f"""
 from datetime import datetime, timezone
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, AssetWatcher
-from airflow_plugin.event_triggers import FivetranSyncWatcherTrigger
+from airflow_plugin.triggers.watcher import FivetranSyncWatcherTrigger
 
 asset = Asset(uri="{WATCHED_URI}", name="bench_watch", watchers=[AssetWatcher(
     name="bench_watch", trigger=FivetranSyncWatcherTrigger(connector_id="{WATCHED}"))])

@@ -46,7 +46,7 @@ def make_folder(root: Path, files: int) -> None:
 def by_hand(files: int) -> float:
     from airflow.sdk import DAG, chain
 
-    from airflow_plugin.sql_operator import FivetranSqlOperator
+    from airflow_plugin.operators.sql import FivetranSqlOperator
 
     t0 = time.perf_counter()
     with DAG(dag_id="by_hand", schedule=None):

@@ -371,7 +371,7 @@ async def deferred_latency(redis_url: str, prefix: str, trials: int, provider_po
     from fivetran_provider_async.hooks import FivetranHook
     from fivetran_provider_async.triggers import FivetranTrigger
 
-    from airflow_plugin.triggers import FivetranSyncDecisionTrigger
+    from airflow_plugin.triggers.decision import FivetranSyncDecisionTrigger
     from fivetran_events import HistoryWriter, parse_event
     from fivetran_events.timeutil import to_ms
     from testkit.fivetran_api import FivetranStandIn, serving
@@ -845,7 +845,7 @@ def run_local(args: argparse.Namespace) -> None:
 
 def run_real(args: argparse.Namespace) -> None:
     """Sections 4 and 5 (those chosen), each on an Airflow and a redis-server of its own."""
-    from airflow_plugin.triggers import DEFAULT_RECHECK_INTERVAL
+    from airflow_plugin.triggers.decision import DEFAULT_RECHECK_INTERVAL
 
     quick = bool(args.quick)
     if "backfill-cost" in args.commands:

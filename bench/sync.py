@@ -79,7 +79,7 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG
 from fivetran_provider_async.operators import FivetranOperator
 
-from airflow_plugin.sync_operators import FivetranSyncOperator
+from airflow_plugin.operators.sync import FivetranSyncOperator
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

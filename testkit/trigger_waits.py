@@ -23,7 +23,7 @@ class FirstWaits:
 
     def install(self, monkeypatch: Any) -> None:
         """Wrap ``FivetranSyncDecisionTrigger._pause`` for the test's length."""
-        from airflow_plugin.triggers import FivetranSyncDecisionTrigger
+        from airflow_plugin.triggers.decision import FivetranSyncDecisionTrigger
 
         original = FivetranSyncDecisionTrigger._pause
 

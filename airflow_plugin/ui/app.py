@@ -52,7 +52,7 @@ def _auth() -> Any:
 
 
 def _hook_reader() -> HistoryReader:
-    from ..hooks import FivetranEventsRedisHook
+    from ..hooks.history import FivetranEventsRedisHook
 
     return FivetranEventsRedisHook().reader()
 

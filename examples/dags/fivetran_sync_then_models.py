@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from airflow_plugin.sync_operators import FivetranSyncOperator
+from airflow_plugin.operators.sync import FivetranSyncOperator
 
 with DAG(
     dag_id="fivetran_sync_then_models",

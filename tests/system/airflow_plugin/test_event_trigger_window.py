@@ -63,7 +63,7 @@ class Watcher:
     """One trigger instance over a state store: a triggerer process's view of a watcher."""
 
     def __init__(self, store: StateStore, client: Any, **kwargs: Any) -> None:
-        from airflow_plugin.event_triggers import FivetranSyncWatcherTrigger
+        from airflow_plugin.triggers.watcher import FivetranSyncWatcherTrigger
 
         self.trigger = FivetranSyncWatcherTrigger(connector_id=CONNECTOR, **kwargs)
         # What the triggerer injects before run(); the stand-in has the accessor calls used.
@@ -75,7 +75,7 @@ class Watcher:
         """One wake for this connector: the sync ids sent. ``advance()`` at once as Airflow
         does once the events are persisted (True) or failed (False), or not yet (None:
         ``advance`` later, or never, as when the triggerer is killed)."""
-        from airflow_plugin.event_triggers import Wake
+        from airflow_plugin.triggers.watcher import Wake
 
         wake = Wake(CONNECTOR, self.client, "test:")
 
@@ -92,7 +92,7 @@ class Watcher:
         """Advance the oldest pending wakes in order: persisted (acked) or failed."""
         from airflow.triggers.shared_stream import AdvanceItem, AdvanceOutcome
 
-        from airflow_plugin.event_triggers import HistoryWakeProducer
+        from airflow_plugin.triggers.watcher import HistoryWakeProducer
 
         items = [
             AdvanceItem(self.pending.pop(0), AdvanceOutcome(acked=int(ok), failed=int(not ok)))

@@ -91,7 +91,7 @@ class TestOnTheRealTriggerer:
         Half the connectors get a sync_end: exactly those sensors succeed, each with its
         own connector's sync, while the other half stay deferred; then the rest follow.
         """
-        from airflow_plugin._wakeups import POOL_SIZE
+        from airflow_plugin.triggers._wakeups import POOL_SIZE
 
         airflow3.add_dag("many_deferred.py", DAG_FILE)
         airflow3.wait_for_parsed(DAG_ID)

@@ -32,7 +32,7 @@ def short_circuit_dag(dag_id: str) -> Any:
     from airflow.sdk import DAG, CronDataIntervalTimetable
     from fivetran_provider_async.operators import FivetranOperator
 
-    from airflow_plugin.operators import FivetranSyncShortCircuitOperator
+    from airflow_plugin.operators.sync import FivetranSyncShortCircuitOperator
 
     with DAG(
         dag_id,

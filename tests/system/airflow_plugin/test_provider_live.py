@@ -51,7 +51,7 @@ def test_hook_meta_lists_the_connection_form(airflow3: AirflowServer) -> None:
     resp = airflow3.get("/ui/connections/hook_meta")
     assert resp.status_code == 200, resp.text
     (meta,) = [m for m in resp.json() if m["connection_type"] == "fivetran_events"]
-    assert meta["hook_class_name"] == "airflow_plugin.hooks.FivetranEventsRedisHook"
+    assert meta["hook_class_name"] == "airflow_plugin.hooks.history.FivetranEventsRedisHook"
     assert meta["hook_name"] == "Fivetran events history (Redis)"
     extra = meta["extra_fields"]
     sentinel = {"sentinels", "sentinel_service", "sentinel_password", "sentinel_ssl"}
@@ -63,6 +63,18 @@ def test_hook_meta_lists_the_connection_form(airflow3: AirflowServer) -> None:
     assert standard["login"]["hidden"] is True
     assert standard["url_schema"]["title"] == "Database number"
     assert standard["host"]["hidden"] is False and standard["port"]["placeholder"] == "6379"
+
+
+def test_hook_meta_offers_the_fivetran_api_form(airflow3: AirflowServer) -> None:
+    """Type fivetran: Fivetran's API key and secret and a base URL, schema hidden."""
+    resp = airflow3.get("/ui/connections/hook_meta")
+    assert resp.status_code == 200, resp.text
+    (meta,) = [m for m in resp.json() if m["connection_type"] == "fivetran"]
+    assert meta["hook_class_name"] == "airflow_plugin.hooks.fivetran_api.FivetranApiHook"
+    assert meta["hook_name"] == "Fivetran API (fivetran-events)"
+    standard = meta["standard_fields"]
+    assert (standard["login"]["title"], standard["password"]["title"]) == ("API key", "API secret")
+    assert standard["url_schema"]["hidden"] is True and standard["host"]["hidden"] is False
 
 
 def test_extra_link_opens_the_connector_at_the_runs_target(

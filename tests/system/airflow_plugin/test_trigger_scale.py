@@ -24,7 +24,7 @@ TARGET = at(1, month=6)
 
 
 def trigger(connector_id: str, **kwargs: Any) -> Any:
-    from airflow_plugin.triggers import FivetranSyncDecisionTrigger
+    from airflow_plugin.triggers.decision import FivetranSyncDecisionTrigger
 
     return FivetranSyncDecisionTrigger(connector_id, to_ms(TARGET), **kwargs)
 

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, AssetWatcher
 
-from airflow_plugin.event_triggers import FivetranSyncWatcherTrigger
+from airflow_plugin.triggers.watcher import FivetranSyncWatcherTrigger
 
 for name, conn in {watchers!r}:
     trigger = FivetranSyncWatcherTrigger(

@@ -1,4 +1,4 @@
-"""Fivetran's API client built from the Airflow connection Fivetran's providers use.
+"""Fivetran's API hook: its client, built from the connection Fivetran's providers use.
 
 Real Airflow ``Connection`` objects, read from ``AIRFLOW_CONN_FIVETRAN_DEFAULT`` by
 Airflow itself (no database): login = API key, password = API secret, whatever the type.
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from airflow_plugin.fivetran_api import fivetran_client
+from airflow_plugin.hooks.fivetran_api import FivetranApiHook
 from fivetran_events import ConfigurationError
 
 
@@ -20,7 +20,7 @@ class TestFromTheConnection:
     ) -> None:
         """``fivetran://KEY:SECRET@`` (percent-encoded as Airflow reads it)."""
         monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_DEFAULT", "fivetran://the-key:s%2F3cr%40t@")
-        client = fivetran_client()
+        client = FivetranApiHook().get_conn()
         assert client.base_url == "https://api.fivetran.com"
         assert client.session.auth == ("the-key", "s/3cr@t")
         assert "s/3cr@t" not in repr(client) and "the-key" not in repr(client)
@@ -42,20 +42,20 @@ class TestFromTheConnection:
         if port:
             conn["port"] = str(port)
         monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_DEFAULT", json.dumps(conn))
-        client = fivetran_client(timeout=3.0)
+        client = FivetranApiHook(timeout=3.0).get_conn()
         assert client.base_url == url and client.timeout == 3.0
         assert client.session.auth == ("key-1", "secret-1")
 
     def test_another_connection_id(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("AIRFLOW_CONN_MY_FIVETRAN", "fivetran://k2:s2@")
-        assert fivetran_client("my_fivetran").session.auth == ("k2", "s2")
+        assert FivetranApiHook("my_fivetran").get_conn().session.auth == ("k2", "s2")
 
     def test_missing_credentials_name_the_connection(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_DEFAULT", "fivetran://only-a-key@")
         with pytest.raises(
             ConfigurationError, match="'fivetran_default' needs the Fivetran API key"
         ):
-            fivetran_client()
+            FivetranApiHook().get_conn()
 
     def test_a_host_that_is_no_url(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(
@@ -63,4 +63,21 @@ class TestFromTheConnection:
             '{"conn_type": "fivetran", "login": "k", "password": "s", "host": "ftp://x"}',
         )
         with pytest.raises(ConfigurationError, match=r"'fivetran_default'.*http:// or https://"):
-            fivetran_client()
+            FivetranApiHook().get_conn()
+
+
+class TestTheHook:
+    def test_it_is_a_provider_hook_of_type_fivetran(self) -> None:
+        """The attributes Airflow's connection UI and ``conn_name_attr`` lookups read."""
+        assert (FivetranApiHook.conn_type, FivetranApiHook.default_conn_name) == (
+            "fivetran",
+            "fivetran_default",
+        )
+        assert FivetranApiHook.conn_name_attr == "fivetran_conn_id"
+        assert FivetranApiHook("mine").fivetran_conn_id == "mine"
+
+    def test_the_test_button_names_what_is_missing(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A connection without a secret fails the UI's test with a message, not a trace."""
+        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_DEFAULT", "fivetran://only-a-key@")
+        ok, message = FivetranApiHook().test_connection()
+        assert not ok and "needs the Fivetran API key" in message

@@ -37,9 +37,9 @@ from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.redis_url import check_url, client_from_url, is_sentinel, parse_sentinel_url
 from fivetran_events.settings import history_defaults
 
-from .compat import AIRFLOW_V_3, BaseHook, Connection, aget_connection
-from .exceptions import ConnectorNameError, FivetranHistoryUnavailable
-from .provider import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
+from ..compat import AIRFLOW_V_3, BaseHook, Connection, aget_connection
+from ..exceptions import ConnectorNameError, FivetranHistoryUnavailable
+from ..provider import CONN_FIELDS, CONN_TYPE, HOOK_NAME, UI_FIELD_BEHAVIOUR
 
 DEFAULT_CONN_ID = "fivetran_events_redis"
 _TRUE = {"1", "true", "yes", "on"}
@@ -187,7 +187,7 @@ class FivetranEventsRedisHook(BaseHook):
     conn_name_attr = "redis_conn_id"
     default_conn_name = DEFAULT_CONN_ID
     conn_type = CONN_TYPE
-    hook_name = "Fivetran events history (Redis)"
+    hook_name = HOOK_NAME
 
     def __init__(self, redis_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)

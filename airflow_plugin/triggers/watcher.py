@@ -38,8 +38,8 @@ from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.redis_url import async_client_from_url
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 
+from ..hooks.history import DEFAULT_CONN_ID, FivetranEventsRedisHook
 from ._wakeups import changes
-from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            "airflow_plugin.event_triggers.FivetranSyncWatcherTrigger",
+            "airflow_plugin.triggers.watcher.FivetranSyncWatcherTrigger",
             {
                 "connector_id": self.connector_id,
                 "redis_conn_id": self.redis_conn_id,
@@ -353,8 +353,3 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
             ref = SyncRef.from_meta(self.connector_id, sync_id, ended, meta)
             out.append(((ended, sync_id), await aextra_for(wake.client, wake.prefix, ref)))
         return out
-
-
-#: Deprecated alias of ``FivetranSyncWatcherTrigger``, for DAG files and stored triggers
-#: that name the class by its old path.
-FivetranSyncEventTrigger = FivetranSyncWatcherTrigger

@@ -9,7 +9,7 @@ pool serves their reads. The hub closes itself when its last trigger leaves.
 
 ``changes()`` is that subscription as an async generator, the one pub/sub loop of the
 triggerer: the hub consumes it, and so does the history watcher's shared stream
-(``event_triggers.HistoryWakeProducer``).
+(``triggers.watcher.HistoryWakeProducer``).
 """
 
 from __future__ import annotations
@@ -196,3 +196,27 @@ def hub_for(url: str, prefix: str, redis_kwargs: dict[str, Any]) -> Hub:
     if hub is None:
         hub = _hubs[key] = Hub(url, prefix, redis_kwargs)
     return hub
+
+
+async def changed_within(changed: asyncio.Event, seconds: float) -> bool:
+    """Wait until ``changed`` is set or ``seconds`` pass; return whether it was set.
+
+    A timer that sets the same event, rather than ``asyncio.wait_for``: no task per wait
+    (a thousand deferred triggers would make a thousand every interval), and a cancel
+    is never lost. Python 3.11's ``wait_for`` returns normally, dropping the cancel, when
+    the timeout and the cancel land together, so a cancelled trigger (its task timed
+    out, was cleared, the triggerer stops) would go on re-checking for ever.
+    """
+    due = False
+
+    def time_up() -> None:
+        nonlocal due
+        due = True
+        changed.set()
+
+    timer = asyncio.get_running_loop().call_later(seconds, time_up)
+    try:
+        await changed.wait()
+    finally:
+        timer.cancel()
+    return not due

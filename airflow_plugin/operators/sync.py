@@ -13,6 +13,11 @@ with ``force``, Fivetran stops it and runs a new one). When nothing is recorded 
 ``fallback_after`` seconds it warns and reads the connection's ``succeeded_at`` /
 ``failed_at`` every ``poll_frequency`` seconds, as astronomer's operator does; what it
 finds is recorded in the history with a derived (``~``-marked) sync id.
+
+``FivetranSyncShortCircuitOperator`` goes before a sync (this module's or the Fivetran
+provider's ``FivetranOperator``): when a successful sync counts for the run's target (by
+default at or after ``data_interval_end``), the downstream tasks are skipped and no sync
+is asked for; otherwise they run as usual. It reads the history, so it costs no API call.
 """
 
 from __future__ import annotations
@@ -23,35 +28,104 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from fivetran_events import Completion, Decision, Event, EventKind, HistoryWriter, Outcome
+from fivetran_events import (
+    Completion,
+    Decision,
+    Event,
+    EventKind,
+    HistoryWriter,
+    Outcome,
+    parse_criterion,
+)
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.model import SOURCE_RECONCILED
 from fivetran_events.settings import Settings
 from fivetran_events.sync_request import Step
-from fivetran_events.timeutil import iso, now_ms
+from fivetran_events.timeutil import iso, now_ms, to_ms
 
-from .compat import BaseOperator, Context, default_deferrable
-from .exceptions import ConnectorNameError, FivetranHistoryUnavailable, FivetranSyncFailed
-from .fivetran_api import DEFAULT_FIVETRAN_CONN_ID, fivetran_client
-from .hooks import (
+from ..compat import BaseOperator, Context, ShortCircuitOperator, default_deferrable
+from ..exceptions import ConnectorNameError, FivetranHistoryUnavailable, FivetranSyncFailed
+from ..hooks.fivetran_api import DEFAULT_FIVETRAN_CONN_ID, FivetranApiHook
+from ..hooks.history import (
     DEFAULT_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,
     read_retrying,
 )
-from .links import FivetranConnectorLink
-from .operators import already_synced
-from .sync_trigger import (
+from ..links import FivetranConnectorLink
+from ..targets import resolve_target
+from ..triggers.decision import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE
+from ..triggers.sync import (
     DEFAULT_FALLBACK_AFTER,
     DEFAULT_MIN_DEFERRAL,
     DEFAULT_POLL_FREQUENCY,
     FivetranSyncRequestTrigger,
 )
-from .triggers import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE
 
 #: The history's retention when the Airflow side records a reconciled sync (the server's
 #: default; older events are refused, and this one is new).
 RETENTION_MS = int(Settings.model_fields["retention_days"].default * 86_400_000)
+
+
+def _sync_needed(**context: Any) -> bool:
+    op: FivetranSyncShortCircuitOperator = context["task"]
+    return op.sync_needed(context)  # type: ignore[arg-type]
+
+
+class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
+    """Continue downstream only if no successful sync counts for the run's target yet.
+
+    :param connector_id: the Fivetran connector id (templated).
+    :param target_time: datetime or ISO 8601 text (templated); default: the run's target
+        as the sensor computes it (``data_interval_end``, with the same fallback).
+    :param criterion: ``ended_after`` (default) or ``started_after``.
+    :param redis_conn_id: the Airflow connection of the history's Redis.
+    """
+
+    template_fields = (*ShortCircuitOperator.template_fields, "connector_id", "target_time")
+
+    def __init__(
+        self,
+        *,
+        connector_id: str,
+        target_time: datetime | str | None = None,
+        criterion: str = "ended_after",
+        redis_conn_id: str = DEFAULT_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(python_callable=_sync_needed, **kwargs)
+        self.connector_id = connector_id
+        self.target_time = target_time
+        self.criterion = parse_criterion(criterion).value
+        self.redis_conn_id = redis_conn_id
+
+    def sync_needed(self, context: Context) -> bool:
+        """Return False (skip downstream) when a success already counts for the target."""
+        return already_synced(self, context) is None
+
+
+def already_synced(op: Any, context: Context) -> Decision | None:
+    """The SUCCESS that makes a sync needless for ``op``'s target, or None (sync).
+
+    ``op`` names ``connector_id``, ``target_time``, ``criterion`` and ``redis_conn_id``
+    (this operator, and ``FivetranSyncOperator``'s ``skip_if_synced_after_data_interval_end``).
+    """
+    target, source = resolve_target(op.target_time, context)
+    reader = FivetranEventsRedisHook(op.redis_conn_id).reader()
+    decision = reader.decide(
+        op.connector_id, to_ms(target), criterion=op.criterion, propagate_failures_forward=False
+    )
+    synced = decision.outcome is Outcome.SUCCESS
+    op.log.info(
+        "connector %s %s as of %s (%s): %s%s",
+        op.connector_id,
+        "is already synced" if synced else "needs a sync",
+        iso(target),
+        source,
+        decision.reason,
+        "; skipping the sync" if synced else "",
+    )
+    return decision if synced else None
 
 
 class FivetranSyncOperator(BaseOperator):
@@ -148,7 +222,7 @@ class FivetranSyncOperator(BaseOperator):
 
     @cached_property
     def client(self) -> FivetranClient:
-        return fivetran_client(self.fivetran_conn_id)
+        return FivetranApiHook(self.fivetran_conn_id).get_conn()
 
     @cached_property
     def hook(self) -> FivetranEventsRedisHook:
@@ -346,4 +420,9 @@ class FivetranResyncOperator(FivetranSyncOperator):
         self.client.resync_connection(self.connector_id, self.scope)
 
 
-__all__ = ["FivetranResyncOperator", "FivetranSyncOperator"]
+__all__ = [
+    "FivetranResyncOperator",
+    "FivetranSyncOperator",
+    "FivetranSyncShortCircuitOperator",
+    "already_synced",
+]

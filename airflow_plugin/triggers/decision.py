@@ -8,14 +8,13 @@ All triggers of the triggerer share one subscription and one small pool
 (``_wakeups.Hub``), so thousands of deferred sensors cost one socket for wake-ups
 and a handful for reads.
 
-An unreachable Redis is retried as a poke retries it (``hooks.aread_retrying``), then
+An unreachable Redis is retried as a poke retries it (``hooks.history.aread_retrying``), then
 reported in an event with status ``unavailable`` that ``execute_complete`` raises:
 never swallowed, so an outage shows on the task, not only in the triggerer's log.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
@@ -26,15 +25,15 @@ from fivetran_events import AsyncHistoryReader, Criterion, Decision, Outcome
 from fivetran_events.decision import FLAGS
 from fivetran_events.timeutil import now_ms
 
-from ._wakeups import hub_for, stop_if_cancelled
-from .compat import BaseTrigger, TriggerEvent
-from .exceptions import FivetranHistoryUnavailable
-from .hooks import (
+from ..compat import BaseTrigger, TriggerEvent
+from ..exceptions import FivetranHistoryUnavailable
+from ..hooks.history import (
     DEFAULT_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,
     aread_retrying,
 )
+from ._wakeups import changed_within, hub_for, stop_if_cancelled
 
 #: Default seconds between re-checks when no change message arrives. A message is lost
 #: only with the subscription, and the hub wakes every trigger when it subscribes again,
@@ -46,30 +45,6 @@ DEFAULT_RECHECK_INTERVAL = 300.0
 RECHECK_JITTER = 0.25
 #: The event status that reports an outage (the others are decision outcomes).
 UNAVAILABLE = "unavailable"
-
-
-async def changed_within(changed: asyncio.Event, seconds: float) -> bool:
-    """Wait until ``changed`` is set or ``seconds`` pass; return whether it was set.
-
-    A timer that sets the same event, rather than ``asyncio.wait_for``: no task per wait
-    (a thousand deferred triggers would make a thousand every interval), and a cancel
-    is never lost. Python 3.11's ``wait_for`` returns normally, dropping the cancel, when
-    the timeout and the cancel land together, so a cancelled trigger (its task timed
-    out, was cleared, the triggerer stops) would go on re-checking for ever.
-    """
-    due = False
-
-    def time_up() -> None:
-        nonlocal due
-        due = True
-        changed.set()
-
-    timer = asyncio.get_running_loop().call_later(seconds, time_up)
-    try:
-        await changed.wait()
-    finally:
-        timer.cancel()
-    return not due
 
 
 class FivetranSyncDecisionTrigger(BaseTrigger):
@@ -101,7 +76,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            "airflow_plugin.triggers.FivetranSyncDecisionTrigger",
+            "airflow_plugin.triggers.decision.FivetranSyncDecisionTrigger",
             {
                 "connector_id": self.connector_id,
                 "target_ms": self.target_ms,
@@ -194,8 +169,3 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
                 return until, "the sync's rescheduledAt"
         jittered = self.recheck_interval * random.uniform(1.0 - RECHECK_JITTER, 1.0)  # noqa: S311
         return jittered, "the periodic re-check"
-
-
-#: Deprecated alias of ``FivetranSyncDecisionTrigger``: Airflow stores a deferred task's
-#: trigger by its dotted path, so one deferred before the rename resumes through it.
-FivetranSyncTrigger = FivetranSyncDecisionTrigger

@@ -28,23 +28,18 @@ from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.sync_request import Answer, Step, answer, answer_from_connection
 from fivetran_events.timeutil import iso, now_ms
 
-from ._wakeups import hub_for, stop_if_cancelled
-from .compat import TriggerEvent, aget_connection
-from .exceptions import FivetranHistoryUnavailable
-from .fivetran_api import DEFAULT_FIVETRAN_CONN_ID, client_from_connection
-from .hooks import (
+from ..compat import TriggerEvent
+from ..exceptions import FivetranHistoryUnavailable
+from ..hooks.fivetran_api import DEFAULT_FIVETRAN_CONN_ID, FivetranApiHook
+from ..hooks.history import (
     DEFAULT_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,
     HistoryConfig,
     aread_retrying,
 )
-from .triggers import (
-    DEFAULT_RECHECK_INTERVAL,
-    UNAVAILABLE,
-    FivetranSyncDecisionTrigger,
-    changed_within,
-)
+from ._wakeups import changed_within, hub_for, stop_if_cancelled
+from .decision import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncDecisionTrigger
 
 #: Seconds without a record of the request before Fivetran's API is read instead.
 DEFAULT_FALLBACK_AFTER = 600.0
@@ -97,7 +92,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            "airflow_plugin.sync_trigger.FivetranSyncRequestTrigger",
+            "airflow_plugin.triggers.sync.FivetranSyncRequestTrigger",
             {
                 "connector_id": self.connector_id,
                 "target_ms": self.target_ms,
@@ -119,10 +114,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         deferred_ms = now_ms() if self.deferred_ms is None else self.deferred_ms
         cfg = await FivetranEventsRedisHook(self.redis_conn_id).aconfig()
 
-        async def client() -> FivetranClient:
-            return client_from_connection(await aget_connection(self.fivetran_conn_id))
-
-        event = await self.wait(cfg, client)
+        event = await self.wait(cfg, FivetranApiHook(self.fivetran_conn_id).aget_conn)
         hold = (deferred_ms + self.min_deferral * 1000 - now_ms()) / 1000
         if hold > 0:
             self.log.info(
