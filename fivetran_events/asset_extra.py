@@ -60,20 +60,6 @@ class SyncRef:
             group_id=record.group,
         )
 
-    @classmethod
-    def from_meta(
-        cls, connector_id: str, sync_id: str, ended_ms: int, meta: Mapping[str, Any]
-    ) -> SyncRef:
-        """Name a success read from the history with the connectors hash's metadata."""
-        return cls(
-            connector_id=connector_id,
-            sync_id=sync_id,
-            ended_ms=ended_ms,
-            connector_name=meta.get("name") or None,
-            connector_type=meta.get("type") or None,
-            group_id=meta.get("group") or None,
-        )
-
 
 def assemble(
     ref: SyncRef, same_end: Sequence[Any], first_start: Any, resync_members: Sequence[Any]

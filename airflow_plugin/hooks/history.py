@@ -14,7 +14,7 @@ import copy
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
@@ -31,9 +31,9 @@ from tenacity import (
     wait_exponential,
 )
 
-from fivetran_events import HistoryReader, as_text, decode_completion
+from fivetran_events import HistoryReader
 from fivetran_events.decision import Completion
-from fivetran_events.keys import ConnectorKeys, connectors_key
+from fivetran_events.history import ConnectorRecord
 from fivetran_events.redis_url import check_url, client_from_url, is_sentinel, parse_sentinel_url
 from fivetran_events.settings import history_defaults
 
@@ -218,11 +218,7 @@ class FivetranEventsRedisHook(BaseHook):
 
     def last_success(self, connector_id: str, as_of_ms: int) -> Completion | None:
         """Return the newest successful sync that ended at or before ``as_of_ms``."""
-        keys = ConnectorKeys(self.config.key_prefix, connector_id)
-        rows = self.get_conn().zrevrangebyscore(
-            keys.ok, as_of_ms, "-inf", start=0, num=1, withscores=True
-        )
-        return decode_completion(*rows[0]) if rows else None
+        return self.reader().last_success(connector_id, as_of_ms)
 
     def test_connection(self) -> tuple[bool, str]:
         """Ping Redis (the UI's Test button)."""
@@ -241,7 +237,7 @@ class FivetranEventsRedisHook(BaseHook):
         """
         cfg = self.config
         connectors = read_retrying(
-            lambda: self.get_conn().hgetall(connectors_key(cfg.key_prefix)),
+            lambda: self.reader().connector_records(),
             what="the recorded connectors",
             cfg=cfg,
             conn_id=self.redis_conn_id,
@@ -332,20 +328,17 @@ async def aread_retrying(
 
 
 def resolve_connector_name(
-    connectors: Mapping[Any, Any], name: str, destination_name: str | None = None
+    connectors: Iterable[ConnectorRecord], name: str, destination_name: str | None = None
 ) -> str:
     """Return the id of the one recorded connector called ``name`` (in that destination).
 
-    ``connectors`` is the history's connectors hash (id -> JSON with ``name`` and
-    ``group``). Fivetran's webhooks carry the destination's group id, not its display
+    ``connectors`` are the history's records (``HistoryReader.connector_records``).
+    Fivetran's webhooks carry the destination's group id, not its display
     name, so ``destination_name`` is matched against that group id. No match, or several
     without a destination to tell them apart, raises ``ConnectorNameError`` naming the
     candidates.
     """
-    known = []
-    for cid, raw in connectors.items():
-        meta = json.loads(raw)
-        known.append((as_text(cid), meta.get("name"), meta.get("group")))
+    known = [(c.connector_id, c.name, c.group) for c in connectors]
     named = sorted(k for k in known if k[1] == name)
     found = [k for k in named if destination_name is None or k[2] == destination_name]
     if len(found) == 1:

@@ -80,6 +80,8 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
         as the sensor computes it (``data_interval_end``, with the same fallback).
     :param criterion: ``ended_after`` (default) or ``started_after``.
     :param redis_conn_id: the Airflow connection of the history's Redis.
+    :param redis_retry_timeout: seconds an unreachable Redis is retried (with backoff)
+        before the task fails with ``FivetranHistoryUnavailable``, as the sensor's.
     """
 
     template_fields = (*ShortCircuitOperator.template_fields, "connector_id", "target_time")
@@ -91,6 +93,7 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
         target_time: datetime | str | None = None,
         criterion: str = "ended_after",
         redis_conn_id: str = DEFAULT_CONN_ID,
+        redis_retry_timeout: float = DEFAULT_REDIS_RETRY_TIMEOUT,
         **kwargs: Any,
     ) -> None:
         super().__init__(python_callable=_sync_needed, **kwargs)
@@ -98,6 +101,7 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
         self.target_time = target_time
         self.criterion = parse_criterion(criterion).value
         self.redis_conn_id = redis_conn_id
+        self.redis_retry_timeout = float(redis_retry_timeout)
 
     def sync_needed(self, context: Context) -> bool:
         """Return False (skip downstream) when a success already counts for the target."""
@@ -107,13 +111,21 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
 def already_synced(op: Any, context: Context) -> Decision | None:
     """The SUCCESS that makes a sync needless for ``op``'s target, or None (sync).
 
-    ``op`` names ``connector_id``, ``target_time``, ``criterion`` and ``redis_conn_id``
-    (this operator, and ``FivetranSyncOperator``'s ``skip_if_synced_after_data_interval_end``).
+    ``op`` names ``connector_id``, ``target_time``, ``criterion``, ``redis_conn_id`` and
+    ``redis_retry_timeout`` (this operator, and ``FivetranSyncOperator``'s
+    ``skip_if_synced_after_data_interval_end``). An unreachable Redis is retried as the
+    sensor retries it, then ``FivetranHistoryUnavailable``.
     """
     target, source = resolve_target(op.target_time, context)
-    reader = FivetranEventsRedisHook(op.redis_conn_id).reader()
-    decision = reader.decide(
-        op.connector_id, to_ms(target), criterion=op.criterion, propagate_failures_forward=False
+    hook = FivetranEventsRedisHook(op.redis_conn_id)
+    decision = read_retrying(
+        lambda: hook.reader().decide(
+            op.connector_id, to_ms(target), criterion=op.criterion, propagate_failures_forward=False
+        ),
+        what=f"the history of connector {op.connector_id}",
+        cfg=hook.config,
+        conn_id=op.redis_conn_id,
+        timeout=op.redis_retry_timeout,
     )
     synced = decision.outcome is Outcome.SUCCESS
     op.log.info(

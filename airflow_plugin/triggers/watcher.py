@@ -18,7 +18,6 @@ and where it can send an event twice or skip one.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +32,7 @@ from airflow.triggers.shared_stream import (
 )
 
 from fivetran_events.asset_extra import SyncRef, aextra_for
-from fivetran_events.history import decode_completion
-from fivetran_events.keys import ConnectorKeys, connectors_key
+from fivetran_events.history import AsyncHistoryReader, ConnectorRecord
 from fivetran_events.redis_url import async_client_from_url
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 
@@ -105,6 +103,11 @@ class Wake:
     client: Any  # the poll's redis.asyncio client; watchers read through its pool
     prefix: str
     settles: list[Callable[[bool], Awaitable[None]]] = field(default_factory=list)
+
+    @property
+    def reader(self) -> AsyncHistoryReader:
+        """The history read through the poll's client (a watcher asks no running sync)."""
+        return AsyncHistoryReader(self.client, self.prefix, max_sync_duration_ms=0)
 
 
 class HistoryWakeProducer(SharedStreamProducer):
@@ -311,13 +314,10 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
         Paged by offset: a success recorded meanwhile can shift one row into the next
         page (read twice, handled once), never out of it.
         """
-        keys = ConnectorKeys(wake.prefix, self.connector_id)
-        offset = 0
+        reader, offset = wake.reader, 0
         while True:
-            rows = await wake.client.zrangebyscore(
-                keys.ok, floor_ms, "+inf", start=offset, num=PAGE, withscores=True
-            )
-            for c in (decode_completion(m, s) for m, s in rows):
+            rows = await reader.successes_page(self.connector_id, floor_ms, offset, PAGE)
+            for c in rows:
                 yield c.ended_ms, c.sync_id
             if len(rows) < PAGE:
                 return
@@ -345,11 +345,12 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
                 chosen[sync_id] = ended
         self._state = state.pruned(self._lookback_ms)
         out: list[tuple[Position, dict[str, Any]]] = []
-        meta: dict[str, Any] | None = None
+        record: ConnectorRecord | None = None
         for sync_id, ended in chosen.items():
-            if meta is None:
-                raw = await wake.client.hget(connectors_key(wake.prefix), self.connector_id)
-                meta = json.loads(raw) if raw else {}
-            ref = SyncRef.from_meta(self.connector_id, sync_id, ended, meta)
+            if record is None:
+                record = await wake.reader.connector(self.connector_id) or ConnectorRecord(
+                    self.connector_id
+                )
+            ref = SyncRef.from_record(record, sync_id, ended)
             out.append(((ended, sync_id), await aextra_for(wake.client, wake.prefix, ref)))
         return out

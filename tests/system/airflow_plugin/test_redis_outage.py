@@ -397,3 +397,50 @@ class TestOnRealTriggerer:
             )
         finally:
             airflow3.request("DELETE", f"/api/v2/connections/{CONN_ID}")
+
+
+class TestShortCircuitOperator:
+    """The short-circuit operator reads the history under the sensor's policy too."""
+
+    @staticmethod
+    def dag(dag_id: str, server: OwnRedis, seen: Seen, **op: Any) -> Any:
+        from airflow.sdk import DAG, CronDataIntervalTimetable
+
+        from airflow_plugin.operators.sync import FivetranSyncShortCircuitOperator
+
+        def down(context: Any) -> None:
+            server.stop()
+            server.back_after(2.0)
+
+        def failed(context: Any) -> None:
+            seen.failures.append(context.get("exception"))
+
+        with DAG(
+            dag_id,
+            schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+            start_date=at(1),
+            catchup=False,
+        ) as dag:
+            FivetranSyncShortCircuitOperator(
+                task_id="s",
+                connector_id="c1",
+                redis_conn_id=CONN_ID,
+                on_execute_callback=down,
+                on_failure_callback=failed,
+                **op,
+            )
+        return dag
+
+    def test_a_short_outage_is_ridden_out(self, outage_af: OwnRedis) -> None:
+        """Redis back after 2 s of the 60 s window: the success recorded still counts."""
+        seen = Seen()
+        out = run(self.dag("sc_out_short", outage_af, seen), at(5))
+        assert out["s"][0] == "success" and seen.failures == []
+
+    def test_past_the_window_it_fails_naming_the_outage(self, outage_af: OwnRedis) -> None:
+        seen = Seen()
+        out = run(self.dag("sc_out_long", outage_af, seen, redis_retry_timeout=0.5), at(5))
+        assert out["s"][0] == "failed"
+        (exc,) = seen.failures
+        assert type(exc).__name__ == "FivetranHistoryUnavailable", repr(exc)
+        assert "unreachable after retrying for 0.5s" in str(exc)
