@@ -1,6 +1,6 @@
 """The decision the sensor makes, as a pure function of history facts and a target.
 
-The contract (docs/architecture.md, "The decision"):
+The contract (docs/internals.md, "The decision"; docs/decision.md for users):
 
 1. ``always_wait_when_syncing`` and a sync is running now: WAIT.
 2. A successful sync counts for the target: SUCCESS. ``ended_after``: it ended at or

@@ -1,7 +1,7 @@
 """The Redis key layout: every key this project writes is named here and nowhere else.
 
 Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id), sized in
- docs/architecture.md ("The history in Redis")::
+docs/internals.md ("The history in Redis")::
 
     {p}h:{c}:ok        ZSET  successful completions, score: ended ms, member: the compact
                              completion of history/codec.py (sync id, start as a delta)

@@ -12,7 +12,7 @@ asset_extra``), with no Airflow user, password or REST call.
 Its state (a position and the sync ids handled in a ``lookback`` window) lives in
 Airflow's asset state store; every watcher of a triggerer shares one poll of the
 history's change channels; a sync counts as handled only once Airflow confirmed its
-event persisted. docs/architecture.md, "The watcher (Airflow 3.3+)", gives the design
+event persisted. docs/internals.md, "The watcher (Airflow 3.3+)", gives the design
 and where it can send an event twice or skip one.
 """
 

@@ -1,7 +1,7 @@
 """How a completion is stored: a short member of the ``ok``/``fail``/``other`` sets.
 
-Layout v2 keeps each member at most 28 bytes for a success, so that with Redis's three
-bytes of string header and its terminator it fits a 32-byte allocation (docs/architecture.md
+A success's member is at most 28 bytes, so that with Redis's three
+bytes of string header and its terminator it fits a 32-byte allocation (docs/internals.md
 has the measurements)::
 
     member  = token "," [delta] ["@" end] [source] [" " json]
