@@ -1,4 +1,4 @@
-"""The Lua scripts of the delivery store and the sweeper (one command each)."""
+"""The Lua scripts of the delivery store (one command each)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from fivetran_events.deliveries import DeliveryState
 
 # Create each delivery of a sync unless it exists (a second success under one sync id
 # must not reset a delivered record), index it, make it due now (its receipt) and wake
-# the sweepers: a worker's sweeper queues its RQ job (worker.py), so the webhook does no
+# the sweepers: a worker's sweeper queues its RQ job (sweeper.py), so the webhook does no
 # RQ work and a crash after this script loses nothing (the delivery stays due until a
 # sweep queues it). An existing delivery keeps its due time; one no longer due (final)
 # is made due, and its attempt renews its final expiry. The wake list holds at most one
@@ -20,7 +20,8 @@ from fivetran_events.deliveries import DeliveryState
 # KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order,
 # pending first), the wake list; then per delivery: its record.
 # ARGV: ttl s, received ms, listing cutoff ms ('' trims nothing), connector id, sync id,
-# name, type, group, status, ended ms; then per delivery: id, uri.
+# name, type, group, status, ended ms; then per delivery: id, uri, kind
+# (deliveries.DeliveryKind: which sender attempts it).
 _CREATE = """
 local K, A = k0, a0
 local ttl, received = ARGV[A + 1], ARGV[A + 2]
@@ -34,8 +35,9 @@ while k < #KEYS do
   local rec, id = KEYS[k + 1], ARGV[a + 1]
   if redis.call('EXISTS', rec) == 0 then
     redis.call('HSET', rec, 'connector_id', ARGV[A + 4], 'sync_id', ARGV[A + 5],
-      'uri', ARGV[a + 2], 'connector_name', ARGV[A + 6], 'connector_type', ARGV[A + 7],
-      'group_id', ARGV[A + 8], 'status', ARGV[A + 9], 'ended_ms', ARGV[A + 10],
+      'uri', ARGV[a + 2], 'kind', ARGV[a + 3], 'connector_name', ARGV[A + 6],
+      'connector_type', ARGV[A + 7], 'group_id', ARGV[A + 8], 'status', ARGV[A + 9],
+      'ended_ms', ARGV[A + 10],
       'received_ms', received, 'window_ms', received, 'updated_ms', received,
       'state', '{pending}', 'attempts', '0')
     redis.call('ZADD', KEYS[K + 4], received, id)
@@ -44,7 +46,7 @@ while k < #KEYS do
   redis.call('SADD', KEYS[K + 1], id)
   redis.call('ZADD', KEYS[K + 2], 'NX', received, id)
   redis.call('ZADD', KEYS[K + 3], 'NX', received, id)
-  k, a = k + 1, a + 2
+  k, a = k + 1, a + 3
 end
 if k > K + 8 then
   redis.call('EXPIRE', KEYS[K + 1], ttl)
@@ -55,36 +57,6 @@ CREATE_CHUNK = _CREATE.replace("{pending}", DeliveryState.PENDING.value)
 #: CREATE_CHUNK as a script of its own: its keys and arguments start at 1.
 CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 
-
-# Claim the deliveries due at ``now`` (score <= now, at most ``limit``, oldest first) for
-# new RQ jobs: each is skipped if the RQ job last queued for it (the record's ``job``; none
-# before its first sweep) is still waiting in the queue; either way its due time moves to
-# the lease's end. One step, so two sweepers never both take the same delivery and a
-# backlog never holds two jobs of one delivery. A claimed delivery's record names its new
-# job (``enqueue.forward_job_id``: "fwd-", the first 24 hex digits of the id's SHA-1, "-",
-# now), and the sweeper queues the claimed jobs once this has run: a crash between the
-# two leaves the delivery due at the lease's end, naming a job that was never queued.
-# KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix.
-# Returns id, job id, id, job id, ... of the claimed deliveries.
-CLAIM_DUE = """
-local now = ARGV[1]
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
-local out = {}
-for _, id in ipairs(ids) do
-  redis.call('ZADD', KEYS[1], ARGV[2], id)
-  local rec = ARGV[5] .. id
-  local job = redis.call('HGET', rec, 'job')
-  if not (job and redis.call('HGET', ARGV[3] .. job, 'status') == 'queued') then
-    local name = 'fwd-' .. string.sub(redis.sha1hex(id), 1, 24) .. '-' .. now
-    if redis.call('EXISTS', rec) == 1 then
-      redis.call('HSET', rec, 'job', name)
-    end
-    out[#out + 1] = id
-    out[#out + 1] = name
-  end
-end
-return out
-"""
 
 # Make a sync's set of delivery ids live as long as its longest-lived record: the syncs
 # listing joins on it, and a record that expired is simply not listed. KEYS: the set, then

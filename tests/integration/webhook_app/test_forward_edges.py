@@ -35,8 +35,9 @@ from testkit.support import at
 from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app import create_app
 from webhook_app.cli import main
-from webhook_app.forwarding.enqueue import forward_job_id, queue_jobs
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import DeliveryState
+from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.sweeper import forward_job_id, queue_jobs
 from webhook_app.jobs import ForwardingWorker
 
 pytestmark = pytest.mark.timeout(90)
