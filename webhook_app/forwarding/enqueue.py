@@ -18,7 +18,7 @@ from redis.typing import EncodableT
 
 from fivetran_events import Event, Settings
 from fivetran_events.asset_extra import SyncRef
-from fivetran_events.deliveries import DeliveryKind
+from fivetran_events.deliveries import DeliveryKind, DeliveryState
 from fivetran_events.history.writer import TRIM_EVERY, trims
 from fivetran_events.keys import (
     deliveries_key,
@@ -31,11 +31,64 @@ from fivetran_events.timeutil import now_ms
 from fivetran_events.uris import UriMap
 
 from ..lineage import targets as lineage_targets
-from ._lua import CREATE, CREATE_CHUNK
 from .store import DeliveryStore
 
 #: The scheme of a sync's table-level delivery's URI (``tables_uri``).
 TABLES_SCHEME = "fivetran-tables://connector/"
+
+
+# Create each delivery of a sync unless it exists (a second success under one sync id
+# must not reset a delivered record), index it, make it due now (its receipt) and wake
+# the sweepers: a worker's sweeper queues its RQ job (sweeper.py), so the webhook does no
+# RQ work and a crash after this script loses nothing (the delivery stays due until a
+# sweep queues it). An existing delivery keeps its due time; one no longer due (final)
+# is made due, and its attempt renews its final expiry. The wake list holds at most one
+# element (pushed only when empty), so it stays bounded while no worker runs. A chunk of
+# the history's record script (the webhook's one script per delivery,
+# fivetran_events/history/_lua.py), or a script of its own (CREATE) for ``replay
+# --since``. A new record enters the pending index; the listing and the state indexes
+# drop entries older than the retention, whose records have expired (on one sync in
+# TRIM_EVERY: trimming is maintenance, and five more commands a delivery). What every
+# delivery of the sync shares is passed once.
+# KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order,
+# pending first), the wake list; then per delivery: its record.
+# ARGV: ttl s, received ms, listing cutoff ms ('' trims nothing), connector id, sync id,
+# name, type, group, status, ended ms; then per delivery: id, uri, kind
+# (deliveries.DeliveryKind: which sender attempts it).
+_CREATE = """
+local K, A = k0, a0
+local ttl, received = ARGV[A + 1], ARGV[A + 2]
+local k, a = K + 8, A + 10
+if k < #KEYS and ARGV[A + 3] ~= '' then
+  for i = 2, 7 do
+    if i ~= 3 then redis.call('ZREMRANGEBYSCORE', KEYS[K + i], '-inf', '(' .. ARGV[A + 3]) end
+  end
+end
+while k < #KEYS do
+  local rec, id = KEYS[k + 1], ARGV[a + 1]
+  if redis.call('EXISTS', rec) == 0 then
+    redis.call('HSET', rec, 'connector_id', ARGV[A + 4], 'sync_id', ARGV[A + 5],
+      'uri', ARGV[a + 2], 'kind', ARGV[a + 3], 'connector_name', ARGV[A + 6],
+      'connector_type', ARGV[A + 7], 'group_id', ARGV[A + 8], 'status', ARGV[A + 9],
+      'ended_ms', ARGV[A + 10],
+      'received_ms', received, 'window_ms', received, 'updated_ms', received,
+      'state', '{pending}', 'attempts', '0')
+    redis.call('ZADD', KEYS[K + 4], received, id)
+  end
+  redis.call('EXPIRE', rec, ttl)
+  redis.call('SADD', KEYS[K + 1], id)
+  redis.call('ZADD', KEYS[K + 2], 'NX', received, id)
+  redis.call('ZADD', KEYS[K + 3], 'NX', received, id)
+  k, a = k + 1, a + 3
+end
+if k > K + 8 then
+  redis.call('EXPIRE', KEYS[K + 1], ttl)
+  if redis.call('LLEN', KEYS[K + 8]) == 0 then redis.call('RPUSH', KEYS[K + 8], 1) end
+end
+"""
+CREATE_CHUNK = _CREATE.replace("{pending}", DeliveryState.PENDING.value)
+#: CREATE_CHUNK as a script of its own: its keys and arguments start at 1.
+CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 
 
 def lease_ms(settings: Settings) -> int:
@@ -130,16 +183,20 @@ class Enqueuer:
     def create(self, event: Event, target: tuple[str, DeliveryKind], now: int) -> str:
         """Create one delivery of ``event`` to ``target`` (kept if it exists), due now, and
         wake the sweepers (a success of the past: ``replay --since``)."""
-        keys, args = self._parts(_sync_of(event), False, now, [target])
-        self.create_script(keys=keys, args=args)
-        return self.store.id_of(event, target[0])
+        return self.create_many(_sync_of(event), [target], now)[0]
 
-    def create_many(self, sync: SyncRef, uris: list[str], now: int, pipe: Pipeline) -> list[str]:
-        """Queue creating ``sync``'s deliveries to ``uris`` in ``pipe`` (each kept if it
-        exists), due now; return their ids (a table-level delivery's expansion)."""
-        keys, args = self._parts(sync, False, now, [(u, DeliveryKind.ASSET) for u in uris])
+    def create_many(
+        self,
+        sync: SyncRef,
+        targets: list[tuple[str, DeliveryKind]],
+        now: int,
+        pipe: Pipeline | None = None,
+    ) -> list[str]:
+        """Create ``sync``'s deliveries to ``targets`` (each kept if it exists), due now, in
+        ``pipe`` if given (a table-level delivery's expansion); return their ids."""
+        keys, args = self._parts(sync, False, now, targets)
         self.create_script(keys=keys, args=args, client=pipe)
-        return [delivery_id(sync.connector_id, sync.sync_id, u) for u in uris]
+        return [delivery_id(sync.connector_id, sync.sync_id, u) for u, _ in targets]
 
     def targets(self, event: Event) -> list[tuple[str, DeliveryKind]]:
         """The URIs (and kinds) of a successful sync's deliveries under the granularity

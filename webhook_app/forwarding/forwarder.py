@@ -94,7 +94,8 @@ class Forwarder:
     asset and table-level deliveries with an Airflow client (None: replay and listings
     only, or lineage alone; ``fivetran``: where table lists are refreshed, None: cached
     only), lineage ones with what ``lineage`` builds from the recorder (None: lineage
-    off). The clock and the jitter are read at each call, so a test can swap them.
+    off). The recorder's clock and jitter and the sweeper's clock are read at each call,
+    so a test can swap them.
     """
 
     def __init__(
@@ -132,22 +133,6 @@ class Forwarder:
         if lineage is not None:
             self.senders[DeliveryKind.LINEAGE] = lineage(self.recorder)
 
-    @property
-    def clock(self) -> Callable[[], int]:
-        return self.recorder.clock
-
-    @clock.setter
-    def clock(self, clock: Callable[[], int]) -> None:
-        self.recorder.clock = self.sweeper.clock = clock
-
-    @property
-    def rng(self) -> Callable[[], float]:
-        return self.recorder.rng
-
-    @rng.setter
-    def rng(self, rng: Callable[[], float]) -> None:
-        self.recorder.rng = rng
-
     def warm_up(self) -> bool:
         """Fetch Airflow's version and a token now, so the first delivery does not wait.
 
@@ -182,7 +167,7 @@ class Forwarder:
             if sender is None:
                 raise RuntimeError(NO_SENDER[d.kind])
             wait_until = sender.not_before(d)
-            if wait_until is not None and self.clock() < wait_until:
+            if wait_until is not None and self.recorder.clock() < wait_until:
                 return self.recorder.not_due(d, wait_until)
             return sender.send(d)
         finally:
@@ -198,11 +183,11 @@ class Forwarder:
 
     def replay(self, ids: Iterable[str]) -> list[str]:
         """Replay deliveries that were not delivered (replay.py)."""
-        return _replay.replay(self.enqueuer, ids, self.clock)
+        return _replay.replay(self.enqueuer, ids, self.recorder.clock)
 
     def forward_since(self, since_ms: int) -> tuple[list[str], list[str], int]:
         """Forward every success that ended at or after ``since_ms`` (replay.py)."""
-        return _replay.forward_since(self.enqueuer, since_ms, self.clock)
+        return _replay.forward_since(self.enqueuer, since_ms, self.recorder.clock)
 
     def deliveries_of_sync(self, sync_id: str, connector_id: str | None = None) -> list[str]:
         return _replay.deliveries_of_sync(self.store, sync_id, connector_id)

@@ -217,9 +217,6 @@ class LineageSender:
         """
         return cls(recorder, OpenLineageClient(), settings.lineage_namespace, outputs)
 
-    def event(self, d: Delivery, details: dict[str, str] | None = None) -> RunEvent:
-        return build_event(d, self.namespace_template, self.outputs, details)
-
     def not_before(self, d: Delivery) -> int | None:
         """An end waits while its sync's START is still being delivered; else its retry."""
         if target_type(d.uri) != "START":
@@ -239,7 +236,7 @@ class LineageSender:
         details = json.loads(d.get("extra") or "null")
         if details is None:
             details = sync_details(r.redis, r.settings.key_prefix, d)
-        event = self.event(d, details)
+        event = build_event(d, self.namespace_template, self.outputs, details)
         r.begin(d, details)
         try:
             self.client.emit(event)

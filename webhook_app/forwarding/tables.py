@@ -29,7 +29,7 @@ import logging
 from typing import Any
 
 from fivetran_events.asset_extra import SyncRef, extra_for
-from fivetran_events.deliveries import Delivery, DeliveryState
+from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState
 from fivetran_events.destinations import DestinationTable
 from fivetran_events.exceptions import FivetranApiError, FivetranUnavailable
 from fivetran_events.fivetran_api import FivetranClient
@@ -113,7 +113,8 @@ class TablesSender:
         sync = SyncRef.from_fields(d.fields)
         sync_extra = extra_for(r.redis, r.settings.key_prefix, sync)
         with r.redis.pipeline(transaction=True) as pipe:
-            ids = self.enqueuer.create_many(sync, [t.uri for t in consumed], r.clock(), pipe)
+            targets = [(t.uri, DeliveryKind.ASSET) for t in consumed]
+            ids = self.enqueuer.create_many(sync, targets, r.clock(), pipe)
             for did, t in zip(ids, consumed, strict=True):
                 extra = json.dumps(table_extra(sync_extra, t), sort_keys=True)
                 pipe.hsetnx(r.store.key(did), "extra", extra)

@@ -130,7 +130,7 @@ class TestBackoffHolds:
         self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """Retry-After 30 s: due at +30 s exactly; a job that runs earlier posts nothing."""
-        fw.rng = lambda: 0.5
+        fw.recorder.rng = lambda: 0.5
         with freeze_time(T0) as clock:
             standin.faults.append((503, {"Retry-After": "30"}))
             post_event(http, sync_id="s1")
