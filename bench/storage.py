@@ -51,11 +51,8 @@ from fivetran_events.model import Event, EventKind  # noqa: E402
 from fivetran_events.settings import Settings  # noqa: E402
 from testkit.airflow2_standin import running_airflow2_standin  # noqa: E402
 from testkit.own_redis import own_redis  # noqa: E402
-from webhook_app.forwarding.enqueue import (  # noqa: E402
-    RESULT_TTL,
-    keep_delivered_ms,
-    record_ttl_ms,
-)
+from webhook_app.forwarding.enqueue import keep_delivered_ms, record_ttl_ms  # noqa: E402
+from webhook_app.forwarding.sweeper import RESULT_TTL  # noqa: E402
 
 UTC = timezone.utc
 PREFIX = "fte:"

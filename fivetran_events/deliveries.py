@@ -25,6 +25,14 @@ class DeliveryState(str, Enum):
     FAILED = "failed"  # Airflow refused it (4xx); the reason holds its answer
 
 
+class DeliveryKind(str, Enum):
+    """What a delivery sends, and so which sender attempts it; stored as ``kind``."""
+
+    ASSET = "asset"  # an asset (dataset) event to Airflow
+    TABLES = "tables"  # a sync's table-level delivery, expanded into one ASSET per table
+    LINEAGE = "lineage"  # an OpenLineage run event
+
+
 #: States no attempt leaves (only a replay does).
 FINAL = frozenset({DeliveryState.DELIVERED, DeliveryState.UNDELIVERED, DeliveryState.FAILED})
 #: States with an index of their own (``keys.delivery_state_key``): the ones an on-call
@@ -51,6 +59,7 @@ class Field:
     CONNECTOR_ID = "connector_id"
     SYNC_ID = "sync_id"
     URI = "uri"
+    KIND = "kind"  # DeliveryKind, written when the record is created
     STATE = "state"
     ATTEMPTS = "attempts"
     EVENT_ID = "event_id"  # Airflow's id of the asset event, once delivered
@@ -88,6 +97,10 @@ class Delivery:
     @property
     def uri(self) -> str:
         return self.fields[Field.URI]
+
+    @property
+    def kind(self) -> DeliveryKind:
+        return DeliveryKind(self.fields[Field.KIND])
 
     @property
     def received_ms(self) -> int:

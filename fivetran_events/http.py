@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 import time
 from email.utils import parsedate_to_datetime
-
-import requests
-from urllib3.exceptions import NewConnectionError
+from typing import TYPE_CHECKING
 
 from .timeutil import UTC
+
+if TYPE_CHECKING:
+    import requests
 
 #: Longest piece of an answer's body quoted in an error message.
 QUOTE_LIMIT = 500
@@ -43,6 +44,11 @@ def never_sent(exc: requests.RequestException) -> bool:
 
     A read timeout or a reset after the connection was made may have been applied.
     """
+    # Imported here: the web process imports this module (``RetryableError``, through
+    # ``exceptions``) and must not load an HTTP client it never uses.
+    import requests
+    from urllib3.exceptions import NewConnectionError
+
     if isinstance(exc, requests.ConnectTimeout):
         return True
     if isinstance(exc, requests.ConnectionError):

@@ -11,8 +11,9 @@ from the ``FIVETRAN_EVENTS_*`` environment.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import redis
 from rq import Queue, SimpleWorker
 from rq.job import Job, get_current_job
 
@@ -26,8 +27,12 @@ from fivetran_events.uris import UriMap
 from . import logs
 from .airflow_client import AirflowClient
 from .forwarding.enqueue import Enqueuer, delivery_store
-from .forwarding.worker import Forwarder
+from .forwarding.forwarder import Forwarder, Sender
+from .forwarding.recorder import Recorder
 from .lineage import lineage_enabled
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +68,11 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
     )
 
 
-def lineage_sender(settings: Settings, client: Any, fivetran: FivetranClient | None) -> Any:
-    """Build the OpenLineage sender; a clear error when the ``lineage`` extra is missing.
+def lineage_sender(
+    settings: Settings, client: redis.Redis, fivetran: FivetranClient | None
+) -> Callable[[Recorder], Sender]:
+    """Return what builds the OpenLineage sender; a clear error when the ``lineage``
+    extra is missing.
 
     A run's outputs are the connector's destination tables (``table_cache.current``:
     cached, refreshed when due if a Fivetran key is set); none while they are unknown
@@ -86,7 +94,10 @@ def lineage_sender(settings: Settings, client: Any, fivetran: FivetranClient | N
             )
             return None
 
-    return LineageSender.from_settings(settings, outputs=table_outputs(tables))
+    def sender(recorder: Recorder) -> Sender:
+        return LineageSender.from_settings(recorder, settings, outputs=table_outputs(tables))
+
+    return sender
 
 
 class ForwardingJob(Job):

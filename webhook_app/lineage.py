@@ -5,10 +5,10 @@ imports it): whether lineage is on, which lineage deliveries a recorded event ma
 the run id of a sync and the job of a connector. The worker side
 (``forwarding/lineage.py``) builds the events with ``openlineage-python`` and sends them.
 
-A lineage delivery is a forwarding delivery (``forwarding/``) whose target is not an
-Airflow dataset URI but ``openlineage:<EVENT TYPE>``: it is created by the webhook's one
-script, due now, swept, attempted, retried and given up exactly as a dataset delivery
-is, and its id (connector, sync id, target) makes each transition of a sync one
+A lineage delivery is a forwarding delivery (``forwarding/``) of kind ``lineage`` whose
+target is not an Airflow dataset URI but ``openlineage:<EVENT TYPE>``: it is created by
+the webhook's one script, due now, swept, attempted, retried and given up exactly as a
+dataset delivery is, and its id (connector, sync id, target) makes each transition of a sync one
 delivery, so a redelivered webhook sends nothing twice.
 
 Fivetran's ``sync_end`` statuses map to OpenLineage's run states so:
@@ -106,11 +106,6 @@ def targets(event: Event) -> list[str]:
     if kind == "OTHER":
         return [f"{TARGET_PREFIX}OTHER:{event.status or ''}"]
     return [TARGET_PREFIX + kind]
-
-
-def is_lineage(target: str) -> bool:
-    """Whether a delivery's target is an OpenLineage event (not an Airflow dataset)."""
-    return target.startswith(TARGET_PREFIX)
 
 
 def target_type(target: str) -> str:

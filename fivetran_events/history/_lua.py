@@ -2,7 +2,7 @@
 
 One event's whole write is one script: the duplicate check, the history write, the change
 notification and what a caller adds for a successful sync (the webhook app adds its
-deliveries, due now, and wakes the workers' sweepers: webhook_app/forwarding/_lua.py).
+deliveries, due now, and wakes the workers' sweepers: webhook_app/forwarding/enqueue.py).
 Redis runs a script as one atomic step, so nothing needs WATCH, MULTI or a retry, and
 what the write reads (is this a redelivery? has this sync ended? which attempt does this
 start belong to?) is read when it runs. It goes out through redis-py's ``Script``

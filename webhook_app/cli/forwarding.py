@@ -20,8 +20,9 @@ from fivetran_events.table_cache import refresh
 from fivetran_events.timeutil import iso
 
 from .. import logs
+from ..forwarding import DeliveryState
+from ..forwarding.forwarder import Forwarder
 from ..forwarding.tables import common_prefix
-from ..forwarding.worker import DeliveryState, Forwarder
 from ..jobs import ForwardingWorker, build_forwarder
 from ..reconciling import start_schedule
 from ..worker_pool import WorkerPool, serve_metrics
@@ -46,22 +47,6 @@ DEFAULT_CONCURRENCY = 4
 
 def _forwarder(with_airflow: bool) -> Forwarder:
     return build_forwarder(load_settings(), with_airflow=with_airflow)
-
-
-def sweep_forever(forwarder: Forwarder, interval: float, stop: threading.Event) -> None:
-    """Queue due deliveries until ``stop`` is set: new ones as soon as the webhook wakes
-    this sweeper, retries and dead workers' leases every ``interval`` (or sooner).
-
-    ``stop`` is checked after each wait, which lasts at most ``interval`` seconds.
-    """
-    while not stop.is_set():
-        try:
-            forwarder.wait_for_wake(interval)
-            if not stop.is_set():
-                forwarder.sweep_backlog()
-        except Exception:  # keep sweeping through a Redis blip; the worker reports it too
-            log.exception("sweeping due deliveries failed")
-            stop.wait(interval)  # a Redis that refuses at once: not a busy loop
 
 
 def run_pool(
@@ -154,9 +139,9 @@ def worker(
         start_http_server(metrics_port, addr="127.0.0.1")
     stop = threading.Event()
     forwarder.warm_up()  # token and version now, not in the first delivery's time
-    forwarder.sweep_backlog()  # what came due while no worker ran (a burst worker's only sweep)
+    forwarder.sweeper.sweep_backlog()  # what came due while no worker ran (a burst's only)
     sweeper = threading.Thread(
-        target=sweep_forever, args=(forwarder, sweep_interval, stop), name="sweeper", daemon=True
+        target=forwarder.sweeper.run, args=(sweep_interval, stop), name="sweeper", daemon=True
     )
     sweeper.start()
     w = ForwardingWorker(forwarder, name=name)

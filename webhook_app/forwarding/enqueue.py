@@ -1,18 +1,16 @@
-"""The web side of forwarding: create a sync's deliveries, due now; and the RQ jobs.
+"""The web side of forwarding: create a sync's deliveries, due now, each with its kind.
 
 Runs in the webhook's process: the deliveries are a chunk of the history's one write
 script (``HistoryWriter.record``'s ``on_success``), which makes them due now and wakes
-the workers' sweepers; a sweeper queues their RQ jobs (``queue_jobs``, worker.py). So the
-webhook does no RQ work, and a crash after its script loses nothing: the deliveries stay
-due until a sweep queues them. The jobs are named by their dotted path and this module
-imports no HTTP client, so the web process never loads the worker side.
+the workers' sweepers; a sweeper queues their RQ jobs (sweeper.py). So the webhook does
+no RQ work, and a crash after its script loses nothing: the deliveries stay due until a
+sweep queues them. Each record carries its ``kind`` (``DeliveryKind``), which picks the
+sender that attempts it; this module imports no HTTP client.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import redis
 from redis.client import Pipeline
@@ -20,6 +18,7 @@ from redis.typing import EncodableT
 
 from fivetran_events import Event, Settings
 from fivetran_events.asset_extra import SyncRef
+from fivetran_events.deliveries import DeliveryKind, DeliveryState
 from fivetran_events.history.writer import TRIM_EVERY, trims
 from fivetran_events.keys import (
     deliveries_key,
@@ -32,31 +31,64 @@ from fivetran_events.timeutil import now_ms
 from fivetran_events.uris import UriMap
 
 from ..lineage import targets as lineage_targets
-from ._lua import CREATE, CREATE_CHUNK
 from .store import DeliveryStore
 
-if TYPE_CHECKING:
-    from rq import Queue
-
-#: The scheme of a sync's table-level delivery (``tables_uri``).
+#: The scheme of a sync's table-level delivery's URI (``tables_uri``).
 TABLES_SCHEME = "fivetran-tables://connector/"
-#: The dotted path of the job; a string, so the web process never imports the worker side.
-FORWARD_JOB = "webhook_app.jobs.forward_sync"
-#: How long RQ keeps a finished attempt's job and result: the delivery record holds the
-#: outcome, so only long enough to look at one (``rq info``) while it is fresh.
-RESULT_TTL = 300
-#: How long RQ keeps a failed attempt's job and traceback (a bug of ours) to read it.
-FAILURE_TTL = 3 * 86_400
 
 
-def forward_job_id(delivery: str, tag: str | int | None = None) -> str:
-    """Name an attempt's RQ job (RQ allows only letters, digits, '_' and '-' in ids).
-
-    A sweep's claim script (``_lua.CLAIM_DUE``) names its jobs the same way, with the
-    sweep's time as the tag: SHA-1, because Lua in Redis has it.
-    """
-    digest = hashlib.sha1(delivery.encode(), usedforsecurity=False).hexdigest()[:24]
-    return f"fwd-{digest}" if tag is None else f"fwd-{digest}-{tag}"
+# Create each delivery of a sync unless it exists (a second success under one sync id
+# must not reset a delivered record), index it, make it due now (its receipt) and wake
+# the sweepers: a worker's sweeper queues its RQ job (sweeper.py), so the webhook does no
+# RQ work and a crash after this script loses nothing (the delivery stays due until a
+# sweep queues it). An existing delivery keeps its due time; one no longer due (final)
+# is made due, and its attempt renews its final expiry. The wake list holds at most one
+# element (pushed only when empty), so it stays bounded while no worker runs. A chunk of
+# the history's record script (the webhook's one script per delivery,
+# fivetran_events/history/_lua.py), or a script of its own (CREATE) for ``replay
+# --since``. A new record enters the pending index; the listing and the state indexes
+# drop entries older than the retention, whose records have expired (on one sync in
+# TRIM_EVERY: trimming is maintenance, and five more commands a delivery). What every
+# delivery of the sync shares is passed once.
+# KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order,
+# pending first), the wake list; then per delivery: its record.
+# ARGV: ttl s, received ms, listing cutoff ms ('' trims nothing), connector id, sync id,
+# name, type, group, status, ended ms; then per delivery: id, uri, kind
+# (deliveries.DeliveryKind: which sender attempts it).
+_CREATE = """
+local K, A = k0, a0
+local ttl, received = ARGV[A + 1], ARGV[A + 2]
+local k, a = K + 8, A + 10
+if k < #KEYS and ARGV[A + 3] ~= '' then
+  for i = 2, 7 do
+    if i ~= 3 then redis.call('ZREMRANGEBYSCORE', KEYS[K + i], '-inf', '(' .. ARGV[A + 3]) end
+  end
+end
+while k < #KEYS do
+  local rec, id = KEYS[k + 1], ARGV[a + 1]
+  if redis.call('EXISTS', rec) == 0 then
+    redis.call('HSET', rec, 'connector_id', ARGV[A + 4], 'sync_id', ARGV[A + 5],
+      'uri', ARGV[a + 2], 'kind', ARGV[a + 3], 'connector_name', ARGV[A + 6],
+      'connector_type', ARGV[A + 7], 'group_id', ARGV[A + 8], 'status', ARGV[A + 9],
+      'ended_ms', ARGV[A + 10],
+      'received_ms', received, 'window_ms', received, 'updated_ms', received,
+      'state', '{pending}', 'attempts', '0')
+    redis.call('ZADD', KEYS[K + 4], received, id)
+  end
+  redis.call('EXPIRE', rec, ttl)
+  redis.call('SADD', KEYS[K + 1], id)
+  redis.call('ZADD', KEYS[K + 2], 'NX', received, id)
+  redis.call('ZADD', KEYS[K + 3], 'NX', received, id)
+  k, a = k + 1, a + 3
+end
+if k > K + 8 then
+  redis.call('EXPIRE', KEYS[K + 1], ttl)
+  if redis.call('LLEN', KEYS[K + 8]) == 0 then redis.call('RPUSH', KEYS[K + 8], 1) end
+end
+"""
+CREATE_CHUNK = _CREATE.replace("{pending}", DeliveryState.PENDING.value)
+#: CREATE_CHUNK as a script of its own: its keys and arguments start at 1.
+CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 
 
 def lease_ms(settings: Settings) -> int:
@@ -90,27 +122,6 @@ def record_ttl_ms(settings: Settings) -> int:
 def delivery_store(settings: Settings, client: redis.Redis) -> DeliveryStore:
     """Return the delivery store of ``settings``: its records live ``record_ttl_ms``."""
     return DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
-
-
-def queue_jobs(queue: Queue, jobs: Sequence[tuple[str, str]], lease_ms: int) -> None:
-    """Queue an attempt for each (delivery id, RQ job id) of ``jobs``, in one MULTI.
-
-    No ``ttl``: a job that expired before it ran would leave its delivery waiting for the
-    sweeper. RQ stops a job at the lease's end (``job_timeout``).
-    """
-    with queue.connection.pipeline(transaction=True) as pipe:
-        for did, job_id in jobs:
-            queue.enqueue(
-                FORWARD_JOB,
-                kwargs={"delivery": did},
-                job_id=job_id,
-                pipeline=pipe,
-                description=f"forward {did}",
-                result_ttl=RESULT_TTL,
-                failure_ttl=FAILURE_TTL,
-                job_timeout=lease_ms // 1000,
-            )
-        pipe.execute()
 
 
 class Enqueuer:
@@ -162,47 +173,51 @@ class Enqueuer:
         in the script that records it (``lua``): all of it is written with the history or
         none of it is. With lineage, also a start's or an end's OpenLineage delivery; an
         event with no delivery adds nothing."""
-        targets = self.uris(event) if self.airflow and event.is_success else []
+        targets = self.targets(event) if self.airflow and event.is_success else []
         if self.lineage:
-            targets += lineage_targets(event)
+            targets += [(t, DeliveryKind.LINEAGE) for t in lineage_targets(event)]
         if not targets:
             return [], []
         return self._parts(_sync_of(event), trims(event, self.trim_every), self.clock(), targets)
 
-    def create(self, event: Event, uri: str, now: int) -> str:
-        """Create one delivery of ``event`` to ``uri`` (kept if it exists), due now, and
+    def create(self, event: Event, target: tuple[str, DeliveryKind], now: int) -> str:
+        """Create one delivery of ``event`` to ``target`` (kept if it exists), due now, and
         wake the sweepers (a success of the past: ``replay --since``)."""
-        keys, args = self._parts(_sync_of(event), False, now, [uri])
-        self.create_script(keys=keys, args=args)
-        return self.store.id_of(event, uri)
+        return self.create_many(_sync_of(event), [target], now)[0]
 
-    def create_many(self, sync: SyncRef, uris: list[str], now: int, pipe: Pipeline) -> list[str]:
-        """Queue creating ``sync``'s deliveries to ``uris`` in ``pipe`` (each kept if it
-        exists), due now; return their ids (a table-level delivery's expansion)."""
-        keys, args = self._parts(sync, False, now, uris)
+    def create_many(
+        self,
+        sync: SyncRef,
+        targets: list[tuple[str, DeliveryKind]],
+        now: int,
+        pipe: Pipeline | None = None,
+    ) -> list[str]:
+        """Create ``sync``'s deliveries to ``targets`` (each kept if it exists), due now, in
+        ``pipe`` if given (a table-level delivery's expansion); return their ids."""
+        keys, args = self._parts(sync, False, now, targets)
         self.create_script(keys=keys, args=args, client=pipe)
-        return [delivery_id(sync.connector_id, sync.sync_id, u) for u in uris]
+        return [delivery_id(sync.connector_id, sync.sync_id, u) for u, _ in targets]
 
-    def uris(self, event: Event) -> list[str]:
-        """The URIs a successful sync's deliveries go to under the granularity setting."""
+    def targets(self, event: Event) -> list[tuple[str, DeliveryKind]]:
+        """The URIs (and kinds) of a successful sync's deliveries under the granularity
+        setting."""
         granularity = self.settings.asset_granularity
-        uris = (
-            self.uri_map.uris(
+        out: list[tuple[str, DeliveryKind]] = []
+        if granularity != "table":
+            uris = self.uri_map.uris(
                 event.connector_id, event.connector_name, event.connector_type, event.group_id
             )
-            if granularity != "table"
-            else []
-        )
+            out += [(u, DeliveryKind.ASSET) for u in uris]
         if granularity != "connector":
             # One delivery for all the tables, whatever their number: the worker expands
             # it (forwarding/tables.py), so the webhook reads no table list.
-            uris.append(tables_uri(event.connector_id))
-        return uris
+            out.append((tables_uri(event.connector_id), DeliveryKind.TABLES))
+        return out
 
     def _parts(
-        self, sync: SyncRef, trim: bool, now: int, uris: list[str]
+        self, sync: SyncRef, trim: bool, now: int, targets: list[tuple[str, DeliveryKind]]
     ) -> tuple[list[str], list[EncodableT]]:
-        """Return the chunk's keys and arguments for ``sync``'s deliveries to ``uris``."""
+        """Return the chunk's keys and arguments for ``sync``'s deliveries to ``targets``."""
         keys = [
             sync_deliveries_key(self.settings.key_prefix, sync.connector_id, sync.sync_id),
             *self.shared_keys,
@@ -220,10 +235,10 @@ class Enqueuer:
             sync.status or "",
             sync.ended_ms,
         ]
-        for uri in uris:
+        for uri, kind in targets:
             did = delivery_id(sync.connector_id, sync.sync_id, uri)
             keys.append(self.store.key(did))
-            args += [did, uri]
+            args += [did, uri, kind.value]
         return keys, args
 
 

@@ -1,7 +1,7 @@
 """The worker's half of OpenLineage: build a sync's run event, send it, record the outcome.
 
 A lineage delivery (``webhook_app/lineage.py``) is attempted under the same lease as a
-dataset delivery (``attempt.attempt`` holds it and hands over here): the event is built
+dataset delivery (the forwarder holds it and hands it to this sender): the event is built
 from the delivery record alone, so every attempt sends the same event (same run id,
 event type and time), and sent with ``openlineage-python``'s client, which reads its own
 configuration (``OPENLINEAGE_URL``, ``openlineage.yml``, ``OPENLINEAGE__TRANSPORT__*``),
@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
 import attr
+import redis
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import RunFacet, job_type_job
@@ -31,15 +31,11 @@ from openlineage.client.facet_v2 import RunFacet, job_type_job
 from fivetran_events import Settings, __version__, decode_completion
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
 from fivetran_events.http import RetryableError, retry_after_seconds
-from fivetran_events.keys import ConnectorKeys, delivery_id, due_key
+from fivetran_events.keys import ConnectorKeys, delivery_id
 from fivetran_events.timeutil import iso
 
-from .. import metrics
 from ..lineage import TARGET_PREFIX, job_namespace, run_id, target_type
-from .attempt import AttemptOutcome, AttemptResult, _finish, _give_up, _retry
-
-if TYPE_CHECKING:
-    from .attempt import Parts
+from .recorder import AttemptResult, Recorder, retry_at
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +113,7 @@ class FivetranSyncRunFacet(RunFacet):
         return FACET_SCHEMA_URL
 
 
-def sync_details(client: Any, prefix: str, d: Delivery) -> dict[str, str]:
+def sync_details(client: redis.Redis, prefix: str, d: Delivery) -> dict[str, str]:
     """Read what the history holds of an end beyond the delivery record: when the sync
     started, and a failure's reason and task type (one round trip; none for a START)."""
     kind = target_type(d.uri)
@@ -189,83 +185,69 @@ def build_event(
     )
 
 
-@dataclass
-class LineageSender:
-    """The OpenLineage client a worker sends with, and what names a connector's tables."""
+class Emitter(Protocol):
+    """What sends an event: ``OpenLineageClient``, or a stand-in with its ``emit``."""
 
-    client: Any  # OpenLineageClient, or a stand-in with its ``emit``
-    namespace_template: str
-    outputs: Outputs = field(default=no_outputs)
+    def emit(self, event: RunEvent) -> None: ...
+
+
+class LineageSender:
+    """Send a sync's OpenLineage run events with the client, naming its tables' outputs."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        client: Emitter,
+        namespace_template: str,
+        outputs: Outputs = no_outputs,
+    ) -> None:
+        self.recorder = recorder
+        self.client = client
+        self.namespace_template = namespace_template
+        self.outputs = outputs
 
     @classmethod
-    def from_settings(cls, settings: Settings, outputs: Outputs = no_outputs) -> LineageSender:
+    def from_settings(
+        cls, recorder: Recorder, settings: Settings, outputs: Outputs = no_outputs
+    ) -> LineageSender:
         """Build the client from its own configuration (``OpenLineageClient()``).
 
         With ``FIVETRAN_EVENTS_LINEAGE=on`` and no configuration the client prints each
         event to the worker's log (its console fallback).
         """
-        return cls(OpenLineageClient(), settings.lineage_namespace, outputs)
+        return cls(recorder, OpenLineageClient(), settings.lineage_namespace, outputs)
 
-    def event(self, d: Delivery, details: dict[str, str] | None = None) -> RunEvent:
-        return build_event(d, self.namespace_template, self.outputs, details)
+    def not_before(self, d: Delivery) -> int | None:
+        """An end waits while its sync's START is still being delivered; else its retry."""
+        if target_type(d.uri) != "START":
+            f = d.fields
+            start = self.recorder.store.get(
+                delivery_id(f["connector_id"], f["sync_id"], TARGET_PREFIX + "START")
+            )
+            if start is not None and start.state not in FINAL:
+                return max(self.recorder.clock() + START_FIRST_MS, start.ms("next_attempt_ms") or 0)
+        return retry_at(d)
 
-    def attempt(self, fw: Parts, d: Delivery) -> AttemptResult:
-        """Attempt lineage delivery ``d`` (``attempt.attempt`` holds its lease)."""
-        return attempt_lineage(fw, d, self)
-
-
-def attempt_lineage(fw: Parts, d: Delivery, sender: LineageSender) -> AttemptResult:
-    """Send lineage delivery ``d`` (its lease held by ``attempt.attempt``)."""
-    now = fw.clock()
-    kind = target_type(d.uri)
-    due = due_key(fw.settings.key_prefix)
-    if kind != "START":
-        start_id = delivery_id(
-            d.fields["connector_id"], d.fields["sync_id"], TARGET_PREFIX + "START"
-        )
-        start = fw.store.get(start_id)
-        if start is not None and start.state not in FINAL:
-            at = max(now + START_FIRST_MS, start.ms("next_attempt_ms") or 0)
-            fw.redis.zadd(due, {d.id: at})
-            metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
-            return AttemptResult(d.id, AttemptOutcome.NOT_DUE, due_in_s=(at - now) / 1000)
-    if d.state is DeliveryState.RETRYING and (d.ms("next_attempt_ms") or 0) > now:
-        at = d.ms("next_attempt_ms") or now
-        fw.redis.zadd(due, {d.id: at})
-        metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
-        return AttemptResult(d.id, AttemptOutcome.NOT_DUE, due_in_s=(at - now) / 1000)
-    # Read from the history once and kept on the record, so every attempt sends the
-    # same event.
-    details = json.loads(d.get("extra") or "null")
-    if details is None:
-        details = sync_details(fw.redis, fw.settings.key_prefix, d)
-    event = sender.event(d, details)
-    key = fw.store.key(d.id)
-    with fw.redis.pipeline(transaction=True) as pipe:
-        pipe.hincrby(key, "attempts", 1)
-        pipe.hsetnx(key, "first_attempt_ms", str(now))
-        pipe.hset(
-            key, mapping={"extra": json.dumps(details, sort_keys=True), "updated_ms": str(now)}
-        )
-        pipe.zadd(due, {d.id: now + fw.lease_ms})
-        pipe.execute()
-    try:
-        sender.client.emit(event)
-    except Exception as exc:
-        rejected = _rejected(exc)
-        if rejected is not None:
-            return _give_up(fw, d, DeliveryState.FAILED, rejected, clear_mark=True)
-        return _retry(fw, d, LineageUnavailable(exc), None)
-    _finish(
-        fw,
-        d,
-        DeliveryState.DELIVERED,
-        {"event_at": iso(fw.clock()) or "", "lineage_event": kind},
-        ["reason", "next_attempt_ms"],
-    )
-    metrics.FORWARD_OUTCOMES.labels(outcome="delivered").inc()
-    log.info("delivery %s: OpenLineage %s sent (run %s)", d.id, kind, event.run.runId)
-    return AttemptResult(d.id, AttemptOutcome.DELIVERED)
+    def send(self, d: Delivery) -> AttemptResult:
+        """Send lineage delivery ``d`` (its lease held by the forwarder)."""
+        r = self.recorder
+        # Read from the history once and kept on the record, so every attempt sends the
+        # same event.
+        details = json.loads(d.get("extra") or "null")
+        if details is None:
+            details = sync_details(r.redis, r.settings.key_prefix, d)
+        event = build_event(d, self.namespace_template, self.outputs, details)
+        r.begin(d, details)
+        try:
+            self.client.emit(event)
+        except Exception as exc:
+            rejected = _rejected(exc)
+            if rejected is not None:
+                return r.give_up(d, DeliveryState.FAILED, rejected)
+            return r.retry(d, LineageUnavailable(exc))
+        kind = target_type(d.uri)
+        fields = {"event_at": iso(r.clock()) or "", "lineage_event": kind}
+        return r.delivered(d, fields, f"OpenLineage {kind} sent (run {event.run.runId})")
 
 
 def _rejected(exc: Exception) -> str | None:

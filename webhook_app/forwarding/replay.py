@@ -117,12 +117,12 @@ def forward_since(
                 sync_id=c.sync_id,
                 status=c.status,
             )
-            for uri in enq.uris(event):
-                did = enq.store.id_of(event, uri)
+            for target in enq.targets(event):
+                did = enq.store.id_of(event, target[0])
                 if enq.store.client.exists(enq.store.key(did)):
                     existing.append(did)
                     continue
-                created.append(enq.create(event, uri, now))
+                created.append(enq.create(event, target, now))
     replayed = replay(enq, existing, clock)
     return created, replayed, len(existing) - len(replayed)
 

@@ -1,7 +1,7 @@
 """Delivery records: one Redis hash per (successful sync, dataset URI), and their indexes.
 
 This module knows how a delivery is stored (created by the history's write script,
-``_lua.CREATE_CHUNK``), moved between states (its record and the per-state index in one
+``enqueue.CREATE_CHUNK``), moved between states (its record and the per-state index in one
 MULTI) and read back; it never talks to Airflow.
 """
 
@@ -25,7 +25,20 @@ from fivetran_events.keys import (
     undelivered_key,
 )
 
-from ._lua import SET_EXPIRY
+# Make a sync's set of delivery ids live as long as its longest-lived record: the syncs
+# listing joins on it, and a record that expired is simply not listed. KEYS: the set, then
+# its records. Returns the set's new time to live in ms (0: every record is gone).
+SET_EXPIRY = """
+local longest = 0
+for i = 2, #KEYS do
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl > longest then longest = ttl end
+end
+if longest > 0 then
+  redis.call('PEXPIRE', KEYS[1], longest)
+end
+return longest
+"""
 
 
 class DeliveryStore:

@@ -15,7 +15,7 @@ does not grow with the table count and it never reads a table list. Its attempt,
    POST them concurrently, as many at a time as the pool has processes;
 4. records itself delivered with the counts (``tables``: forwarded/enabled).
 
-Each table's record, once delivered, stays an hour (``attempt.table_keep_ms``), not
+Each table's record, once delivered, stays an hour (``Recorder.table_keep_ms``), not
 the keep time: this delivery, which stays the keep time, is what a late redelivery, a
 reconcile or a replay finds, so per sync only it outlives the hour.
 
@@ -26,34 +26,28 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Protocol
+from typing import Any
 
-from fivetran_events.asset_extra import SyncRef
-from fivetran_events.deliveries import Delivery, DeliveryState
+from fivetran_events.asset_extra import SyncRef, extra_for
+from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState
 from fivetran_events.destinations import DestinationTable
 from fivetran_events.exceptions import FivetranApiError, FivetranUnavailable
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.table_cache import current
 
+from ..airflow_client import AirflowClient
 from ..airflow_errors import AirflowRejected, AirflowUnavailable
-from . import attempt as _attempt
-from .attempt import AttemptOutcome, AttemptResult, Parts
-from .enqueue import TABLES_SCHEME, Enqueuer
+from .enqueue import Enqueuer
+from .recorder import AttemptResult, Recorder, retry_at
+from .sweeper import Sweeper
 
 log = logging.getLogger(__name__)
 
-
-class TableParts(Parts, Protocol):
-    """An attempt's parts, plus what an expansion needs: ``worker.Forwarder``."""
-
-    enqueuer: Enqueuer
-    fivetran: FivetranClient | None
-
-    def sweep_backlog(self) -> int: ...
-
-
-def is_tables_delivery(d: Delivery) -> bool:
-    return d.uri.startswith(TABLES_SCHEME)
+#: Why a table-level delivery fails without a table list.
+NO_TABLE_LIST = (
+    "no table list: set FIVETRAN_EVENTS_FIVETRAN_API_KEY and _SECRET so the "
+    "worker can read the connection's schema configuration"
+)
 
 
 def table_extra(sync_extra: dict[str, Any], t: DestinationTable) -> dict[str, Any]:
@@ -65,10 +59,6 @@ def table_extra(sync_extra: dict[str, Any], t: DestinationTable) -> dict[str, An
         out["full_refresh"] = t.table in named or f"{t.schema}.{t.table}" in named
     out.update(schema=t.schema, table=t.table, dataset_namespace=t.namespace, dataset_name=t.name)
     return out
-
-
-def _tables(fw: TableParts, d: Delivery) -> list[DestinationTable] | None:
-    return current(fw.redis, fw.settings, fw.fivetran, d.fields["connector_id"], d.get("group_id"))
 
 
 def common_prefix(uris: list[str]) -> str:
@@ -83,43 +73,56 @@ def common_prefix(uris: list[str]) -> str:
     return prefix[: cut + 1] if cut >= 0 and len(uris) > 1 else prefix
 
 
-def expand(fw: TableParts, d: Delivery) -> AttemptResult:
-    """Make ``d``'s attempt: create its sync's per-table deliveries (see the module)."""
-    assert fw.airflow is not None
-    try:
-        tables = _tables(fw, d)
-    except FivetranUnavailable as exc:
-        return _attempt._retry(fw, d, exc, None)
-    except FivetranApiError as exc:
-        return _attempt._give_up(fw, d, DeliveryState.FAILED, str(exc), clear_mark=True)
-    if tables is None:
-        reason = (
-            "no table list: set FIVETRAN_EVENTS_FIVETRAN_API_KEY and _SECRET so the "
-            "worker can read the connection's schema configuration"
-        )
-        return _attempt._give_up(fw, d, DeliveryState.FAILED, reason, clear_mark=True)
-    try:
-        known = fw.airflow.assets_under(common_prefix([t.uri for t in tables])) if tables else {}
-    except AirflowUnavailable as exc:
-        return _attempt._retry(fw, d, exc, None)
-    except AirflowRejected as exc:
-        return _attempt._give_up(fw, d, DeliveryState.FAILED, str(exc), clear_mark=True)
-    consumed = [t for t in tables if t.uri in known]
-    sync = SyncRef.from_fields(d.fields)
-    sync_extra = _attempt.build_extra(fw, d)
-    now = fw.clock()
-    with fw.redis.pipeline(transaction=True) as pipe:
-        ids = fw.enqueuer.create_many(sync, [t.uri for t in consumed], now, pipe)
-        for did, t in zip(ids, consumed, strict=True):
-            extra = json.dumps(table_extra(sync_extra, t), sort_keys=True)
-            pipe.hsetnx(fw.store.key(did), "extra", extra)
-            pipe.hsetnx(fw.store.key(did), "table", f"{t.schema}.{t.table}")
-        pipe.execute()
-    counts = f"{len(consumed)}/{len(tables)}"
-    _attempt._finish(
-        fw, d, DeliveryState.DELIVERED, {"tables": counts}, ["reason", "next_attempt_ms"]
-    )
-    # Queued now rather than at the sweeper's wake-up: this worker is awake already.
-    fw.sweep_backlog()
-    log.info("delivery %s: %s tables have an asset in Airflow, forwarded", d.id, counts)
-    return AttemptResult(d.id, AttemptOutcome.DELIVERED, reason=f"tables {counts}")
+class TablesSender:
+    """Expand a sync's table-level delivery into one asset delivery per consumed table."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        airflow: AirflowClient,
+        enqueuer: Enqueuer,
+        sweeper: Sweeper,
+        fivetran: FivetranClient | None,
+    ) -> None:
+        """``fivetran``: where a table list is refreshed from (None: cached lists only)."""
+        self.recorder = recorder
+        self.airflow = airflow
+        self.enqueuer = enqueuer
+        self.sweeper = sweeper
+        self.fivetran = fivetran
+
+    def not_before(self, d: Delivery) -> int | None:
+        return retry_at(d)
+
+    def send(self, d: Delivery) -> AttemptResult:
+        """Make ``d``'s attempt: create its sync's per-table deliveries (see the module)."""
+        r = self.recorder
+        try:
+            tables = current(
+                r.redis, r.settings, self.fivetran, d.fields["connector_id"], d.get("group_id")
+            )
+            if tables is None:
+                return r.give_up(d, DeliveryState.FAILED, NO_TABLE_LIST)
+            uris = [t.uri for t in tables]
+            known = self.airflow.assets_under(common_prefix(uris)) if tables else {}
+        except (FivetranUnavailable, AirflowUnavailable) as exc:
+            return r.retry(d, exc)
+        except (FivetranApiError, AirflowRejected) as exc:
+            return r.give_up(d, DeliveryState.FAILED, str(exc))
+        consumed = [t for t in tables if t.uri in known]
+        sync = SyncRef.from_fields(d.fields)
+        sync_extra = extra_for(r.redis, r.settings.key_prefix, sync)
+        with r.redis.pipeline(transaction=True) as pipe:
+            targets = [(t.uri, DeliveryKind.ASSET) for t in consumed]
+            ids = self.enqueuer.create_many(sync, targets, r.clock(), pipe)
+            for did, t in zip(ids, consumed, strict=True):
+                extra = json.dumps(table_extra(sync_extra, t), sort_keys=True)
+                pipe.hsetnx(r.store.key(did), "extra", extra)
+                pipe.hsetnx(r.store.key(did), "table", f"{t.schema}.{t.table}")
+            pipe.execute()
+        counts = f"{len(consumed)}/{len(tables)}"
+        note = f"{counts} tables have an asset in Airflow, forwarded"
+        result = r.delivered(d, {"tables": counts}, note, reason=f"tables {counts}")
+        # Queued now rather than at the sweeper's wake-up: this worker is awake already.
+        self.sweeper.sweep_backlog()
+        return result

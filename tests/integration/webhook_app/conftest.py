@@ -12,7 +12,7 @@ from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn,
 from testkit.forward_support import URI, forwarder
 from testkit.support import OTHER_SECRET, SECRET
 from testkit.worker_process import worker_env
-from webhook_app.forwarding.worker import Forwarder
+from webhook_app.forwarding.forwarder import Forwarder
 
 
 @pytest.fixture

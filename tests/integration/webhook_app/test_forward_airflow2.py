@@ -16,6 +16,7 @@ import pytest
 from rq import Queue
 
 from fivetran_events import Settings
+from fivetran_events.asset_extra import SyncRef, extra_for
 from fivetran_events.keys import delivery_id, due_key
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
@@ -29,8 +30,10 @@ from testkit.forward_support import (
 from testkit.support import at
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.airflow_errors import AirflowRejected
-from webhook_app.forwarding.attempt import backoff_seconds, build_extra, settles_at
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import Delivery, DeliveryKind, DeliveryState
+from webhook_app.forwarding.asset import AssetSender
+from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.recorder import backoff_seconds
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,11 +49,18 @@ class Clock:
         import time
 
         self.now = int(time.time() * 1000) + 1_000
-        fw.clock = self
-        fw.rng = lambda: 0.5
+        fw.recorder.clock = fw.sweeper.clock = self
+        fw.recorder.rng = lambda: 0.5
 
     def __call__(self) -> int:
         return self.now
+
+
+def settles_at(fw: Forwarder, d: Delivery) -> int | None:
+    """When an earlier POST of ``d`` can no longer land (the asset sender's answer)."""
+    sender = fw.senders[DeliveryKind.ASSET]
+    assert isinstance(sender, AssetSender)
+    return sender.settles_at(d)
 
 
 def state_of(fw: Forwarder, sync_id: str, uri: str = URI) -> Any:
@@ -234,14 +244,12 @@ class TestFailures:
         assert len(standin.events) == 1
 
     def test_backoff_grows_with_jitter_and_is_capped(self, fw: Forwarder) -> None:
-        fw.rng = lambda: 0.0
-        low = [backoff_seconds(fw, n, None) for n in range(1, 14)]
-        fw.rng = lambda: 1.0
-        high = [backoff_seconds(fw, n, None) for n in range(1, 14)]
+        low = [backoff_seconds(fw.settings, n, None, 0.0) for n in range(1, 14)]
+        high = [backoff_seconds(fw.settings, n, None, 1.0) for n in range(1, 14)]
         assert low[0] == 0.5 and high[0] == 1.0
         assert high == sorted(high)
         assert max(high) == fw.settings.forward_backoff_max_seconds
-        assert backoff_seconds(fw, 1, 120.0) == 120.0
+        assert backoff_seconds(fw.settings, 1, 120.0, 1.0) == 120.0
 
     def test_connection_refused_retries_until_the_window_closes(
         self, http: Any, settings: Settings
@@ -288,10 +296,11 @@ class TestExactlyOnce:
         clock = Clock(fw)
         post_event(http, sync_id="s1")
         d = state_of(fw, "s1")
-        extra = build_extra(fw, d)
+        extra = extra_for(fw.redis, fw.settings.key_prefix, SyncRef.from_fields(d.fields))
         # What the dead attempt did: the in-flight mark, then the POST.
         fw.redis.hset(
-            fw.store.key(d.id), mapping={"inflight_ms": str(fw.clock()), "extra": json.dumps(extra)}
+            fw.store.key(d.id),
+            mapping={"inflight_ms": str(fw.recorder.clock()), "extra": json.dumps(extra)},
         )
         assert fw.airflow is not None
         fw.airflow.post_event(URI, extra)
@@ -335,7 +344,7 @@ class TestExactlyOnce:
         clock = Clock(fw)
         post_event(http, sync_id="s1")
         d = state_of(fw, "s1")
-        fw.redis.hset(fw.store.key(d.id), "inflight_ms", str(fw.clock()))
+        fw.redis.hset(fw.store.key(d.id), "inflight_ms", str(fw.recorder.clock()))
         clock.now = settles_at(fw, state_of(fw, "s1")) or 0
         run_worker(fw)
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED

@@ -13,7 +13,7 @@ from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import forwarder, post_event, run_worker
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
-from webhook_app.forwarding.worker import Forwarder
+from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(60)
 

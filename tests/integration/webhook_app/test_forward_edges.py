@@ -35,8 +35,9 @@ from testkit.support import at
 from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app import create_app
 from webhook_app.cli import main
-from webhook_app.forwarding.enqueue import forward_job_id, queue_jobs
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import DeliveryState
+from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.sweeper import forward_job_id, queue_jobs
 from webhook_app.jobs import ForwardingWorker
 
 pytestmark = pytest.mark.timeout(90)
@@ -129,7 +130,7 @@ class TestBackoffHolds:
         self, http: Any, fw: Forwarder, standin: Airflow2StandIn
     ) -> None:
         """Retry-After 30 s: due at +30 s exactly; a job that runs earlier posts nothing."""
-        fw.rng = lambda: 0.5
+        fw.recorder.rng = lambda: 0.5
         with freeze_time(T0) as clock:
             standin.faults.append((503, {"Retry-After": "30"}))
             post_event(http, sync_id="s1")

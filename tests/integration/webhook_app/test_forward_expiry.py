@@ -31,8 +31,8 @@ from testkit.processes import poll_until
 from testkit.support import deliver, encode, payload
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
-from webhook_app.forwarding import enqueue
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import DeliveryState, enqueue, sweeper
+from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,7 +46,7 @@ RQ_REGISTRIES = ("finished", "started", "failed", "deferred", "scheduled")
 @pytest.fixture(autouse=True)
 def short_results(monkeypatch: pytest.MonkeyPatch) -> None:
     """RQ keeps results 1 s (5 minutes in production): set before the app queues jobs."""
-    monkeypatch.setattr(enqueue, "RESULT_TTL", 1)
+    monkeypatch.setattr(sweeper, "RESULT_TTL", 1)
 
 
 @pytest.fixture

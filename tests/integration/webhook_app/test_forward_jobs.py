@@ -31,18 +31,17 @@ from testkit.forward_support import (
 )
 from testkit.processes import poll_until
 from testkit.support import at, ev
-from webhook_app.cli.forwarding import sweep_forever
-from webhook_app.forwarding import worker as worker_module
-from webhook_app.forwarding.enqueue import (
+from webhook_app.forwarding import DeliveryState
+from webhook_app.forwarding import sweeper as sweeper_module
+from webhook_app.forwarding.enqueue import Enqueuer, delivery_store
+from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.sweeper import (
     FAILURE_TTL,
     FORWARD_JOB,
     RESULT_TTL,
-    Enqueuer,
-    delivery_store,
     forward_job_id,
     queue_jobs,
 )
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -193,11 +192,11 @@ class TestSweepers:
     ) -> None:
         """More due than a sweep takes (a worker starting after an outage): the sweeper
         sweeps again while a sweep fills its batch, instead of waiting an interval."""
-        monkeypatch.setattr(worker_module, "SWEEP_BATCH", 2)
+        monkeypatch.setattr(sweeper_module, "SWEEP_BATCH", 2)
         fw = _forwarder(settings, client)
         for i in range(5):
             _record(settings, client, fw.enqueuer, f"sync-{i}")
-        assert fw.sweep_backlog() == 5 and fw.queue.count == 5
+        assert fw.sweeper.sweep_backlog() == 5 and fw.queue.count == 5
 
     def test_the_sweeper_wakes_at_once_on_a_new_delivery(
         self, settings: Settings, client: redis.Redis
@@ -206,7 +205,7 @@ class TestSweepers:
         created: the webhook's script woke it (its timeout, and so its wait, a minute)."""
         fw = _forwarder(settings.model_copy(update={"redis_timeout_seconds": 300}), client)
         stop = threading.Event()
-        sweeper = threading.Thread(target=sweep_forever, args=(fw, 60.0, stop), daemon=True)
+        sweeper = threading.Thread(target=fw.sweeper.run, args=(60.0, stop), daemon=True)
         sweeper.start()
         try:
             _record(settings, client, fw.enqueuer, "sync-1")
@@ -225,7 +224,7 @@ class TestSweepers:
         goes on, and queues the next delivery."""
         fw = _forwarder(settings, client)
         waits: list[float] = []
-        real = fw.wait_for_wake
+        real = fw.sweeper.wait_for_wake
 
         def flaky(timeout: float) -> bool:
             waits.append(timeout)
@@ -233,9 +232,9 @@ class TestSweepers:
                 raise redis.ConnectionError("a blip")
             return real(timeout)
 
-        monkeypatch.setattr(fw, "wait_for_wake", flaky)
+        monkeypatch.setattr(fw.sweeper, "wait_for_wake", flaky)
         stop = threading.Event()
-        sweeper = threading.Thread(target=sweep_forever, args=(fw, 0.2, stop), daemon=True)
+        sweeper = threading.Thread(target=fw.sweeper.run, args=(0.2, stop), daemon=True)
         sweeper.start()
         try:
             poll_until(lambda: len(waits) > 1, "a wait after the failed one", timeout=5)
@@ -293,7 +292,7 @@ class TestCrashBeforeTheSweep:
             raise ConnectionError("died before queuing")
 
         with monkeypatch.context() as m:
-            m.setattr(worker_module, "queue_jobs", crash)
+            m.setattr(sweeper_module, "queue_jobs", crash)
             with pytest.raises(ConnectionError):
                 fw.sweep(now)
         assert fw.queue.count == 0

@@ -22,8 +22,9 @@ from fivetran_events.table_cache import refresh
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn
 from testkit.forward_support import CID, URI, forwarder, post_event, run_worker
+from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.enqueue import tables_uri
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -23,7 +23,8 @@ from testkit.forward_support import (
     post_event,
     run_worker,
 )
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import DeliveryState
+from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,7 +32,8 @@ pytestmark = pytest.mark.timeout(60)
 WORKER_SIDE = (
     "requests",
     "webhook_app.airflow_client",
-    "webhook_app.forwarding.attempt",
+    "webhook_app.forwarding.forwarder",
+    "webhook_app.forwarding.asset",
     "openlineage",
     "webhook_app.forwarding.lineage",
 )

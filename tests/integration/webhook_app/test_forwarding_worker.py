@@ -20,7 +20,8 @@ from testkit.forward_support import (
     post_event,
 )
 from testkit.worker_process import worker_env
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import DeliveryState
+from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.jobs import ForwardingWorker
 
 pytestmark = pytest.mark.timeout(60)

@@ -28,7 +28,8 @@ from testkit.forward_support import (
 )
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import DeliveryState
+from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(120)
 

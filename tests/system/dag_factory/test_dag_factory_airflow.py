@@ -18,7 +18,7 @@ import pytest
 from fivetran_events import Settings
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import forwarder, post_event, run_worker
-from webhook_app.forwarding.worker import Forwarder
+from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

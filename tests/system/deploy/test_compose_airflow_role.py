@@ -18,7 +18,7 @@ from testkit.forward_support import forwarder, post_event
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
 from webhook_app.forwarding import Delivery, DeliveryState
-from webhook_app.forwarding.worker import Forwarder
+from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(480)
 

@@ -11,7 +11,7 @@ from fivetran_events import Settings
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import forwarder
 from testkit.worker_process import WorkerProcess
-from webhook_app.forwarding.worker import Forwarder
+from webhook_app.forwarding.forwarder import Forwarder
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from testkit.airflow_harness import AirflowServer
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
 from webhook_app.forwarding import Delivery, DeliveryState
-from webhook_app.forwarding.worker import Forwarder
+from webhook_app.forwarding.forwarder import Forwarder
 
 
 def uri(connector_id: str) -> str:

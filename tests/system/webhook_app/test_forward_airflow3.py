@@ -27,7 +27,8 @@ from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.airflow_errors import AssetNotFound
 from webhook_app.cli import main
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import DeliveryState
+from webhook_app.forwarding.forwarder import Forwarder
 
 from .forwarding import events_of, start_worker, unread_bytes, uri, wait_state
 

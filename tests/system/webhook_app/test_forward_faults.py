@@ -31,7 +31,8 @@ from testkit.servers import webhook_server
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess
 from webhook_app.airflow_client import TOKEN_MARGIN_SECONDS, AirflowClient
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import DeliveryState
+from webhook_app.forwarding.forwarder import Forwarder
 
 from .forwarding import events_of, start_worker, uri, wait_state
 

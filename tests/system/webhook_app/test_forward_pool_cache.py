@@ -21,7 +21,8 @@ from fivetran_events.keys import asset_id_key, delivery_id
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import forwarder, post_event
 from testkit.processes import free_port, poll_until
-from webhook_app.forwarding.worker import DeliveryState, Forwarder
+from webhook_app.forwarding import DeliveryState
+from webhook_app.forwarding.forwarder import Forwarder
 
 from .forwarding import events_of, uri
 
@@ -110,7 +111,7 @@ class TestPoolMembers:
         fw.redis.set(  # as if another member had looked the asset up
             asset_id_key(af_settings.key_prefix, uri(CID)), str(airflow3.asset_id(uri(CID)))
         )
-        with caplog.at_level(logging.INFO, logger="webhook_app.forwarding.attempt"):
+        with caplog.at_level(logging.INFO, logger="webhook_app.forwarding.recorder"):
             deliver_one(http, fw)
         assert sent == ["POST /api/v2/assets/events"]
         # Its log line says where the attempt's time went.

@@ -26,8 +26,8 @@ from testkit.worker_process import worker_env
 from webhook_app import create_app
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.cli import main
+from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.enqueue import tables_uri
-from webhook_app.forwarding.worker import DeliveryState
 
 pytestmark = pytest.mark.timeout(480)
 

@@ -8,8 +8,6 @@ the core's owners left it.
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
 
 import pytest
 from pydantic import SecretStr
@@ -18,7 +16,7 @@ from fivetran_events import ConfigurationError, Settings, load_settings
 from fivetran_events.http import retry_after_seconds
 from fivetran_events.uris import DEFAULT_URI_TEMPLATE, dataset_uri, dataset_uris, load_uri_map
 from webhook_app.airflow_client import read_credentials
-from webhook_app.forwarding.attempt import backoff_seconds
+from webhook_app.forwarding.recorder import backoff_seconds
 
 
 class TestDatasetUris:
@@ -143,13 +141,12 @@ class TestRetryAfter:
         """A Retry-After is honoured up to FIVETRAN_EVENTS_MAX_RETRY_AFTER_SECONDS (3600 by
         default); a negative, NaN or unreadable one leaves the normal backoff (0.75 s
         here: the first attempt's 1 s ceiling, jitter at its middle)."""
-        parts = SimpleNamespace(settings=Settings(), rng=lambda: 0.5)
-        assert backoff_seconds(cast(Any, parts), 1, retry_after_seconds(header)) == wait
+        assert backoff_seconds(Settings(), 1, retry_after_seconds(header), 0.5) == wait
 
     def test_the_cap_is_a_setting(self) -> None:
         """The cap follows the setting; out of range, the error names the variable."""
-        parts = SimpleNamespace(settings=Settings(max_retry_after_seconds=60), rng=lambda: 0.5)
-        assert backoff_seconds(cast(Any, parts), 1, retry_after_seconds("1e22")) == 60.0
+        capped = Settings(max_retry_after_seconds=60)
+        assert backoff_seconds(capped, 1, retry_after_seconds("1e22"), 0.5) == 60.0
         for bad in ("-1", "604801", "soon"):
             with pytest.raises(ConfigurationError, match="FIVETRAN_EVENTS_MAX_RETRY_AFTER_SECONDS"):
                 load_settings(max_retry_after_seconds=bad)

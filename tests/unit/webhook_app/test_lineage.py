@@ -19,7 +19,6 @@ from testkit.support import ev
 from webhook_app.forwarding.lineage import PRODUCER, build_event, no_outputs, table_outputs
 from webhook_app.lineage import (
     event_type,
-    is_lineage,
     job_namespace,
     lineage_enabled,
     run_id,
@@ -90,8 +89,10 @@ class TestTransitions:
         assert targets(reconciled) == ["openlineage:COMPLETE"]
 
     def test_targets_are_never_dataset_uris(self) -> None:
-        assert is_lineage("openlineage:START")
-        assert not is_lineage("fivetran://connector/assimilate_seem")
+        """No target has the "//" every dataset URI has: a sync's lineage and dataset
+        deliveries never share an id."""
+        for e in (ev("sync_start", sync_id="s"), ev(sync_id="s", status="RESCHEDULED")):
+            assert targets(e) and all("//" not in t for t in targets(e))
 
 
 class TestRunId:

@@ -1,0 +1,168 @@
+"""The sender of asset events: settle an open POST, post, record; or retry later.
+
+An attempt at an asset delivery (the forwarder holds its lease):
+
+1. waits (not due) before the delivery's next attempt is due (a backoff, a Retry-After)
+   or before an earlier POST of unknown outcome can no longer land (``settles_at``);
+2. if an earlier attempt left an in-flight mark (it may have POSTed and died, or timed
+   out), looks the event up in Airflow by asset, time and ``extra.sync_id``; found:
+   delivered, nothing posted;
+3. otherwise writes the in-flight mark, POSTs, and records Airflow's event id.
+
+Connection errors, timeouts, 5xx, 429 and answers that are not Airflow's JSON (the
+client classifies them all as ``AirflowUnavailable``) schedule a retry; 404 (no DAG uses
+the URI) records the delivery as undelivered, any other 4xx as failed, each with the
+reason. Anything else is a bug of ours: it fails the RQ job visibly (the lease makes the
+sweeper try again) instead of being retried quietly for the whole window.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from fivetran_events.asset_extra import SyncRef, extra_for
+from fivetran_events.deliveries import Delivery, DeliveryState
+from fivetran_events.http import RetryableError
+from fivetran_events.timeutil import iso
+
+from .. import metrics
+from ..airflow_client import AirflowClient, AirflowEvent, lookup_window_start
+from ..airflow_errors import AirflowRejected, AirflowUnavailable, AssetNotFound
+from .recorder import MARKS, AttemptOutcome, AttemptResult, Recorder, retry_at
+
+
+class ReplicasShort(RetryableError):
+    """Too few replicas confirmed the in-flight mark in time: nothing was posted."""
+
+    maybe_sent = False
+
+
+class AssetSender:
+    """Post a delivery's asset event to Airflow, exactly once per (sync, URI)."""
+
+    def __init__(self, recorder: Recorder, airflow: AirflowClient) -> None:
+        self.recorder = recorder
+        self.airflow = airflow
+        self.redis = recorder.redis
+
+    def settles_at(self, d: Delivery) -> int | None:
+        """Return when an earlier POST of unknown outcome can no longer create an event.
+
+        Airflow may commit a POST after the client gave up on it (a timeout, a reset after
+        sending): until then a lookup that finds nothing proves nothing. ``unknown_ms`` is
+        when an attempt gave up on such a POST; an attempt that died left only its mark
+        (``inflight_ms``), and sent nothing after its lease ended. Either way Airflow gets
+        ``forward_unknown_outcome_seconds`` more to finish what it received.
+        """
+        mark = d.ms("inflight_ms")
+        if mark is None:
+            return None
+        unknown = d.ms("unknown_ms")
+        r = self.recorder
+        gave_up = unknown if unknown is not None and unknown >= mark else mark + r.lease_ms
+        return gave_up + r.margin_ms
+
+    def not_before(self, d: Delivery) -> int | None:
+        """Return the earliest time an attempt may talk to Airflow about ``d``."""
+        times = [t for t in (self.settles_at(d), retry_at(d)) if t is not None]
+        return max(times) if times else None
+
+    def send(self, d: Delivery) -> AttemptResult:
+        """Make ``d``'s attempt: look up an open POST's event, or post it (see the module)."""
+        r = self.recorder
+        extra = json.loads(d.get("extra") or "null") or extra_for(
+            self.redis, r.settings.key_prefix, SyncRef.from_fields(d.fields)
+        )
+        r.begin(d, extra)
+        mark = d.ms("inflight_ms")
+        resolved = mark is None  # no earlier POST whose outcome is open
+        posting = False
+        try:
+            if mark is not None:
+                since = lookup_window_start(min(mark, d.ms("first_attempt_ms") or mark))
+                match = {"sync_id": extra["sync_id"], "connector_id": extra["connector_id"]}
+                found = self.airflow.find_event(d.uri, since, match)
+                if found is not None:
+                    return self._delivered(d, found, recovered=True)
+                resolved = True  # looked after it settled: it never landed
+            t0 = time.perf_counter()
+            self.airflow.prepare(d.uri)  # token and asset id first: the mark is the POST's
+            t1 = time.perf_counter()
+            # The mark is durable before the POST: whoever finds it looks before posting.
+            self._mark_inflight(r.store.key(d.id))
+            posting = True
+            t2 = time.perf_counter()
+            event = self.airflow.post_event(d.uri, extra)
+            # Where a slow delivery's time went, in its log line: lookups, our mark, the POST.
+            took = (
+                f"prepare {_ms(t1 - t0)}, mark {_ms(t2 - t1)}, POST {_ms(time.perf_counter() - t2)}"
+            )
+            return self._delivered(d, event, recovered=False, took=f" ({took})")
+        except AssetNotFound as exc:  # no such asset: no event of it can exist either
+            return r.give_up(d, DeliveryState.UNDELIVERED, str(exc))
+        except AirflowRejected as exc:
+            return r.give_up(d, DeliveryState.FAILED, str(exc), clear_mark=resolved)
+        except (AirflowUnavailable, ReplicasShort) as exc:
+            return r.retry(d, exc, self._after_failure(d, posting, exc.maybe_sent, resolved))
+
+    def _delivered(
+        self, d: Delivery, event: AirflowEvent, recovered: bool, took: str = ""
+    ) -> AttemptResult:
+        received = d.ms("received_ms")
+        if received is not None and not recovered:
+            metrics.FORWARD_LATENCY.observe(max(0.0, event.timestamp.timestamp() - received / 1000))
+        fields = {
+            "event_id": str(event.id),
+            "event_at": iso(event.timestamp) or "",
+            # found in Airflow after an attempt died between POST and record
+            "recovered": "1" if recovered else "0",
+        }
+        outcome = AttemptOutcome.RECOVERED if recovered else AttemptOutcome.DELIVERED
+        note = f"as Airflow event {event.id}{took}"
+        return self.recorder.delivered(d, fields, note, outcome=outcome, event_id=event.id)
+
+    def _mark_inflight(self, key: str) -> None:
+        """Write the in-flight mark a POST leaves open (``settles_at``), before the POST.
+
+        With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n, also wait until n replicas hold it
+        (``WAIT`` after the writes, on their connection, as the webhook waits for a
+        delivery): a failover then cannot promote a replica that never heard of an attempt
+        whose POST may have landed, and post the same event again after the lease. Fewer
+        in time raise ``ReplicasShort``: the POST is not sent and the attempt is retried.
+        """
+        settings = self.recorder.settings
+        wanted = settings.redis_wait_replicas
+        # One connection; WAIT is not allowed in MULTI, so a MULTI only without it.
+        with self.redis.pipeline(transaction=wanted == 0) as pipe:
+            pipe.hset(key, "inflight_ms", str(self.recorder.clock()))
+            pipe.hdel(key, "unknown_ms")
+            if wanted == 0:
+                pipe.execute()
+                return
+            pipe.wait(wanted, settings.redis_wait_timeout_ms)
+            confirmed = int(pipe.execute()[-1])
+        if confirmed < wanted:
+            raise ReplicasShort(
+                f"only {confirmed} of {wanted} Redis replicas confirmed the attempt's mark "
+                f"within {settings.redis_wait_timeout_ms} ms "
+                "(FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS); nothing was posted"
+            )
+
+    def _after_failure(
+        self, d: Delivery, posting: bool, maybe_sent: bool, resolved: bool
+    ) -> int | None:
+        """Record what a failed attempt leaves open; return when it settles (or None)."""
+        key = self.recorder.store.key(d.id)
+        if posting and maybe_sent:
+            now = self.recorder.clock()
+            self.redis.hset(key, "unknown_ms", str(now))
+            return now + self.recorder.margin_ms
+        if posting or resolved:  # nothing reached Airflow, or the old mark proved empty
+            self.redis.hdel(key, *MARKS)
+            return None
+        return self.settles_at(d)  # the lookup failed: the earlier POST is still open
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
