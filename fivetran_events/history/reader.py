@@ -292,13 +292,20 @@ class HistoryReader(_Reader):
         )
         return [decode_completion(m, s) for m, s in rows]
 
-    def completions_ended_at(self, connector_id: str, ended_ms: int) -> list[Completion]:
-        """Every completion (success, failure, other) that ended at ``ended_ms`` exactly."""
+    def sync_end(
+        self, connector_id: str, sync_id: str, ended_ms: int
+    ) -> tuple[Completion | None, int | None]:
+        """The end of ``sync_id`` recorded at ``ended_ms`` (any outcome), and the sync's
+        first recorded start (None once trimmed): one round trip."""
         keys = self.keys(connector_id)
         pipe = self.client.pipeline(transaction=False)
         for key in (keys.ok, keys.fail, keys.other):
             pipe.zrangebyscore(key, ended_ms, ended_ms, withscores=True)
-        return [decode_completion(m, s) for rows in pipe.execute() for m, s in rows]
+        pipe.zscore(keys.starts, sync_id)
+        *ends, first_start = pipe.execute()
+        found = (decode_completion(m, s) for rows in ends for m, s in rows)
+        end = next((c for c in found if c.sync_id == sync_id), None)
+        return end, None if first_start is None else int(first_start)
 
     def syncs(
         self,

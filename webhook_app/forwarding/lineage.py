@@ -28,10 +28,10 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import RunFacet, job_type_job
 
-from fivetran_events import Settings, __version__, decode_completion
+from fivetran_events import HistoryReader, Settings, __version__
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
 from fivetran_events.http import RetryableError, retry_after_seconds
-from fivetran_events.keys import ConnectorKeys, delivery_id
+from fivetran_events.keys import delivery_id
 from fivetran_events.timeutil import iso
 
 from ..lineage import TARGET_PREFIX, job_namespace, run_id, target_type
@@ -121,14 +121,8 @@ def sync_details(client: redis.Redis, prefix: str, d: Delivery) -> dict[str, str
     if kind == "START" or ended is None:
         return {}
     f = d.fields
-    keys = ConnectorKeys(prefix, f["connector_id"])
-    key = {"COMPLETE": keys.ok, "FAIL": keys.fail}.get(kind, keys.other)
-    pipe = client.pipeline(transaction=False)
-    pipe.zrangebyscore(key, ended, ended, withscores=True)
-    pipe.zscore(keys.starts, f["sync_id"])
-    rows, first_start = pipe.execute()
-    ends = [decode_completion(m, score) for m, score in rows]
-    end = next((c for c in ends if c.sync_id == f["sync_id"]), None)
+    reader = HistoryReader(client, prefix, max_sync_duration_ms=0)
+    end, first_start = reader.sync_end(f["connector_id"], f["sync_id"], ended)
     started = end.started_ms if end is not None and end.started_ms is not None else first_start
     details = {
         "startedAt": iso(int(started)) if started is not None else None,

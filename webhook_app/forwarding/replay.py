@@ -8,17 +8,13 @@ now and wakes the workers' sweepers, which queue their jobs: the webhook's path.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
-from typing import cast
 
 from redis.exceptions import WatchError
 
-from fivetran_events import Event, as_text, decode_completion
+from fivetran_events import Event, HistoryReader, as_text
 from fivetran_events.deliveries import Delivery, DeliveryState
 from fivetran_events.keys import (
-    ConnectorKeys,
-    connectors_key,
     deliveries_key,
     due_key,
     sweep_wake_key,
@@ -94,26 +90,17 @@ def forward_since(
     now = clock()
     created: list[str] = []
     existing: list[str] = []
-    connectors = enq.store.client.hgetall(connectors_key(prefix))
-    for cid_raw, meta_raw in sorted(connectors.items()):
-        cid = as_text(cid_raw)
-        meta = json.loads(meta_raw)
-        rows = cast(
-            "list[tuple[bytes, float]]",
-            enq.store.client.zrangebyscore(
-                ConnectorKeys(prefix, cid).ok, since_ms, "+inf", withscores=True
-            ),
-        )
-        for member, score in rows:
-            c = decode_completion(member, score)
+    reader = HistoryReader(enq.store.client, prefix, enq.settings.max_sync_duration_ms)
+    for rec in reader.connector_records():
+        for c in reader.successes_since(rec.connector_id, since_ms):
             event = Event(
                 kind=EventKind.SYNC_END,
                 event="sync_end",
                 created=from_ms(c.ended_ms),
-                connector_id=cid,
-                connector_name=meta.get("name"),
-                connector_type=meta.get("type"),
-                group_id=meta.get("group"),
+                connector_id=rec.connector_id,
+                connector_name=rec.name,
+                connector_type=rec.type,
+                group_id=rec.group,
                 sync_id=c.sync_id,
                 status=c.status,
             )

@@ -66,7 +66,9 @@ class TestLookups:
         assert newest is not None and newest.sync_id == "s3"
         assert reader.last_success("c", to_ms(at(1)) - 1) is None
         assert [c.sync_id for c in reader.successes_since("c", to_ms(at(2)))] == ["s2", "s3"]
-        assert [c.sync_id for c in reader.completions_ended_at("c", to_ms(at(4)))] == ["f4"]
+        end, first_start = reader.sync_end("c", "f4", to_ms(at(4)))
+        assert end is not None and end.status == "FAILURE" and first_start is None
+        assert reader.sync_end("c", "s9", to_ms(at(4))) == (None, None)
 
 
 def test_the_async_reader_reads_the_same(
