@@ -2,7 +2,7 @@
 
 Both ways a success reaches Airflow send the same ``extra``: the REST forwarder (the
 webhook app's worker, over a sync Redis client) and the Airflow watcher
-(``airflow_plugin.event_triggers``, in the triggerer's event loop over ``redis.asyncio``).
+(``airflow_plugin.triggers.watcher``, in the triggerer's event loop over ``redis.asyncio``).
 So the assembly lives here, in the core both sides import, split sans-io: the history
 reader's ``extra_commands``/``resync_commands`` put the reads on a pipeline, ``assemble``
 turns the replies into the dict, and ``extra_for``/``aextra_for`` are the two thin drivers.
