@@ -18,10 +18,9 @@ from rq import Queue, SimpleWorker
 from rq.job import Job, get_current_job
 
 from fivetran_events import ConfigurationError, Settings, load_settings
-from fivetran_events.destinations import DestinationTable
+from fivetran_events.destinations import DestinationTable, current
 from fivetran_events.exceptions import FivetranApiError
 from fivetran_events.fivetran_api import FivetranClient
-from fivetran_events.table_cache import current
 from fivetran_events.uris import UriMap
 
 from . import logs
@@ -74,7 +73,7 @@ def lineage_sender(
     """Return what builds the OpenLineage sender; a clear error when the ``lineage``
     extra is missing.
 
-    A run's outputs are the connector's destination tables (``table_cache.current``:
+    A run's outputs are the connector's destination tables (``destinations.current``:
     cached, refreshed when due if a Fivetran key is set); none while they are unknown
     or Fivetran cannot be read."""
     try:

@@ -88,7 +88,7 @@ def _receive() -> dict[str, Any]:
         and lifecycle_name(event.event) in STALE_EVENTS
     ):
         # The tables or their names may have changed: the next table-level delivery
-        # reads them from Fivetran again (destinations.py, table_cache.py). Not for a
+        # reads them from Fivetran again (destinations.py). Not for a
         # sample delivery: it is checked for nothing (its connector id may hold text
         # Redis cannot take) and written nowhere.
         mark_stale(st.redis, st.settings.key_prefix, event.connector_id)

@@ -14,9 +14,8 @@ from typing import Any
 import click
 
 from fivetran_events import HistoryReader, load_settings
-from fivetran_events.destinations import destination_tables, tables_fresh
+from fivetran_events.destinations import destination_tables, refresh, tables_fresh
 from fivetran_events.model import is_valid_id
-from fivetran_events.table_cache import refresh
 from fivetran_events.timeutil import iso
 
 from .. import logs

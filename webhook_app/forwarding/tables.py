@@ -5,7 +5,7 @@ one delivery per sync for all its tables (``enqueue.tables_uri``), so what it wr
 does not grow with the table count and it never reads a table list. Its attempt, here:
 
 1. refreshes the connector's table list from Fivetran if it is not fresh
-   (``table_cache``; a stale list is used while Fivetran cannot be reached);
+   (``destinations.current``; a stale list is used while Fivetran cannot be reached);
 2. asks Airflow once which of the tables' URIs are assets (one paged listing under their
    common prefix, ``AirflowClient.assets_under``): a table no DAG uses has no asset, and
    its POST would only be a 404 to record;
@@ -30,10 +30,9 @@ from typing import Any
 
 from fivetran_events.asset_extra import SyncRef, extra_for
 from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState
-from fivetran_events.destinations import DestinationTable
+from fivetran_events.destinations import DestinationTable, current
 from fivetran_events.exceptions import FivetranApiError, FivetranUnavailable
 from fivetran_events.fivetran_api import FivetranClient
-from fivetran_events.table_cache import current
 
 from ..airflow_client import AirflowClient
 from ..airflow_errors import AirflowRejected, AirflowUnavailable

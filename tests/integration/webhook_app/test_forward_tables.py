@@ -15,10 +15,9 @@ import redis
 from flask import Flask
 
 from fivetran_events import Settings
-from fivetran_events.destinations import destination_tables, tables_fresh
+from fivetran_events.destinations import destination_tables, refresh, tables_fresh
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.keys import delivery_id, tables_fresh_key
-from fivetran_events.table_cache import refresh
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn
 from testkit.forward_support import CID, URI, forwarder, post_event, run_worker
