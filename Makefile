@@ -21,8 +21,8 @@ install: venv  ## and the tools the other tiers run (redis-server, nginx, chromi
 
 # The suite mostly waits (on Airflow's loops, on faults' durations): TEST_WORKERS pytest-xdist
 # workers, each with its own Redis and Airflow, keep two cores busy. loadfile: a test file
-# stays on one worker, so its module fixtures start once (tests/conftest.py orders the
-# system tier first). Measured on 2 cores: see the README's testing section.
+# stays on one worker, so its module fixtures start once (xdist hands out the files with
+# the most tests first; loadgroup is ignored under pytest 9).
 TEST_WORKERS ?= 4
 XDIST = -n $(TEST_WORKERS) --dist loadfile
 

@@ -22,23 +22,6 @@ from testkit.support import OTHER_SECRET, SECRET, TOKEN
 freezegun.configure(extend_ignore_list=["_pytest"])
 
 
-#: Tiers in the order pytest-xdist's workers should take their files (make test: -n,
-#: ``--dist loadfile``): the system tier's long files first, so the last to finish is short.
-TIER_ORDER = ("tests/system/", "tests/integration/", "tests/unit/")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (collection happens in its workers), put the system tier first.
-
-    ``--dist loadfile`` keeps a file on one worker, so its module fixtures start once.
-    (Not loadgroup: pytest-xdist 3.8 marks a group in ``Item._nodeid``, which pytest 9
-    no longer reads, so its groups are silently ignored.)
-    """
-    if hasattr(config, "workerinput"):
-        rank = {tier: n for n, tier in enumerate(TIER_ORDER)}
-        items.sort(key=lambda i: next((r for t, r in rank.items() if i.nodeid.startswith(t)), 9))
-
-
 @pytest.fixture
 def redis_url(redis_proc: RedisExecutor, redisdb: redis.Redis) -> str:
     """TCP URL of the suite's redis-server; pytest-redis flushes it after each test."""
