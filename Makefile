@@ -19,8 +19,15 @@ venv:      ## .venv with the locked versions: all that `make lint` and `make tes
 install: venv  ## and the tools the other tiers run (redis-server, nginx, chromium, ...: apt, npm)
 	@bash deploy/ensure-test-tools.sh
 
+# The suite mostly waits (on Airflow's loops, on faults' durations): TEST_WORKERS pytest-xdist
+# workers, each with its own Redis and Airflow, keep two cores busy. loadfile: a test file
+# stays on one worker, so its module fixtures start once (xdist hands out the files with
+# the most tests first; loadgroup is ignored under pytest 9).
+TEST_WORKERS ?= 4
+XDIST = -n $(TEST_WORKERS) --dist loadfile
+
 test: install  ## every test folder: unit, integration, system
-	@.venv/bin/python -m pytest
+	@.venv/bin/python -m pytest $(XDIST)
 
 test-unit: venv            ## no processes: seconds
 	@.venv/bin/python -m pytest tests/unit
@@ -33,10 +40,10 @@ test-unit-py310:           ## tests/unit on Python 3.10, in .venv310 (deploy/pyt
 	@.venv310/bin/python -m pytest tests/unit
 
 test-integration: install  ## real Redis, gunicorn, workers, stand-ins
-	@.venv/bin/python -m pytest tests/integration
+	@.venv/bin/python -m pytest $(XDIST) tests/integration
 
 test-system: install       ## real Airflow 3 (and 2.11 in a venv of its own)
-	@.venv/bin/python -m pytest tests/system
+	@.venv/bin/python -m pytest $(XDIST) tests/system
 
 lint: venv ## what CI checks: formatting, ruff's rules, mypy, the manual's strict build
 	@.venv/bin/ruff format --check .

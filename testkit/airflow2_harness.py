@@ -39,6 +39,7 @@ import requests
 
 from .airflow_harness import _die_with_parent, running
 from .processes import free_port, poll_until, stop_group
+from .support import cli_password
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -134,7 +135,7 @@ class Airflow2Server:
     exe: Path
     port: int = field(default_factory=free_port)
     username: str = "admin"
-    password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    password: str = field(default_factory=cli_password)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -174,8 +175,7 @@ class Airflow2Server:
             "create",
             "--username",
             self.username,
-            "--password",
-            self.password,
+            f"--password={self.password}",  # one argument whatever the value begins with
             "--role",
             "Admin",
             "--firstname",

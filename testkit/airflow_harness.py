@@ -11,8 +11,9 @@ asks of it (REST, database) is in testkit/airflow_api.py::
 
 What it does: real components rather than ``airflow standalone``: ``airflow db migrate``,
 then ``api-server --host 127.0.0.1`` on a free port, ``scheduler --skip-serve-logs``,
-``dag-processor`` and ``triggerer --skip-serve-logs``; SQLite and LocalExecutor with
-``AIRFLOW__CORE__PARALLELISM=2``; ``AIRFLOW_HOME`` in a temporary folder; the DAGs
+``dag-processor`` and ``triggerer --skip-serve-logs``; SQLite (write-ahead log, a 60 s
+busy timeout) and LocalExecutor with ``AIRFLOW__CORE__PARALLELISM=2``; ``AIRFLOW_HOME``
+in a temporary folder; the DAGs
 folder a copy of ``testkit/airflow_dags`` (tests may add files to it); the simple auth
 manager with a pre-written password file (user ``admin``); one JWT secret for all
 components. Each component is started in a session of its own, and teardown signals
@@ -37,6 +38,7 @@ import os
 import secrets
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -60,6 +62,8 @@ DAGS_SOURCE = Path(__file__).parent / "airflow_dags"
 #: so tests can show what each role may do (the worker's least role, deploy/compose.yaml).
 ROLE_USERS = {"viewer": "fte-viewer", "user": "fte-user", "op": "fte-op"}
 START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
+#: Seconds a component waits for SQLite's lock before "database is locked".
+SQLITE_BUSY_TIMEOUT_S = 60
 COMPONENTS = {
     "scheduler": ["scheduler", "--skip-serve-logs"],
     "dag-processor": ["dag-processor"],
@@ -123,7 +127,12 @@ class AirflowServer(AirflowApi):
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
                 "AIRFLOW__CORE__PARALLELISM": "2",
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+                # SQLite's busy timeout is 5 s by default: on a busy machine a writer (the
+                # dag-processor, a task) held the lock longer and the scheduler died on
+                # "database is locked". Wait up to a minute instead (WAL: see prepare()).
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
+                    f"sqlite:///{self.home / 'airflow.db'}?timeout={SQLITE_BUSY_TIMEOUT_S}"
+                ),
                 "AIRFLOW__CORE__AUTH_MANAGER": (
                     "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
                 ),
@@ -177,6 +186,10 @@ class AirflowServer(AirflowApi):
             stderr=subprocess.STDOUT,
             timeout=START_TIMEOUT,
         )
+        # Write-ahead log: readers (the api-server, the tests' queries) no longer hold
+        # writers up, nor writers readers; only writers take turns (the busy timeout).
+        with contextlib.closing(sqlite3.connect(self.home / "airflow.db")) as db:
+            db.execute("PRAGMA journal_mode=WAL")
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import uuid
 from collections.abc import Iterable
 from dataclasses import replace
@@ -20,6 +21,15 @@ SECRET = "test-webhook-secret"
 OTHER_SECRET = "rotated-webhook-secret"
 TOKEN = "test-api-token"
 UTC = timezone.utc
+
+
+def cli_password(nbytes: int = 16) -> str:
+    """Return a random password that a command line reads as a value, never as an option.
+
+    ``secrets.token_urlsafe`` draws from ``A-Za-z0-9-_``: one in 64 begins with ``-``,
+    and ``airflow users create --password -x...`` then fails on an unknown option.
+    """
+    return "p" + secrets.token_urlsafe(nbytes)
 
 
 def at(day: int, hour: int = 0, minute: int = 0, month: int = 1, year: int = 2026) -> datetime:

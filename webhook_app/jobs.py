@@ -11,10 +11,12 @@ from the ``FIVETRAN_EVENTS_*`` environment.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import redis
 from rq import Queue, SimpleWorker
+from rq.exceptions import StopRequested
 from rq.job import Job, get_current_job
 
 from fivetran_events import ConfigurationError, Settings, load_settings
@@ -34,6 +36,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 log = logging.getLogger(__name__)
+
+#: Seconds between the first two looks at a Redis the work loop lost; doubled up to the max.
+REDIS_RETRY_S = 1.0
+REDIS_RETRY_MAX_S = 30.0
 
 
 def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
@@ -118,6 +124,50 @@ class ForwardingWorker(SimpleWorker):
     def __init__(self, forwarder: Forwarder, name: str | None = None) -> None:
         super().__init__([forwarder.queue], connection=forwarder.redis, name=name)
         self.forwarder = forwarder
+        #: Set on SIGTERM/SIGINT (RQ's warm shutdown): the work loop ends for good.
+        self.stop_signalled = False
+
+    def handle_warm_shutdown_request(self) -> None:
+        self.stop_signalled = True
+        super().handle_warm_shutdown_request()  # type: ignore[no-untyped-call]
+
+    def work_until_stopped(self, burst: bool = False, with_scheduler: bool = False) -> bool:
+        """Run RQ's work loop until told to stop, and again after it quit on Redis.
+
+        RQ's loop retries a refused connection but quits on ``redis.TimeoutError`` (a
+        Redis that stopped answering, a reconnect that timed out). A pool starts a member
+        that quit again (worker_pool.py); so does this, in process, for a lone worker:
+        once Redis answers it registers again and goes on. A burst worker's loop ends
+        as RQ's does (its caller runs it again).
+        """
+        worked = False
+        while True:
+            try:
+                worked = self.work(burst=burst, with_scheduler=with_scheduler) or worked
+            except redis.RedisError:  # its teardown could not reach Redis either
+                log.warning("worker %s: left Redis without deregistering", self.name)
+            if burst or self.stop_signalled:
+                return worked
+            log.warning("worker %s: its work loop ended; starting it again", self.name)
+            try:
+                self._wait_for_redis()
+            except StopRequested:  # RQ's handler, on a signal while no job runs
+                return worked
+            if self.stop_signalled:
+                return worked
+
+    def _wait_for_redis(self) -> None:
+        """Return once Redis answers (or a stop was signalled), this worker deregistered."""
+        delay = REDIS_RETRY_S
+        while not self.stop_signalled:
+            time.sleep(delay)
+            try:
+                # Else RQ refuses this name as an active worker's when it registers again.
+                self.register_death()  # type: ignore[no-untyped-call]
+                return
+            except redis.RedisError as exc:
+                log.warning("worker %s: Redis still unavailable: %s", self.name, exc)
+                delay = min(delay * 2, REDIS_RETRY_MAX_S)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         if isinstance(job, ForwardingJob):

@@ -147,7 +147,7 @@ def worker(
     # RQ's scheduler only runs the reconcile schedule (reconciling.py): off without it.
     scheduler = not burst and start_schedule(forwarder.settings, forwarder.queue)
     try:
-        w.work(burst=burst, with_scheduler=scheduler)
+        w.work_until_stopped(burst=burst, with_scheduler=scheduler)
     finally:
         stop.set()
 

@@ -28,7 +28,7 @@ from fivetran_events.fivetran_records import describe
 from fivetran_events.signature import SIGNATURE_HEADER, verify
 from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.processes import poll_until
-from testkit.servers import free_port, serving_in_thread
+from testkit.servers import serving_in_thread
 
 KEY, SECRET = "test-key", "test-api-secret-value"
 
@@ -169,18 +169,6 @@ class TestRetries:
 
 
 class TestTransport:
-    def test_connection_refused(self) -> None:
-        url = f"http://127.0.0.1:{free_port()}"
-        started = time.monotonic()
-        with pytest.raises(FivetranUnavailable) as caught:
-            client(url, max_attempts=2).groups()
-        assert time.monotonic() - started < 5.0
-        assert str(caught.value) == (
-            f"GET /v1/groups: cannot reach Fivetran at {url}: connection refused or host "
-            "unreachable (gave up after 2 attempts)"
-        )
-        assert caught.value.maybe_sent is False
-
     def test_a_silent_server_times_out(self, api: FivetranStandIn) -> None:
         """Answers held back past the timeout: each attempt ends at the timeout."""
         api.delay_seconds = 1.0

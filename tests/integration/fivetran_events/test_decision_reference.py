@@ -1,103 +1,46 @@
-"""The decision contract: the seed calendars and a brute-force reference."""
+"""The decision contract read from Redis: the reader + decide() against a brute-force
+reference on random histories written through the webhook path (real redis-server).
+
+The same contract on in-memory histories: tests/unit/fivetran_events/test_decision.py.
+"""
 
 from __future__ import annotations
 
 import uuid
 from random import Random
 
-import pytest
 import redis
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from fivetran_events import (
     Completion,
-    Facts,
     HistoryReader,
     HistoryWriter,
     Outcome,
-    RunningSync,
     decide,
     parse_event,
 )
 from fivetran_events.timeutil import iso, to_ms
-from testkit.calendars import CALENDARS, SCENARIO_A, SCENARIO_B
 from testkit.reference import StateChange, Sync, reference_decide
 from testkit.support import at, encode, facts_from_history, payload
-
-
-def completions(scenario: str) -> list[Completion]:
-    rows = SCENARIO_A if scenario == "A" else SCENARIO_B
-    return [Completion(sid, st_, to_ms(t), st_ == "SUCCESSFUL") for sid, t, st_ in rows]
-
-
-class TestSeedCalendarsPure:
-    @pytest.mark.parametrize(("scenario", "propagate"), list(CALENDARS))
-    def test_calendar(self, scenario: str, propagate: bool) -> None:
-        """decide() over the in-memory history gives the seed's calendar day by day."""
-        got = {}
-        for day in range(1, 16):
-            facts = facts_from_history(completions(scenario), {}, None, at(day))
-            got[day] = decide(facts, at(day), propagate_failures_forward=propagate).outcome.value
-        assert got == CALENDARS[(scenario, propagate)]
-
-    def test_fail_names_the_sync_and_reason(self) -> None:
-        facts = facts_from_history(
-            [Completion("x1", "FAILURE_WITH_TASK", to_ms(at(3)), False, reason="quota")],
-            {},
-            None,
-            at(2),
-        )
-        d = decide(facts)
-        assert d.outcome is Outcome.FAIL
-        when = iso(at(3))
-        assert when is not None
-        assert "x1" in d.reason and "quota" in d.reason and when in d.reason
-
-
-class TestFlags:
-    def test_always_wait_when_syncing(self) -> None:
-        """A running sync makes it WAIT even when a success already counts."""
-        facts = facts_from_history(completions("B"), {}, RunningSync("r", to_ms(at(14))), at(5))
-        assert decide(facts).outcome is Outcome.SUCCESS
-        assert decide(facts, always_wait_when_syncing=True).outcome is Outcome.WAIT
-
-    def test_started_after_refuses_a_sync_that_started_before(self) -> None:
-        """A success that ended after the target but started before it does not count."""
-        ok = Completion("s", "SUCCESSFUL", to_ms(at(10, 1)), True)
-        facts = facts_from_history([ok], {"s": to_ms(at(9, 23))}, None, at(10))
-        assert decide(facts, criterion="ended_after").outcome is Outcome.SUCCESS
-        assert decide(facts, criterion="started_after").outcome is Outcome.WAIT
-
-    def test_end_exactly_at_target_counts(self) -> None:
-        """'At or after' includes the target instant itself."""
-        facts = facts_from_history(
-            [Completion("s", "SUCCESSFUL", to_ms(at(5)), True)], {}, None, at(5)
-        )
-        assert decide(facts).outcome is Outcome.SUCCESS
-
-    def test_tie_before_target_success_is_later(self, client: redis.Redis) -> None:
-        """A success and a failure ending at the same instant: the success is the latest."""
-        writer = HistoryWriter(client, "tie:", retention_ms=10**13)
-        for sid, status in (("f", "FAILED"), ("s", "SUCCESSFUL")):
-            writer.record(parse_event(encode(payload("sync_end", "c", at(3), sid, status))))
-        facts = HistoryReader(client, "tie:", DAY).facts("c", to_ms(at(4)))
-        assert facts.latest_before_target is not None
-        assert facts.latest_before_target.sync_id == "s"
-        assert decide(facts, propagate_failures_forward=True).outcome is Outcome.WAIT
-
-    def test_bad_criterion(self) -> None:
-        with pytest.raises(ValueError, match="criterion must be one of"):
-            decide(Facts(target_ms=0), criterion="whenever")
-
-
-# --- property: the Redis-backed reader + decide() agree with the brute-force reference --------
 
 # Times fall on whole hours so that ties (an end exactly at the target, a success and a
 # failure ending together) come up often: the contract's edges live there.
 HOUR = 3_600_000
 DAY = 24 * HOUR
 T0 = to_ms(at(1))
+
+
+def test_tie_before_target_success_is_later(client: redis.Redis) -> None:
+    """A success and a failure ending at the same instant: the success is the latest."""
+    writer = HistoryWriter(client, "tie:", retention_ms=10**13)
+    for sid, status in (("f", "FAILED"), ("s", "SUCCESSFUL")):
+        writer.record(parse_event(encode(payload("sync_end", "c", at(3), sid, status))))
+    facts = HistoryReader(client, "tie:", DAY).facts("c", to_ms(at(4)))
+    assert facts.latest_before_target is not None
+    assert facts.latest_before_target.sync_id == "s"
+    assert decide(facts, propagate_failures_forward=True).outcome is Outcome.WAIT
 
 
 def hours(lo: int, hi: int) -> st.SearchStrategy[int]:

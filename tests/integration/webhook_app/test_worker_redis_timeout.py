@@ -1,0 +1,101 @@
+"""A lone worker (``fivetran-events worker --concurrency 1``) outlives a Redis timeout.
+
+RQ's work loop retries a refused connection but quits on ``redis.TimeoutError``; a pool
+restarts a member that quits, a lone worker would stay down. Real redis-server of the
+test's own: its clients are cut, then it stops answering (SIGSTOP) with its accept
+queue full, so the worker's reconnect times out as across a network that drops packets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rq import Queue, Worker
+
+from fivetran_events import Settings
+from testkit.own_redis import OwnRedis, own_redis
+from testkit.processes import poll_until
+from testkit.worker_process import WorkerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+#: The worker's Redis timeouts (connect and command), short so the test is too.
+TIMEOUT_S = 1
+
+
+@contextlib.contextmanager
+def unreachable(server: OwnRedis) -> Iterator[None]:
+    """Make ``server`` take no new connection for the block: stopped, its queue full.
+
+    A stopped process's kernel still completes handshakes into the listen queue
+    (``--tcp-backlog 1``); once that is full, a new connect hangs until its timeout.
+    """
+    assert server.proc is not None
+    fillers: list[socket.socket] = []
+    server.proc.send_signal(signal.SIGSTOP)
+    try:
+        while True:
+            s = socket.socket()
+            s.settimeout(0.5)
+            try:
+                s.connect(("127.0.0.1", server.port))
+            except (TimeoutError, OSError):
+                s.close()
+                break
+            fillers.append(s)
+            assert len(fillers) < 64, "the listen queue never filled"
+        yield
+    finally:
+        for s in fillers:
+            s.close()
+        server.proc.send_signal(signal.SIGCONT)
+
+
+def test_a_lone_worker_survives_redis_timing_out(settings: Settings, tmp_path: Path) -> None:
+    """The worker's reconnect times out for a while; once Redis answers again the same
+    process registers again and runs the next job; SIGTERM still stops it."""
+    with own_redis(tmp_path / "redis", "--tcp-backlog", "1") as server:
+        own = Settings(
+            **{
+                **{k: getattr(settings, k) for k in Settings.model_fields},
+                "redis_url": server.url,
+                "airflow_username": "admin",  # never used: no job here calls Airflow
+                "airflow_password": "unused",
+            }
+        )
+        client = server.client()
+        with WorkerProcess(
+            own,
+            tmp_path,
+            "lone",
+            args=("--concurrency", "1"),
+            redis_timeout_seconds=TIMEOUT_S,
+        ) as worker:
+            poll_until(lambda: Worker.all(connection=client), "the worker to register", 30)
+            client.client_kill_filter(_type="normal", skipme=True)  # its connections are cut
+            with unreachable(server):
+                poll_until(
+                    lambda: "Timeout connecting" in worker.log(),
+                    "the worker's reconnect to time out",
+                    30,
+                    details=worker.log,
+                )
+                assert worker.proc.poll() is None, worker.log()
+            job = Queue(own.queue_name, connection=client).enqueue("os.getpid")
+            poll_until(
+                lambda: job.get_status(refresh=True) == "finished",
+                "the worker to run a job after Redis came back",
+                60,
+                details=worker.log,
+            )
+            assert job.return_value() == worker.pid
+            assert worker.proc.poll() is None
+            assert [w.pid for w in Worker.all(connection=client)] == [worker.pid]
+            assert "its work loop ended; starting it again" in worker.log()
+            worker.stop()  # a stop request still ends it, at once and cleanly
+            assert worker.proc.returncode == 0, worker.log()
