@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import socket
 import sys
@@ -36,8 +35,6 @@ from .helpers import (
     parse_time,
     table,
 )
-
-log = logging.getLogger(__name__)
 
 #: Worker processes ``fivetran-events worker`` runs by default: a slow answer from Airflow
 #: (up to its timeout) holds one of them, the others go on.
