@@ -129,15 +129,17 @@ class TestApiServerDownForAMinute:
         cid = "fault_conn"
         airflow3.wait_for_asset(uri(cid))
         # One process, not the default pool: with 2 s timeouts, four members' abandoned
-        # requests kept the restarted api-server (SQLite) too busy to answer within 180 s.
-        # The pool against a struggling Airflow is a known limit (docs/architecture.md).
+        # requests kept the restarted api-server (SQLite) too busy to answer within 180 s,
+        # and so did one member's on a busy machine: the default timeout (10 s) lets a
+        # slow answer land. The pool against a struggling Airflow is a known limit
+        # (docs/architecture.md).
         workers.append(
             start_worker(
                 af_settings,
                 tmp_path,
                 "outage",
                 args=("--concurrency", "1"),
-                airflow_timeout_seconds=2,
+                airflow_timeout_seconds=10,
             )
         )
         sent: list[str] = []
