@@ -20,8 +20,8 @@ install: venv  ## and the tools the other tiers run (redis-server, nginx, chromi
 	@bash deploy/ensure-test-tools.sh
 
 # The suite mostly waits (on Airflow's loops, on faults' durations): TEST_WORKERS pytest-xdist
-# workers, each with its own Redis and Airflow, keep two cores busy (3: 20 min on a fresh
-# clone here, bench-free; 4 overloaded the machine). loadfile: a test file
+# workers, each with its own Redis and Airflow, keep two cores busy (more than 3 starve
+# the Airflows on two cores). loadfile: a test file
 # stays on one worker, so its module fixtures start once (xdist hands out the files with
 # the most tests first; loadgroup is ignored under pytest 9).
 TEST_WORKERS ?= 3
