@@ -49,6 +49,10 @@ else:  # the airflow extra installs tomli on 3.10
 REPO = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("FTE_AIRFLOW2_VENV", REPO / ".venv-af2"))
 VERSION = "2.11.0"
+#: Airflow 2.11 sets an attribute on cryptography's ``MultiFernet`` (``is_encrypted``),
+#: which cryptography 51's Rust ``MultiFernet`` refuses: every connection read fails.
+#: Airflow's own constraints for 2.11 pin an older cryptography; so do we.
+PINS = ("cryptography<51",)
 INSTALL_TIMEOUT = float(os.environ.get("FTE_AIRFLOW2_INSTALL_TIMEOUT", "900"))
 START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
 DAGS_SOURCE = Path(__file__).parent / "airflow2_dags"
@@ -56,7 +60,7 @@ DAGS_SOURCE = Path(__file__).parent / "airflow2_dags"
 
 #: Bump when what ``_install_project`` puts into the venv changes: existing venvs then
 #: get the new step once (Airflow itself stays installed).
-PROJECT_STEP = "project-1"
+PROJECT_STEP = "project-2"
 
 
 def ensure_airflow2() -> Path:
@@ -72,7 +76,7 @@ def ensure_airflow2() -> Path:
                 [sys.executable, "-m", "venv", "--clear", str(VENV)], check=True, timeout=120
             )
             subprocess.run(
-                [str(VENV / "bin" / "pip"), "install", "-q", f"apache-airflow=={VERSION}"],
+                [str(VENV / "bin" / "pip"), "install", "-q", f"apache-airflow=={VERSION}", *PINS],
                 check=True,
                 timeout=max(1.0, deadline - time.monotonic()),
             )
@@ -94,7 +98,7 @@ def _install_project(core: list[str], deadline: float) -> None:
     pip = [str(VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
     # Airflow named again: pip then keeps every requirement of the installed Airflow.
     subprocess.run(
-        [*pip, f"apache-airflow=={VERSION}", *core],
+        [*pip, f"apache-airflow=={VERSION}", *PINS, *core],
         check=True,
         timeout=max(1.0, deadline - time.monotonic()),
     )
