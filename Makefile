@@ -24,7 +24,7 @@ install: venv  ## and the tools the other tiers run (redis-server, nginx, chromi
 # pytest 9). 0, the default, runs the suite in one process: on two cores, three workers'
 # Airflows starved the api-server that the fault tests restart (CHANGELOG).
 TEST_WORKERS ?= 0
-XDIST = -n $(TEST_WORKERS) --dist loadfile
+XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: install  ## every test folder: unit, integration, system
 	@.venv/bin/python -m pytest $(XDIST)

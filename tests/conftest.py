@@ -67,3 +67,37 @@ def app(settings: Settings) -> Flask:
 def http(app: Flask) -> Iterator[FlaskClient]:
     with app.test_client() as c:
         yield c
+
+
+#: The files that take a minute or more, longest first. Under pytest-xdist (`make test
+#: TEST_WORKERS=N`, with --no-loadscope-reorder) a worker takes whole files in the order
+#: below, so these start at once instead of ending the run alone on one worker.
+LONG_FILES = (
+    "tests/system/airflow_plugin/test_live.py",
+    "tests/system/webhook_app/test_forward_faults.py",
+    "tests/system/airflow_plugin/test_airflow2.py",
+    "tests/system/deploy/test_stack.py",
+    "tests/system/airflow_plugin/test_many_deferred.py",
+    "tests/system/airflow_plugin/test_redis_outage.py",
+    "tests/system/airflow_plugin/test_event_trigger_live.py",
+    "tests/system/airflow_plugin/test_sensor_calendars.py",
+    "tests/system/webhook_app/test_forward_airflow3.py",
+    "tests/system/deploy/test_compose_airflow_role.py",
+    "tests/system/airflow_plugin/test_event_trigger_failed_ack.py",
+    "tests/system/airflow_plugin/test_sync_operator.py",
+)
+#: Then the tiers, slowest first; within a tier, files keep their collection order.
+TIERS = ("system", "integration", "unit")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the files longest first (stable: a file's tests keep their order)."""
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::", 1)[0]
+        if path in LONG_FILES:
+            return (0, LONG_FILES.index(path))
+        tier = path.split("/")[1] if path.count("/") > 1 else ""
+        return (1 + (TIERS.index(tier) if tier in TIERS else len(TIERS)), 0)
+
+    items.sort(key=rank)
