@@ -1,4 +1,4 @@
-"""Parse Fivetran webhook payloads into typed events (pure: no I/O).
+"""Verify and parse a Fivetran webhook delivery into a typed event (pure: no I/O).
 
 What Fivetran really sends: ``connector_*`` or ``connection_*`` field names, ``group_id``
 or ``destination_group_id``, ``data.status`` on ``sync_end``, ``test_event`` without a
@@ -8,8 +8,10 @@ or ``destination_group_id``, ``data.status`` on ``sync_end``, ``test_event`` wit
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import Enum
@@ -20,6 +22,29 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .exceptions import InvalidPayload
 from .timeutil import is_time_text, iso, parse_iso, to_ms
+
+#: HMAC-SHA256 of the raw body with the webhook's secret, sent as UPPER-case hex.
+SIGNATURE_HEADER = "X-Fivetran-Signature-256"
+
+
+def sign(body: bytes, secret: str) -> str:
+    """Return the signature Fivetran would send for ``body``."""
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest().upper()
+
+
+def verify(body: bytes, header: str | None, secrets: Iterable[str]) -> bool:
+    """Whether ``header`` signs the raw ``body`` under any of ``secrets`` (several are
+    valid while one is rotated), compared case-insensitively and in constant time."""
+    if not header:
+        return False
+    given = header.strip().lower().encode("ascii", "replace")
+    ok = False
+    for secret in secrets:
+        expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest().encode()
+        # No early exit: the time taken does not tell which secret matched.
+        ok |= hmac.compare_digest(expected, given)
+    return ok
+
 
 #: Fivetran's ids are short words (``assimilate_seem``); we also keep ``:`` out of them,
 #: which keeps every connector's Redis keys distinct (see keys.py).
