@@ -14,7 +14,7 @@ the read API and the CLI.
 Every read of the history's keys is here, and nowhere else: the connectors hash decoded
 into ``ConnectorRecord``, the newest completions (``newest_of``), a success's
 neighbours for its asset event's ``extra`` (``extra_commands``, driven by
-``fivetran_events.asset_extra``), and the short lookups of the hooks and the forwarder.
+``fivetran_events.deliveries``), and the short lookups of the hooks and the forwarder.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class ConnectorRecord:
 
 def extra_commands(pipe: Any, keys: ConnectorKeys, sync_id: str, ended_ms: int) -> None:
     """Queue the reads of a success's ``extra``: its records, its first start, the success
-    before it (``fivetran_events.asset_extra``)."""
+    before it (``fivetran_events.deliveries``)."""
     pipe.zrangebyscore(keys.ok, ended_ms, ended_ms, withscores=True)
     pipe.zscore(keys.starts, sync_id)
     pipe.zrevrangebyscore(keys.ok, f"({ended_ms}", "-inf", start=0, num=1, withscores=True)
