@@ -306,8 +306,9 @@ def derived_sync_id(connector_id: str, created_ms: int) -> str:
     return DERIVED_SYNC_MARK + digest.hexdigest()
 
 
-def _rescheduled_ms(text: str | None) -> int | None:
-    if not text:
+def rescheduled_ms(status: str | None, text: object) -> int | None:
+    """A RESCHEDULED end's ``data.rescheduledAt`` in epoch ms; None when it is not a time."""
+    if status != RESCHEDULED or not isinstance(text, str) or not text or len(text) > 64:
         return None
     try:
         return to_ms(parse_iso(text))
@@ -380,9 +381,7 @@ def parse_event(body: bytes | str) -> Event:
             reason=env.data.reason,
             task_type=env.data.taskType,
             tables=tables,
-            rescheduled_at_ms=(
-                _rescheduled_ms(env.data.rescheduledAt) if status == RESCHEDULED else None
-            ),
+            rescheduled_at_ms=rescheduled_ms(status, env.data.rescheduledAt),
         )
     )
 
