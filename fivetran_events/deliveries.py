@@ -1,13 +1,10 @@
 """What a successful sync sends to Airflow: the asset event's ``extra``, and the delivery
 record (a Redis hash) that tracks it.
 
-The forwarding side (webhook_app.forwarding) writes the records; the read API, the CLI
-and the Airflow plugin's UI read them, so a field is named once here and the plugin
-never imports webhook_app. Both ways a success reaches Airflow send the same ``extra``:
-the REST forwarder (a sync Redis client) and the Airflow watcher (``redis.asyncio`` in
-the triggerer's loop). So it is built sans-io: the history reader's
-``extra_commands``/``resync_commands`` queue the reads, ``assemble`` turns the replies
-into the dict, and ``extra_for``/``aextra_for`` drive the two clients.
+webhook_app.forwarding writes the records; the read API, the CLI and the plugin's UI
+read them, so the plugin never imports webhook_app. The REST forwarder (sync Redis) and
+the Airflow watcher (``redis.asyncio``) send the same ``extra``, built sans-io:
+``assemble`` turns the reader's replies into it, ``extra_for``/``aextra_for`` drive them.
 """
 
 from __future__ import annotations
@@ -28,8 +25,6 @@ SOURCE = "fivetran-events"
 
 
 class DeliveryState(str, Enum):
-    """Where a delivery stands; stored as the record's ``state`` field."""
-
     PENDING = "pending"  # queued or being attempted
     RETRYING = "retrying"  # an attempt failed in a way that may pass; next_attempt_at
     DELIVERED = "delivered"  # Airflow has the event; event_id is its id
@@ -38,8 +33,6 @@ class DeliveryState(str, Enum):
 
 
 class DeliveryKind(str, Enum):
-    """What a delivery sends, and so which sender attempts it; stored as ``kind``."""
-
     ASSET = "asset"  # an asset (dataset) event to Airflow
     TABLES = "tables"  # a sync's table-level delivery, expanded into one ASSET per table
     LINEAGE = "lineage"  # an OpenLineage run event
@@ -47,8 +40,7 @@ class DeliveryKind(str, Enum):
 
 #: States no attempt leaves (only a replay does).
 FINAL = frozenset({DeliveryState.DELIVERED, DeliveryState.UNDELIVERED, DeliveryState.FAILED})
-#: States with an index of their own (``keys.delivery_state_key``): the ones an on-call
-#: person counts. Delivered ones are the bulk and need no index.
+#: States with an index of their own: delivered ones are the bulk and need none.
 INDEXED = (
     DeliveryState.PENDING,
     DeliveryState.RETRYING,
@@ -66,8 +58,6 @@ BY_ATTENTION = (
 
 
 class Field:
-    """The names of a record's fields (what the record script and the attempts write)."""
-
     CONNECTOR_ID = "connector_id"
     SYNC_ID = "sync_id"
     URI = "uri"
@@ -85,14 +75,11 @@ class Field:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One delivery as stored in its hash."""
-
     id: str
     fields: dict[str, str]
 
     @classmethod
     def from_reply(cls, did: str, raw: dict[Any, Any]) -> Delivery:
-        """Build it from an HGETALL reply."""
         return cls(did, {as_text(k): as_text(v) for k, v in raw.items()})
 
     def get(self, name: str) -> str | None:
@@ -116,16 +103,13 @@ class Delivery:
 
     @property
     def received_ms(self) -> int:
-        """When the webhook received its sync (the score of its listing entry)."""
         return self.ms(Field.RECEIVED_MS) or 0
 
     @property
     def window_ms(self) -> int:
-        """When its retry window opened: receipt or the last replay (its index's score)."""
         return self.ms(Field.WINDOW_MS) or self.received_ms
 
     def to_dict(self) -> dict[str, Any]:
-        """The public view (API, CLI)."""
         f = self.fields
         event_id = self.get(Field.EVENT_ID)
         return {
@@ -150,7 +134,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class SyncRef:
-    """The successful sync an event is about, and the connector metadata to name it."""
+    """The successful sync an event is about, and its connector's metadata."""
 
     connector_id: str
     sync_id: str
@@ -162,7 +146,6 @@ class SyncRef:
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> SyncRef:
-        """Read a delivery record's fields (empty strings mean unknown)."""
         return cls(
             connector_id=fields["connector_id"],
             sync_id=fields["sync_id"],
@@ -175,7 +158,6 @@ class SyncRef:
 
     @classmethod
     def from_record(cls, record: ConnectorRecord, sync_id: str, ended_ms: int) -> SyncRef:
-        """Name a success read from the history with its connector's record."""
         return cls(
             connector_id=record.connector_id,
             sync_id=sync_id,
@@ -189,7 +171,6 @@ class SyncRef:
 def assemble(
     ref: SyncRef, same_end: Sequence[Any], first_start: Any, resync_members: Sequence[Any]
 ) -> dict[str, Any]:
-    """Turn the replies of both round trips into the event's ``extra``."""
     # The success's own record carries the start of the attempt that succeeded (a
     # retried sync id has several); the sync's first start is the fallback.
     started = next(
@@ -225,7 +206,6 @@ def assemble(
 
 
 def extra_for(client: Any, prefix: str, ref: SyncRef) -> dict[str, Any]:
-    """Build ``extra`` over a sync ``redis.Redis`` (two pipelined round trips)."""
     keys = ConnectorKeys(prefix, ref.connector_id)
     pipe = client.pipeline(transaction=False)
     extra_commands(pipe, keys, ref.sync_id, ref.ended_ms)
@@ -237,7 +217,6 @@ def extra_for(client: Any, prefix: str, ref: SyncRef) -> dict[str, Any]:
 
 
 async def aextra_for(client: Any, prefix: str, ref: SyncRef) -> dict[str, Any]:
-    """Build ``extra`` over a ``redis.asyncio.Redis``: the same reads, awaited."""
     keys = ConnectorKeys(prefix, ref.connector_id)
     pipe = client.pipeline(transaction=False)
     extra_commands(pipe, keys, ref.sync_id, ref.ended_ms)

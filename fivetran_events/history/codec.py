@@ -87,9 +87,9 @@ def completion_parts(
     return sync_token(sync_id) + ",", suffix
 
 
-def encode_completion(event: Event, started_ms: int | None = None) -> str:
-    """Encode a sync_end as a member, with its attempt's start when known."""
-    prefix, suffix = completion_parts(
+def end_parts(event: Event) -> tuple[str, str]:
+    """``completion_parts`` of a sync_end."""
+    return completion_parts(
         event.sync_id or "",
         event.status or "",
         event.reason,
@@ -97,6 +97,11 @@ def encode_completion(event: Event, started_ms: int | None = None) -> str:
         event.rescheduled_at_ms,
         event.source,
     )
+
+
+def encode_completion(event: Event, started_ms: int | None = None) -> str:
+    """Encode a sync_end as a member, with its attempt's start when known."""
+    prefix, suffix = end_parts(event)
     delta = "" if started_ms is None else b36(event.created_ms - started_ms)
     return prefix + delta + suffix
 

@@ -24,7 +24,7 @@ from ..keys import ConnectorKeys, connectors_key, last_test_event_key
 from ..model import Event, EventKind, check_not_future, lifecycle_name
 from ..timeutil import iso, now_ms
 from ._lua import RECORD_NUMKEYS, record_script
-from .codec import completion_parts
+from .codec import completion_parts, end_parts
 
 #: One write in this many also trims the connector's sets to the retention window:
 #: maintenance, not correctness (older events are refused on arrival).
@@ -189,14 +189,7 @@ def script_args(keys: Sequence[str], event: Event, cutoff: int, trim_every: int)
         suffix = event.source  # the script tells a start from another source by it
     elif event.kind is EventKind.SYNC_END:
         kind = "end"
-        head, suffix = completion_parts(
-            event.sync_id or "",
-            event.status or "",
-            event.reason,
-            event.task_type,
-            event.rescheduled_at_ms,
-            event.source,
-        )
+        head, suffix = end_parts(event)
         outcome = "ok" if event.is_success else "fail" if event.is_failure else ""
     elif event.kind is EventKind.LIFECYCLE:
         kind = "lifecycle"  # the script writes only the connector's metadata
