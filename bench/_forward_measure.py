@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 import redis
 import requests
 
-from fivetran_events.signature import SIGNATURE_HEADER, sign
+from fivetran_events.model import SIGNATURE_HEADER, sign
 from testkit.airflow_harness import AirflowServer
 from testkit.processes import poll_until
 

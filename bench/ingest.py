@@ -46,8 +46,8 @@ from typing import cast
 import redis
 
 from fivetran_events.keys import ConnectorKeys, deliveries_key, due_key, sweep_wake_key
+from fivetran_events.model import SIGNATURE_HEADER, sign
 from fivetran_events.settings import Settings
-from fivetran_events.signature import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso, now_ms
 from testkit.own_redis import own_redis
 from testkit.processes import free_port, stop_group

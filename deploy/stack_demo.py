@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import requests
 
-from fivetran_events.signature import SIGNATURE_HEADER, sign
+from fivetran_events.model import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso, now_ms
 from fivetran_events.uris import dataset_uri
 

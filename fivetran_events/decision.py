@@ -17,7 +17,7 @@ The contract (docs/internals.md, "The decision"; docs/decision.md for users):
    something did end after the target, and the answer is WAIT.)
 
 ``Facts`` is what a history reader fetched for one target; ``decide`` does no I/O, so
-the Airflow sensor, its async trigger, the REST API and the CLI share it unchanged.
+every caller shares it unchanged.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ from .timeutil import iso, parse_iso, to_ms, to_utc
 
 
 class Outcome(str, Enum):
-    """The sensor's answer for one target."""
-
     SUCCESS = "success"
     FAIL = "fail"
     WAIT = "wait"
@@ -45,21 +43,17 @@ class Criterion(str, Enum):
     STARTED_AFTER = "started_after"
 
 
-#: ``decide``'s arguments besides the facts, as every caller names them (the sensor, its
-#: trigger, the read API, the UI's URLs).
+#: ``decide``'s arguments besides the facts, as every caller names them.
 FLAGS = ("criterion", "propagate_failures_forward", "always_wait_when_syncing", "wait_when_paused")
 
 
 class Flags(TypedDict, total=False):
-    """``decide``'s yes/no flags, for callers that pass them on as ``**flags``."""
-
     propagate_failures_forward: bool
     always_wait_when_syncing: bool
     wait_when_paused: bool
 
 
 def parse_criterion(value: str | Criterion) -> Criterion:
-    """Return the criterion named ``value``; raise ValueError listing the valid names."""
     try:
         return Criterion(value)
     except ValueError:
@@ -79,9 +73,8 @@ class Completion:
     reason: str | None = None
     task_type: str | None = None
     started_ms: int | None = None
-    #: Fivetran's ``rescheduledAt`` of a RESCHEDULED end (epoch ms).
     rescheduled_at_ms: int | None = None
-    #: Where the record came from (model.SOURCE_*): "" for a webhook delivery.
+    #: model.SOURCE_*: "" for a webhook delivery.
     source: str = ""
 
     @property
@@ -90,7 +83,6 @@ class Completion:
 
     @property
     def derived(self) -> bool:
-        """Whether the sync id was derived (the delivery carried none)."""
         return is_derived_sync_id(self.sync_id)
 
     def order_key(self) -> tuple[int, int]:
@@ -115,7 +107,7 @@ class Completion:
 
 @dataclass(frozen=True)
 class RunningSync:
-    """A sync that started and has not ended (and is not older than the staleness limit)."""
+    """A sync that started and has not ended (within the maximum sync duration)."""
 
     sync_id: str
     started_ms: int
@@ -133,18 +125,12 @@ class RunningSync:
         }
 
 
-#: The lifecycle states in which a connector syncs no more.
 STOPPED_STATES = frozenset({"paused", "deleted"})
 
 
 @dataclass(frozen=True)
 class Lifecycle:
-    """What the lifecycle events say of a connector now (the connectors hash's fields).
-
-    ``state`` is ``active``, ``paused`` or ``deleted`` (None: no such event recorded);
-    ``setup`` is ``connected`` or ``broken`` (Fivetran's ``connection_successful`` /
-    ``connection_failure``). Each carries the time of the event that set it.
-    """
+    """What the lifecycle events say of a connector now (``model.LIFECYCLE_EVENTS``)."""
 
     state: str | None = None
     state_at_ms: int | None = None
@@ -159,12 +145,9 @@ class Lifecycle:
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> Lifecycle:
-        """Read the lifecycle fields of a connector's stored metadata.
-
-        A paused or deleted connector starts no sync, so a ``sync_start`` after the
-        pause or deletion means it is active again (its ``resume_connector`` may be late
-        or lost): the state is then ``active`` as of that start.
-        """
+        """Read a connector's stored metadata. A paused or deleted connector starts no
+        sync, so a later ``sync_start`` means it is active again (its
+        ``resume_connector`` may be late or lost)."""
         state, state_at, event = meta.get("state"), meta.get("state_at"), meta.get("state_event")
         started = meta.get("started_at")
         if state in STOPPED_STATES and started is not None and (state_at or "") < started:
@@ -193,10 +176,8 @@ class Lifecycle:
 class Facts:
     """What the decision needs to know about one connector for one target.
 
-    ``successes_from_target`` lists successful completions that ended at or after the
-    target, oldest first, with their start times where known; it holds at least one that
-    started at or after the target whenever such a success exists (the reader pages on
-    until it finds one or the history ends).
+    ``successes_from_target``: successes that ended at or after the target, oldest
+    first; it holds one that also started at or after it whenever one exists.
     """
 
     target_ms: int
@@ -204,18 +185,14 @@ class Facts:
     first_failure_from_target: Completion | None = None
     latest_before_target: Completion | None = None
     running: RunningSync | None = None
-    #: The connector's newest end that completes nothing (RESCHEDULED, CANCELED, ...).
     latest_other: Completion | None = None
     lifecycle: Lifecycle | None = None
 
 
 @dataclass(frozen=True)
 class Decision:
-    """The outcome, the sync that decided it (if any) and a one-line reason.
-
-    ``recheck_at_ms`` is when a WAIT is worth looking at again (Fivetran's
-    ``rescheduledAt``), for sensors that would otherwise look after their interval.
-    """
+    """The outcome, the sync that decided it (if any) and a one-line reason;
+    ``recheck_at_ms`` is when a WAIT is worth looking at again (``rescheduledAt``)."""
 
     outcome: Outcome
     reason: str
@@ -225,7 +202,7 @@ class Decision:
 
     @classmethod
     def from_dict(cls, body: Mapping[str, Any]) -> Decision:
-        """Rebuild a decision from ``to_dict`` (a trigger's event carries it as JSON)."""
+        """Rebuild a decision from ``to_dict`` (a trigger's event carries it)."""
         raw = body.get("sync")
         sync: Completion | RunningSync | None = None
         if raw is not None:
@@ -259,7 +236,6 @@ class Decision:
 
 
 def counting_success(facts: Facts, criterion: Criterion) -> Completion | None:
-    """Return the first success that counts for the target under ``criterion``."""
     for c in facts.successes_from_target:
         if criterion is Criterion.ENDED_AFTER:
             return c
@@ -359,7 +335,7 @@ def decide(
 
 
 def _rescheduled_last(facts: Facts) -> Completion | None:
-    """The connector's latest end, when it is RESCHEDULED (no completion came after it)."""
+    """The connector's latest end, when it is RESCHEDULED."""
     other = facts.latest_other
     if other is None or other.status != RESCHEDULED:
         return None

@@ -1,23 +1,30 @@
-"""A delivery to Airflow as its Redis hash stores it: its fields, its states, one reader.
+"""What a successful sync sends to Airflow: the asset event's ``extra``, and the delivery
+record (a Redis hash) that tracks it.
 
-The forwarding side (webhook_app.forwarding) writes these hashes; the read API, the CLI
-and the Airflow plugin's UI read them. Both import what a record holds from here, so a
-field is named once, and the plugin never imports webhook_app.
+webhook_app.forwarding writes the records; the read API, the CLI and the plugin's UI
+read them, so the plugin never imports webhook_app. The REST forwarder (sync Redis) and
+the Airflow watcher (``redis.asyncio``) send the same ``extra``, built sans-io:
+``assemble`` turns the reader's replies into it, ``extra_for``/``aextra_for`` drive them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from .history import decode_completion
+from .history.reader import ConnectorRecord, decode_resyncs, extra_commands, resync_commands
+from .keys import ConnectorKeys
 from .redis_url import as_text
 from .timeutil import iso
 
+#: What ``extra["source"]`` says, so a consumer can tell our events from others.
+SOURCE = "fivetran-events"
+
 
 class DeliveryState(str, Enum):
-    """Where a delivery stands; stored as the record's ``state`` field."""
-
     PENDING = "pending"  # queued or being attempted
     RETRYING = "retrying"  # an attempt failed in a way that may pass; next_attempt_at
     DELIVERED = "delivered"  # Airflow has the event; event_id is its id
@@ -26,8 +33,6 @@ class DeliveryState(str, Enum):
 
 
 class DeliveryKind(str, Enum):
-    """What a delivery sends, and so which sender attempts it; stored as ``kind``."""
-
     ASSET = "asset"  # an asset (dataset) event to Airflow
     TABLES = "tables"  # a sync's table-level delivery, expanded into one ASSET per table
     LINEAGE = "lineage"  # an OpenLineage run event
@@ -35,8 +40,7 @@ class DeliveryKind(str, Enum):
 
 #: States no attempt leaves (only a replay does).
 FINAL = frozenset({DeliveryState.DELIVERED, DeliveryState.UNDELIVERED, DeliveryState.FAILED})
-#: States with an index of their own (``keys.delivery_state_key``): the ones an on-call
-#: person counts. Delivered ones are the bulk and need no index.
+#: States with an index of their own: delivered ones are the bulk and need none.
 INDEXED = (
     DeliveryState.PENDING,
     DeliveryState.RETRYING,
@@ -54,8 +58,6 @@ BY_ATTENTION = (
 
 
 class Field:
-    """The names of a record's fields (what the record script and the attempts write)."""
-
     CONNECTOR_ID = "connector_id"
     SYNC_ID = "sync_id"
     URI = "uri"
@@ -73,14 +75,11 @@ class Field:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One delivery as stored in its hash."""
-
     id: str
     fields: dict[str, str]
 
     @classmethod
     def from_reply(cls, did: str, raw: dict[Any, Any]) -> Delivery:
-        """Build it from an HGETALL reply."""
         return cls(did, {as_text(k): as_text(v) for k, v in raw.items()})
 
     def get(self, name: str) -> str | None:
@@ -104,16 +103,13 @@ class Delivery:
 
     @property
     def received_ms(self) -> int:
-        """When the webhook received its sync (the score of its listing entry)."""
         return self.ms(Field.RECEIVED_MS) or 0
 
     @property
     def window_ms(self) -> int:
-        """When its retry window opened: receipt or the last replay (its index's score)."""
         return self.ms(Field.WINDOW_MS) or self.received_ms
 
     def to_dict(self) -> dict[str, Any]:
-        """The public view (API, CLI)."""
         f = self.fields
         event_id = self.get(Field.EVENT_ID)
         return {
@@ -134,3 +130,98 @@ class Delivery:
             ),
             "updated_at": iso(self.ms(Field.UPDATED_MS)),
         }
+
+
+@dataclass(frozen=True)
+class SyncRef:
+    """The successful sync an event is about, and its connector's metadata."""
+
+    connector_id: str
+    sync_id: str
+    ended_ms: int
+    status: str | None = "SUCCESSFUL"
+    connector_name: str | None = None
+    connector_type: str | None = None
+    group_id: str | None = None
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> SyncRef:
+        return cls(
+            connector_id=fields["connector_id"],
+            sync_id=fields["sync_id"],
+            ended_ms=int(fields["ended_ms"]),
+            status=fields.get("status") or None,
+            connector_name=fields.get("connector_name") or None,
+            connector_type=fields.get("connector_type") or None,
+            group_id=fields.get("group_id") or None,
+        )
+
+    @classmethod
+    def from_record(cls, record: ConnectorRecord, sync_id: str, ended_ms: int) -> SyncRef:
+        return cls(
+            connector_id=record.connector_id,
+            sync_id=sync_id,
+            ended_ms=ended_ms,
+            connector_name=record.name,
+            connector_type=record.type,
+            group_id=record.group,
+        )
+
+
+def assemble(
+    ref: SyncRef, same_end: Sequence[Any], first_start: Any, resync_members: Sequence[Any]
+) -> dict[str, Any]:
+    # The success's own record carries the start of the attempt that succeeded (a
+    # retried sync id has several); the sync's first start is the fallback.
+    started = next(
+        (
+            c.started_ms
+            for c in (decode_completion(m, s) for m, s in same_end)
+            if c.sync_id == ref.sync_id and c.started_ms is not None
+        ),
+        first_start,
+    )
+    resyncs = decode_resyncs(resync_members)
+    whole = any(r.get("e") == "resync_connector" for r in resyncs)
+    tables = sorted(
+        {t for r in resyncs if r.get("e") == "resync_table" for t in r.get("tables") or []}
+    )
+    extra: dict[str, Any] = {
+        "source": SOURCE,
+        "connector_id": ref.connector_id,
+        "connector_name": ref.connector_name,
+        "connector_type": ref.connector_type,
+        "group_id": ref.group_id,
+        "sync_id": ref.sync_id,
+        "status": ref.status,
+        "started_at": iso(int(started)) if started is not None else None,
+        "ended_at": iso(ref.ended_ms),
+        # The first success after a resync rewrote the data: consumers may need to
+        # rebuild rather than append. resync_table names the tables it concerned.
+        "full_refresh": bool(resyncs),
+    }
+    if tables and not whole:
+        extra["full_refresh_tables"] = tables
+    return extra
+
+
+def extra_for(client: Any, prefix: str, ref: SyncRef) -> dict[str, Any]:
+    keys = ConnectorKeys(prefix, ref.connector_id)
+    pipe = client.pipeline(transaction=False)
+    extra_commands(pipe, keys, ref.sync_id, ref.ended_ms)
+    same_end, first_start, previous = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    resync_commands(pipe, keys, ref.ended_ms, previous)
+    (resyncs,) = pipe.execute()
+    return assemble(ref, same_end, first_start, resyncs)
+
+
+async def aextra_for(client: Any, prefix: str, ref: SyncRef) -> dict[str, Any]:
+    keys = ConnectorKeys(prefix, ref.connector_id)
+    pipe = client.pipeline(transaction=False)
+    extra_commands(pipe, keys, ref.sync_id, ref.ended_ms)
+    same_end, first_start, previous = await pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    resync_commands(pipe, keys, ref.ended_ms, previous)
+    (resyncs,) = await pipe.execute()
+    return assemble(ref, same_end, first_start, resyncs)

@@ -1,28 +1,15 @@
 """A connection's destination tables: their names in Airflow and OpenLineage, and their cache.
 
-Fivetran's schema configuration (``GET /v1/connections/{id}/schemas``) says which tables
-of a connection are enabled and what they are called in the destination
-(``name_in_destination``); the destination (``GET /v1/destinations/{id}``, whose id is
-the group's) says what kind it is (``service``) and where (``config``). ``name_table``
-turns the two into the names an Airflow SQL task's lineage uses for the same table, so
-a Fivetran table and a task reading it meet on one URI:
+``name_table`` turns a table enabled in Fivetran's schema configuration and its
+destination's kind and address into the names an Airflow SQL task's lineage uses for the
+same table, so both meet on one URI: the Airflow asset URI as the providers'
+``asset-uris`` handlers sanitize it (the port made explicit), and the OpenLineage
+dataset namespace and name of its naming spec.
 
-- the Airflow asset URI as the providers' ``asset-uris`` handlers sanitize it
-  (``postgres://host:5432/db/schema/table``: the port made explicit, three path parts;
-  ``mysql://host:3306/db/table``; ``bigquery://project/dataset/table``);
-- the OpenLineage dataset ``namespace`` and ``name`` of its naming spec
-  (``postgres://host:5432`` + ``db.schema.table``; ``bigquery`` +
-  ``project.dataset.table``; ``snowflake://account`` + ``db.schema.table``; ...).
-
-The cache (``store_tables``, ``destination_tables``) is one JSON string per connector,
-written by ``refresh`` and read by the forwarder and the lineage; what it holds is
-already named, so a reader never needs Fivetran. ``refresh`` reads a connection's tables
-with two calls (its schemas and its destination), at most once per
-``tables_refresh_hours`` unless an event says the tables may have changed
-(``STALE_EVENTS``: ``mark_stale`` drops the freshness mark, the list itself stays in use
-until the refresh). The worker refreshes it before it expands a sync's table-level
-delivery (``webhook_app/forwarding/tables.py``) and ``datasets check`` before it lists
-the tables, so the webhook never calls Fivetran (nor imports its client).
+The cache is one JSON string per connector, already named, so a reader never needs
+Fivetran. ``refresh`` fills it at most once per ``tables_refresh_hours`` unless an event
+says the tables may have changed (``STALE_EVENTS``); the worker refreshes it, so the
+webhook never calls Fivetran (nor imports its client).
 """
 
 from __future__ import annotations
@@ -57,7 +44,7 @@ __all__ = [
     "tables_fresh",
 ]
 
-#: Fivetran's destination services per naming family (``GET /v1/destinations``' ``service``).
+#: Fivetran's destination services per naming family.
 POSTGRES_SERVICES = frozenset(
     {
         "postgres_warehouse",
@@ -85,14 +72,11 @@ STALE_EVENTS = frozenset(
         "update_schema_config",
     }
 )
-#: Default ports, as the Airflow providers' handlers fill them in.
 _PORTS = {"postgres": 5432, "mysql": 3306, "redshift": 5439}
 
 
 @dataclass(frozen=True)
 class DestinationTable:
-    """One enabled table of a connection, as it is named in its destination."""
-
     schema: str
     table: str
     #: OpenLineage's dataset namespace and name.
@@ -192,7 +176,6 @@ def templated(
     group_id: str,
     service: str,
 ) -> list[DestinationTable]:
-    """Give each table the URI ``template`` makes of it (None: keep the naming's)."""
     if not template:
         return list(tables)
     return [
@@ -238,7 +221,6 @@ def store_tables(
 def destination_tables(
     client: redis.Redis, prefix: str, connector_id: str
 ) -> list[DestinationTable] | None:
-    """Return the cached enabled tables of ``connector_id`` (None: nothing is cached)."""
     raw = client.get(tables_key(prefix, connector_id))
     if raw is None:
         return None
@@ -246,12 +228,11 @@ def destination_tables(
 
 
 def tables_fresh(client: redis.Redis, prefix: str, connector_id: str) -> bool:
-    """Return whether the cached tables need no refresh yet."""
     return bool(client.exists(tables_fresh_key(prefix, connector_id)))
 
 
 def mark_stale(client: redis.Redis, prefix: str, connector_id: str) -> None:
-    """Ask for a refresh: the tables or their names may have changed (kept until then)."""
+    """Ask for a refresh (the cached list stays in use until then)."""
     client.delete(tables_fresh_key(prefix, connector_id))
 
 
@@ -268,8 +249,8 @@ def refresh(
     connector_id: str,
     group_id: str | None = None,
 ) -> list[DestinationTable]:
-    """Read ``connector_id``'s enabled tables and its destination from Fivetran, name
-    them and cache them; return them. Fivetran's errors propagate (``FivetranApiError``)."""
+    """Read ``connector_id``'s enabled tables and destination from Fivetran (two calls),
+    name them, cache them and return them."""
     if not group_id:
         group_id = fivetran.connection(connector_id).group_id or ""
     destination = fivetran.destination(group_id)
@@ -306,8 +287,7 @@ def current(
     group_id: str | None = None,
 ) -> list[DestinationTable] | None:
     """``connector_id``'s cached tables, refreshed first when due and a Fivetran client is
-    given; None when none are known. While Fivetran fails, a cached list is used (with a
-    warning); with none cached, Fivetran's error propagates (``FivetranApiError``)."""
+    given; while Fivetran fails, a cached list is used."""
     prefix = settings.key_prefix
     cached = destination_tables(client, prefix, connector_id)
     if fivetran is None or (cached is not None and tables_fresh(client, prefix, connector_id)):

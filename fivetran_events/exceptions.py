@@ -25,17 +25,8 @@ class ConfigurationError(FivetranEventsError):
 
 
 class FivetranApiError(FivetranEventsError):
-    """Raised when a call to Fivetran's REST API fails; the message names the call and why.
-
-    The hierarchy (``fivetran_events.fivetran_api`` raises only these)::
-
-        FivetranApiError          method, path, status (None: no answer), code, message
-        ├── FivetranUnavailable   no answer (refused, timed out, reset), 5xx, 429 past
-        │                         the retries, or an answer that is not Fivetran's JSON
-        └── FivetranRejected      a 4xx: retrying the same call will not help
-            ├── FivetranAuthFailed   401/403: the key, the secret or their permissions
-            └── FivetranNotFound     404: no such connection, group or webhook
-    """
+    """Raised when a call to Fivetran's REST API fails; the message names the call and why
+    (``status`` None: no answer)."""
 
     def __init__(
         self,
@@ -51,18 +42,13 @@ class FivetranApiError(FivetranEventsError):
         self.method = method
         self.path = path
         self.status = status
-        #: Fivetran's ``code`` (e.g. ``NotFound_Webhook``) and ``message``, when it answered.
         self.code = code
         self.message = message
 
 
 class FivetranUnavailable(FivetranApiError, RetryableError):
-    """Raised when Fivetran cannot be reached or cannot answer now; later may work.
-
-    ``retry_after``: the seconds Fivetran asked to wait (a 429's Retry-After), if any.
-    ``maybe_sent``: whether a request that is not safe to repeat (a POST) may have
-    reached Fivetran all the same (a timeout or reset after it was sent, a 5xx).
-    """
+    """Raised when Fivetran cannot be reached or cannot answer now (no answer, 5xx, 429
+    past the retries, not Fivetran's JSON); later may work."""
 
     def __init__(
         self,

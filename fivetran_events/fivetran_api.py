@@ -1,27 +1,11 @@
-"""A client of Fivetran's REST API as it is today: connections, groups, webhooks.
+"""A client of Fivetran's REST API: connections, groups, destinations, webhooks.
 
-Shared by the server's CLI (and, later, reconciliation) and the Airflow side, so it lives
-in the core. ``requests`` is its HTTP library: the server already depends on it and
-Airflow ships it, so neither side installs anything new for it.
-
-What it speaks (fivetran.com/docs/rest-api): ``/v1/connections`` (which replaced
-``/v1/connectors``, now answering 404 for some accounts), ``/v1/groups`` and
-``/v1/webhooks``; Basic auth with an API key and secret; collections paged by cursor
-(``data.items``, ``data.next_cursor``; ``?cursor=&limit=``, ``limit`` 1..1000); every
-answer ``{"code", "message", "data"}``.
-
-Failures are bounded and named:
-
-- each request times out (``timeout`` seconds to connect and again to read);
-- a 429 is waited out for its Retry-After, unless it asks for more than
-  ``max_retry_after`` seconds (then it fails at once, saying how long Fivetran asked);
-- a connection that could not be made is retried, and for requests that are safe to
-  repeat (GET, DELETE) so are timeouts, resets and 5xx, with a doubling pause;
-  ``max_attempts`` tries in all;
-- every error is a ``FivetranApiError`` (``fivetran_events.exceptions`` draws the
-  hierarchy) whose message reads ``METHOD /path: what happened``, with Fivetran's own
-  ``code`` and ``message`` when it answered. The key and secret are in no message, log
-  line or ``repr``.
+It speaks ``/v1/connections`` (which replaced ``/v1/connectors``, now answering 404 for
+some accounts) with Basic auth; collections are paged by cursor (``data.next_cursor``).
+A 429 is waited out for its Retry-After up to ``max_retry_after``; a connection never
+made is retried, and for requests safe to repeat so are timeouts, resets and 5xx. Every
+error is a ``FivetranApiError`` reading ``METHOD /path: what happened``; the key and
+secret are in no message, log line or ``repr``.
 """
 
 from __future__ import annotations
@@ -49,26 +33,19 @@ from .settings import DEFAULT_FIVETRAN_API_URL, Settings, check_api_url
 
 log = logging.getLogger(__name__)
 
-#: Seconds to connect, and again to read an answer, before a request is given up.
+#: Seconds to connect, and again to read.
 DEFAULT_TIMEOUT = 30.0
-#: Tries of one request in all, the first included.
 DEFAULT_MAX_ATTEMPTS = 4
-#: The longest Retry-After waited out; Fivetran asking for more fails the call at once.
 DEFAULT_MAX_RETRY_AFTER = 60.0
-#: First pause before a retry without Retry-After; it doubles after each, up to the cap.
 DEFAULT_BACKOFF = 0.5
 MAX_BACKOFF = 8.0
-#: Items asked for per page: Fivetran's largest, so an account is read in few calls.
+#: Fivetran's largest page.
 PAGE_SIZE = 1000
-#: Methods that can be sent twice without doing twice what they do.
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
-#: Statuses that mean "not now" rather than "not this request".
 RETRIED_STATUSES = frozenset({500, 502, 503, 504})
 #: The Accept header the connection endpoints document (their version 2 answers).
 CONNECTIONS_ACCEPT = "application/json;version=2"
-#: The events the service acts on: sync starts and ends, resyncs, and the lifecycle events
-#: it records per connector (``fivetran_events.model``). A webhook created for the
-#: service subscribes to these.
+#: The events a webhook created for the service subscribes to.
 SERVICE_EVENTS: tuple[str, ...] = (
     "sync_start",
     "sync_end",
@@ -93,12 +70,8 @@ def _transport_reason(exc: requests.RequestException, timeout: float) -> str:
 
 
 class FivetranClient:
-    """Fivetran's REST API with one account's key and secret.
-
-    Build it from settings (``from_settings``) on the server, or from an Airflow
-    connection on the Airflow side (``airflow_plugin.hooks.fivetran_api``). A ``requests``
-    session is kept (connections reused); ``close()`` or ``with`` releases it.
-    """
+    """Fivetran's REST API with one account's key and secret (a ``requests`` session,
+    released by ``close()`` or ``with``)."""
 
     def __init__(
         self,
@@ -131,7 +104,6 @@ class FivetranClient:
 
     @classmethod
     def from_settings(cls, settings: Settings, **kwargs: Any) -> FivetranClient:
-        """Build the client from ``FIVETRAN_EVENTS_FIVETRAN_API_*``; name what is missing."""
         key = settings.fivetran_api_key.get_secret_value() if settings.fivetran_api_key else ""
         secret = (
             settings.fivetran_api_secret.get_secret_value() if settings.fivetran_api_secret else ""
@@ -166,7 +138,6 @@ class FivetranClient:
     def connections(
         self, group_id: str | None = None, *, schema: str | None = None
     ) -> list[Connection]:
-        """Every connection of the account (every page), or of one group."""
         params = {k: v for k, v in (("group_id", group_id), ("schema", schema)) if v}
         return [
             Connection.from_json(item)
@@ -181,17 +152,13 @@ class FivetranClient:
         return [Group.from_json(item) for item in self.items("/v1/groups")]
 
     def destination(self, destination_id: str) -> Destination:
-        """A destination: its kind (``service``) and address (``config``); id = group id."""
         path = f"/v1/destinations/{_segment(destination_id)}"
         return Destination.from_json(self._one("GET", path))
 
     def schema_config(self, connection_id: str) -> Mapping[str, Any]:
-        """A connection's schema configuration (``schemas`` -> ``tables``, enabled or not);
-        ``fivetran_records.enabled_tables`` reads the enabled ones' destination names."""
         return self._one("GET", f"/v1/connections/{_segment(connection_id)}/schemas")
 
     def update_connection(self, connection_id: str, fields: Mapping[str, Any]) -> Connection:
-        """Change a connection's fields (``schedule_type``, ``paused``, ...); return it."""
         path = f"/v1/connections/{_segment(connection_id)}"
         return Connection.from_json(
             self._one("PATCH", path, body=dict(fields), accept=CONNECTIONS_ACCEPT)
@@ -200,23 +167,16 @@ class FivetranClient:
     # --- Syncs -----------------------------------------------------------------------
 
     def sync_connection(self, connection_id: str, *, force: bool = False) -> None:
-        """Ask Fivetran to sync the connection now.
-
-        As Fivetran documents it: without ``force`` the connection syncs only if it is
-        not syncing already (a running sync is left alone and no second one starts);
-        with ``force`` a running sync is stopped and run again. Either way the answer is
-        200, so the caller cannot tell from it whether a sync started.
-        """
+        """Ask Fivetran to sync the connection now. Without ``force`` a running sync is
+        left alone and none starts; with it, a running sync is stopped and run again.
+        Either way the answer is 200: it does not tell whether a sync started."""
         path = f"/v1/connections/{_segment(connection_id)}/sync"
         self.request("POST", path, body={"force": force})
 
     def resync_connection(
         self, connection_id: str, scope: Mapping[str, Sequence[str]] | None = None
     ) -> None:
-        """Start a historical resync of the whole connection, or of ``scope`` only.
-
-        ``scope`` maps schema names to table names (``{"public": ["orders"]}``).
-        """
+        """Resync the whole connection, or ``scope`` (``{"public": ["orders"]}``) only."""
         path = f"/v1/connections/{_segment(connection_id)}/resync"
         body = {"scope": {k: list(v) for k, v in scope.items()}} if scope else None
         self.request("POST", path, body=body)
@@ -224,7 +184,6 @@ class FivetranClient:
     # --- Webhooks --------------------------------------------------------------------
 
     def webhooks(self) -> list[Webhook]:
-        """Every webhook of the account, account-wide and per group (every page)."""
         return [Webhook.from_json(item) for item in self.items("/v1/webhooks")]
 
     def webhook(self, webhook_id: str) -> Webhook:
@@ -233,24 +192,19 @@ class FivetranClient:
     def create_account_webhook(
         self, url: str, events: Sequence[str], secret: str, *, active: bool = True
     ) -> Webhook:
-        """Create a webhook for every connection's events.
-
-        Fivetran first POSTs a signed ``test_event`` to ``url`` (when ``active``) and
-        refuses to create the webhook, with a 400, unless that gets a 2xx.
-        """
+        """Create a webhook for every connection's events. Fivetran first POSTs a
+        ``test_event`` to ``url`` (when ``active``) and answers 400 unless that gets a 2xx."""
         body = {"url": url, "events": list(events), "active": active, "secret": secret}
         return Webhook.from_json(self._one("POST", "/v1/webhooks/account", body=body))
 
     def create_group_webhook(
         self, group_id: str, url: str, events: Sequence[str], secret: str, *, active: bool = True
     ) -> Webhook:
-        """Create a webhook for one group's connections (tested as the account's is)."""
         body = {"url": url, "events": list(events), "active": active, "secret": secret}
         path = f"/v1/webhooks/group/{_segment(group_id)}"
         return Webhook.from_json(self._one("POST", path, body=body))
 
     def test_webhook(self, webhook_id: str, event: str = "sync_start") -> WebhookTest:
-        """Have Fivetran send a sample ``event`` to the webhook's URL; say how it went."""
         path = f"/v1/webhooks/{_segment(webhook_id)}/test"
         return WebhookTest.from_json(self._one("POST", path, body={"event": event}))
 
@@ -267,7 +221,6 @@ class FivetranClient:
         page_size: int = PAGE_SIZE,
         accept: str | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Yield every item of a collection, page after page (``next_cursor``)."""
         seen: set[str] = set()
         query = dict(params or {})
         while True:
@@ -297,7 +250,7 @@ class FivetranClient:
         body: Mapping[str, Any] | None = None,
         accept: str | None = None,
     ) -> Any:
-        """Send one call (retried as the module says); return the answer's ``data``."""
+        """Send one call, retried as the module says; return the answer's ``data``."""
         attempt = 0
         while True:
             attempt += 1
@@ -317,14 +270,13 @@ class FivetranClient:
                 self._sleep(wait)
 
     def _one(self, method: str, path: str, **kwargs: Any) -> Mapping[str, Any]:
-        """``request``, for a call whose ``data`` is one object (a webhook, a connection)."""
         data = self.request(method, path, **kwargs)
         if not isinstance(data, Mapping):
             raise FivetranUnavailable(method, path, "the answer's data is not an object")
         return data
 
     def _retry_wait(self, method: str, exc: FivetranUnavailable, attempt: int) -> float | None:
-        """The pause before trying ``exc``'s call again, or None to give up with it."""
+        """The pause before trying ``exc``'s call again, or None to give up."""
         if attempt >= self.max_attempts:
             exc.args = (f"{exc.args[0]} (gave up after {attempt} attempts)",)
             return None

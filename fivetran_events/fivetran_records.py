@@ -13,7 +13,6 @@ from .timeutil import iso, parse_iso
 
 
 def text_field(value: object) -> str | None:
-    """A field's value when it is text, else None (the client's error bodies too)."""
     return value if isinstance(value, str) else None
 
 
@@ -28,10 +27,7 @@ def _time(value: object) -> datetime | None:
 
 @dataclass(frozen=True)
 class Connection:
-    """A connection (formerly "connector") as ``/v1/connections`` describes it.
-
-    ``raw`` keeps the whole object for fields not named here (``config``, ``setup_tests``).
-    """
+    """A connection (formerly "connector"); ``raw`` keeps the whole object."""
 
     id: str
     group_id: str | None
@@ -73,8 +69,6 @@ class Connection:
 
 @dataclass(frozen=True)
 class Group:
-    """A group (a destination and its connections), from ``/v1/groups``."""
-
     id: str
     name: str | None
     created_at: datetime | None
@@ -93,7 +87,6 @@ class Webhook:
     """A webhook as Fivetran reports it; its secret is never given back (``******``)."""
 
     id: str
-    #: ``account`` (every connection's events) or ``group`` (one group's).
     type: str
     group_id: str | None
     url: str
@@ -121,10 +114,9 @@ class Webhook:
 
 @dataclass(frozen=True)
 class WebhookTest:
-    """What Fivetran's webhook test reports: whether the target took the sample, and how."""
+    """What Fivetran's webhook test reports."""
 
     succeed: bool
-    #: The HTTP status the webhook's URL answered (None when Fivetran got no answer).
     status: int | None
     message: str | None
 
@@ -140,12 +132,7 @@ class WebhookTest:
 
 @dataclass(frozen=True)
 class Destination:
-    """A destination (``GET /v1/destinations/{id}``; its id is its group's).
-
-    ``service`` is its kind (``postgres_warehouse``, ``snowflake``, ``big_query``, ...);
-    ``config`` where it is (``host``, ``port``, ``database``, ``project_id``, ...),
-    secrets masked by Fivetran.
-    """
+    """A destination (its id is its group's): its kind (``service``) and ``config``."""
 
     id: str
     group_id: str | None
@@ -164,13 +151,8 @@ class Destination:
 
 
 def enabled_tables(schema_config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The (schema, table) names in the destination of a schema configuration's enabled
-    tables (``GET /v1/connections/{id}/schemas``' data), sorted.
-
-    ``schemas`` and each schema's ``tables`` are keyed by the source's names; the
-    destination's are ``name_in_destination`` (the source's when absent). A table is
-    enabled when it and its schema are.
-    """
+    """The sorted (schema, table) destination names of a schema configuration's enabled
+    tables: ``name_in_destination``, else the source's name."""
     out: set[tuple[str, str]] = set()
     schemas = schema_config.get("schemas")
     for sname, schema in (schemas or {}).items() if isinstance(schemas, Mapping) else ():
@@ -185,7 +167,7 @@ def enabled_tables(schema_config: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def describe(value: object) -> Any:
-    """A model (``Webhook``, ``Connection``, ...) as plain JSON values, for ``--json``."""
+    """A record as plain JSON values, for ``--json``."""
     if isinstance(value, (Connection, Group, Webhook, WebhookTest, Destination)):
         return {
             k: describe(v)

@@ -1,15 +1,5 @@
-"""What every HTTP client we own shares: Fivetran's, Airflow's and the OpenLineage sender.
-
-One place answers the questions each of them asks of a failed request:
-
-- ``never_sent``: did the request certainly never reach the server (so nothing can have
-  been applied, and even a POST may be sent again)?
-- ``retry_after_seconds``: how long did the server ask us to wait (seconds or an HTTP
-  date, RFC 9110 section 10.2.3)?
-- ``quoted``: the piece of an answer's body an error message quotes.
-- ``RetryableError``: the base class of every failure that may pass, so the forwarder's
-  retry acts on one type, not on a duck type shared by several classes.
-"""
+"""What every HTTP client we own shares (Fivetran's, Airflow's, the OpenLineage sender):
+how a failed request is judged."""
 
 from __future__ import annotations
 
@@ -23,27 +13,20 @@ from .timeutil import UTC
 if TYPE_CHECKING:
     import requests
 
-#: Longest piece of an answer's body quoted in an error message.
 QUOTE_LIMIT = 500
 
 
 class RetryableError(Exception):
-    """Base class of the failures that may pass when tried again later.
-
-    ``retry_after``: the seconds the server asked to wait (a 429's or 503's Retry-After),
-    None when it asked nothing. ``maybe_sent``: False only when the request certainly
-    never reached the server, so nothing it would have created can exist.
-    """
+    """Base class of the failures that may pass when tried again later (the forwarder's
+    retry acts on this one type). ``maybe_sent`` is False only when the request certainly
+    never reached the server, so nothing it would have created can exist."""
 
     retry_after: float | None = None
     maybe_sent: bool = True
 
 
 def never_sent(exc: requests.RequestException) -> bool:
-    """Whether ``exc`` means the request never left: no connection was made.
-
-    A read timeout or a reset after the connection was made may have been applied.
-    """
+    """Whether ``exc`` means no connection was made (so even a POST may be sent again)."""
     # Imported here: the web process imports this module (``RetryableError``, through
     # ``exceptions``) and must not load an HTTP client it never uses.
     import requests
@@ -64,12 +47,8 @@ def quoted(text: str | None, limit: int = QUOTE_LIMIT) -> str:
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now.
-
-    Garbage, NaN and negative numbers give None (no wish expressed: the normal backoff);
-    a huge or infinite value is returned as it is, for the caller to cap (the forwarder:
-    ``FIVETRAN_EVENTS_MAX_RETRY_AFTER_SECONDS``; Fivetran's client: ``max_retry_after``).
-    """
+    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now; None
+    for garbage, NaN or a negative number. The caller caps a huge value."""
     if not value:
         return None
     value = value.strip()

@@ -29,9 +29,7 @@ docs/internals.md ("The history in Redis")::
     {p}tables:{c}:fresh STRING  present while that list needs no refresh (expires daily;
                        deleted by edit_connector, resync_table and schema changes)
 
-Sorted sets scored by epoch milliseconds give every query the sensor needs in O(log n),
-and retention is one ZREMRANGEBYSCORE per set. Only what a decision needs for the whole
-retention stays that long; what matters only while deliveries can still arrive does not.
+Sorted sets scored by epoch milliseconds give every query the sensor needs in O(log n).
 Connector ids are validated to a small alphabet without ``:``, so no two connectors'
 keys can collide.
 """
@@ -42,7 +40,7 @@ from dataclasses import dataclass, field
 
 DEFAULT_PREFIX = "fte:"
 
-#: The per-connector sets, long-lived first; the last three are short-lived.
+#: The per-connector sets (ConnectorKeys' attribute names).
 CONNECTOR_SETS = ("ok", "okstart", "fail", "other", "resyncs", "starts", "running", "seen")
 
 
@@ -69,7 +67,6 @@ class ConnectorKeys:
 
 
 def connectors_key(prefix: str) -> str:
-    """The hash of known connectors and their latest metadata."""
     return f"{prefix}connectors"
 
 
@@ -84,30 +81,22 @@ def readiness_key(prefix: str) -> str:
 
 
 def reconcile_key(prefix: str) -> str:
-    """The string holding the last reconcile's outcome (JSON): when it ran, what it
-    recorded, and the webhooks Fivetran reported inactive (/readyz and ``connectors``
-    read it, so neither calls Fivetran)."""
     return f"{prefix}reconcile"
 
 
 def reconcile_period_key(prefix: str, period: int) -> str:
-    """The string a worker sets (NX, with an expiry) to schedule reconcile period
-    ``period`` (epoch ms // the interval): one schedule per period, however many workers."""
     return f"{prefix}reconcile:p:{period}"
 
 
 def tables_key(prefix: str, connector_id: str) -> str:
-    """The cached enabled destination tables of a connector."""
     return f"{prefix}tables:{connector_id}"
 
 
 def tables_fresh_key(prefix: str, connector_id: str) -> str:
-    """Present while a connector's cached tables need no refresh."""
     return f"{prefix}tables:{connector_id}:fresh"
 
 
 def changes_pattern(prefix: str) -> str:
-    """The pub/sub pattern matching every connector's change channel."""
     return f"{prefix}changes:*"
 
 
@@ -132,19 +121,16 @@ def changes_pattern(prefix: str) -> str:
 
 
 def uri_digest(uri: str) -> str:
-    """A short fixed-length name of a dataset URI (URIs are long and may hold colons)."""
     import hashlib
 
     return hashlib.blake2b(uri.encode(), digest_size=10).hexdigest()
 
 
 def delivery_id(connector_id: str, sync_id: str, uri: str) -> str:
-    """Name the delivery of one sync to one URI (exactly once per pair)."""
     return f"{connector_id}:{sync_id}:{uri_digest(uri)}"
 
 
 def asset_id_key(prefix: str, uri: str) -> str:
-    """The string caching Airflow's asset id for ``uri``, shared by a pool's workers."""
     return f"{prefix}fwd:asset:{uri_digest(uri)}"
 
 
@@ -173,10 +159,8 @@ def due_key(prefix: str) -> str:
 
 
 def sweep_wake_key(prefix: str) -> str:
-    """The one-element list a sweeper waits on: set when deliveries became due now."""
     return f"{prefix}fwd:wake"
 
 
 def delivery_state_key(prefix: str, state: str) -> str:
-    """The index of the deliveries in ``state``, kept in step with their records."""
     return f"{prefix}fwd:st:{state}"

@@ -1,40 +1,36 @@
 """Read Fivetran's Platform Connector LOG table into sync events, as the webhook would have.
 
-The LOG table (schema ``fivetran_metadata`` by default) has one row per log event:
-``time_stamp`` (UTC), ``connection_id`` (older tables: ``connector_id``, whose oldest rows
-hold the connector's *name*), ``message_event`` (``sync_start``, ``sync_end``, table and
-lifecycle events), ``message_data`` (JSON text: ``status``, ``reason``, ``taskType`` on a
-``sync_end``) and ``sync_id``. Each warehouse spells the column names its own way
-(Snowflake's are upper case), so they are matched without regard to case.
-
-Rows come from a CSV or JSON Lines export or from the database itself (log_sources.py:
-``read_file``, ``read_database``). Each
-``sync_start``/``sync_end`` row becomes the ``Event`` its webhook delivery would have
-parsed to (model.parse_event checks it the same way), marked ``source=SOURCE_IMPORTED``;
-any other row is skipped with a reason. The history writes them (history/writer.py's record_many
-``record_many``) and knows a copy of a sync it holds already (_lua.SAME_SYNC_WINDOW_MS).
+Rows come from a CSV or JSON Lines export (``read_file``) or the destination itself
+(``read_database``: SQLAlchemy, imported only then). A ``sync_start``/``sync_end`` row
+becomes the ``Event`` its webhook delivery would have parsed to, marked
+``SOURCE_IMPORTED``; any other row is skipped with a reason.
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import json
 import queue
 import re
 import threading
 from collections import Counter
-from collections.abc import Collection, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar
+from itertools import chain
+from pathlib import Path
+from typing import IO, Any, TypeVar
 
 import redis
 
 from .exceptions import ConfigurationError
 from .history.writer import OnSuccess, WriteStatus, record_many
-from .model import RESCHEDULED, SOURCE_IMPORTED, Event, EventKind, derived_sync_id, is_valid_id
-from .timeutil import from_ms, now_ms, parse_iso, to_ms, to_utc
+from .model import SOURCE_IMPORTED, Event, EventKind, derived_sync_id, is_valid_id, rescheduled_ms
+from .timeutil import from_ms, now_ms, to_ms, to_utc
 
 T = TypeVar("T")
+Rows = Iterator[Mapping[str, Any]]
 
 #: The ``message_event`` values imported: what the history records of a sync.
 SYNC_EVENTS = ("sync_start", "sync_end")
@@ -44,6 +40,10 @@ OPTIONAL_COLUMNS = ("message_data", "sync_id")
 #: Newer tables name the connector ``connection_id``; older ones ``connector_id``.
 CONNECTOR_COLUMNS = ("connection_id", "connector_id")
 DEFAULT_SCHEMA = "fivetran_metadata"
+#: How CSV exports write a NULL: an empty cell, or ``\\N`` (Snowflake's unload default).
+NULLS = frozenset({"", "\\N"})
+#: Rows per fetch from the database.
+FETCH_ROWS = 10_000
 
 #: A warehouse's way of writing a time: ``2026-01-02 03:04:05.123456`` (no zone: UTC),
 #: with ``T``, ``Z``, ``UTC``, ``+00:00`` or ``+0000``; any number of fraction digits.
@@ -62,11 +62,9 @@ def parse_time(value: Any) -> int:
     """Return epoch ms of a LOG ``time_stamp``: a datetime (naive is UTC) or its text."""
     if isinstance(value, datetime):
         return to_ms(value)
-    if not isinstance(value, str):
-        raise ValueError("time_stamp is not a time")
-    m = _TIME.fullmatch(value.strip())
+    m = _TIME.fullmatch(value.strip()) if isinstance(value, str) else None
     if m is None:
-        raise ValueError(f"time_stamp is not a time: {value[:64]!r}")
+        raise ValueError(f"time_stamp is not a time: {str(value)[:64]!r}")
     y, mo, d, h, mi, s, frac, zone = m.groups()
     tz = timezone.utc
     if zone and zone.upper() not in ("Z", "UTC"):
@@ -171,15 +169,9 @@ def _text(value: Any, limit: int, stringify: bool = False) -> str | None:
 def sync_event(
     kind: str, connector: str, created_ms: int, sync_id: Any, data: Mapping[str, Any]
 ) -> Event | str:
-    """Build the Event ``model.parse_event`` makes of the same sync event's webhook body,
-    marked imported; or why it would refuse it ("invalid FIELD").
-
-    The same checks, without a body to write and parse again (ten times faster, which a
-    million rows need): the ids' pattern, the fields' lengths, text that UTF-8 can carry,
-    a status on an end, a derived sync id when there is none. A test holds the two equal.
-    """
+    """The Event ``model.parse_event`` makes of this sync event's webhook body, marked
+    imported, or why it would refuse it ("invalid FIELD"); a test holds the two equal."""
     if not is_valid_id(connector):
-        # The oldest rows of connector_id hold the connector's name, not its id.
         return "connector id is not an id (old LOG rows hold the connector's name)"
     if connector.startswith("_"):
         return "not a sync event"  # a sample's connector (_connector_1)
@@ -198,13 +190,6 @@ def sync_event(
         task_type = _text(data.get("taskType"), 256, stringify=True)
     except (ValueError, UnicodeEncodeError):
         return "invalid data.status, reason or taskType"
-    rescheduled = data.get("rescheduledAt")
-    rescheduled_ms = None
-    if status == RESCHEDULED and isinstance(rescheduled, str) and len(rescheduled) <= 64:
-        try:
-            rescheduled_ms = to_ms(parse_iso(rescheduled))
-        except (ValueError, OverflowError):
-            rescheduled_ms = None
     if kind == "sync_end" and not status:
         return "invalid data.status"
     return Event(
@@ -216,7 +201,7 @@ def sync_event(
         status=status,
         reason=reason,
         task_type=task_type,
-        rescheduled_at_ms=rescheduled_ms,
+        rescheduled_at_ms=rescheduled_ms(status, data.get("rescheduledAt")),
         source=SOURCE_IMPORTED,
     )
 
@@ -243,10 +228,7 @@ class Summary:
 
 
 def events_of(
-    rows: Iterable[Mapping[str, Any]],
-    columns: Columns,
-    keep: RowFilter,
-    summary: Summary,
+    rows: Iterable[Mapping[str, Any]], columns: Columns, keep: RowFilter, summary: Summary
 ) -> Iterator[Event]:
     """Yield the events of ``rows``, counting each row read and each skipped one."""
     for row in rows:
@@ -269,11 +251,7 @@ def record_events(
     now: int | None = None,
 ) -> Summary:
     """Write ``events`` into the history, counting what became of each in ``summary``.
-
-    Recorded successes go through ``on_success`` (the webhook's forwarding hook) when it
-    is given; a sync the history held already, from the webhook or an earlier import,
-    is already known and forwards nothing.
-    """
+    Recorded successes go through ``on_success`` (forwarded); known ones do not."""
     now = now_ms() if now is None else now
 
     def dated_now(stream: Iterable[Event]) -> Iterator[Event]:
@@ -298,23 +276,16 @@ def record_events(
 
 
 def prefetched(items: Iterable[T], chunk: int = 2000, depth: int = 4) -> Generator[T, None, None]:
-    """Yield ``items``, produced by a thread of their own ``chunk`` at a time.
-
-    Reading and checking rows is Python; writing them is mostly waiting for Redis, which
-    runs on another core. While the caller waits for one batch's replies (the GIL is
-    released on the socket) the thread reads the next: a third faster on two cores. An
-    error in the thread is raised here; when the caller stops early, the thread stops.
-    """
+    """Yield ``items``, produced ``chunk`` at a time by a thread that reads and checks
+    rows while the caller waits on Redis (the GIL is released on the socket)."""
     batches: queue.Queue[list[T] | BaseException | None] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
     def put(item: list[T] | BaseException | None) -> bool:
         while not stop.is_set():
-            try:
+            with contextlib.suppress(queue.Full):
                 batches.put(item, timeout=0.1)
                 return True
-            except queue.Full:
-                continue
         return False
 
     def work() -> None:
@@ -341,3 +312,137 @@ def prefetched(items: Iterable[T], chunk: int = 2000, depth: int = 4) -> Generat
     finally:
         stop.set()
         thread.join()
+
+
+@dataclass
+class FileRows:
+    """The rows of a CSV or JSON Lines export, and how many bytes of it were read."""
+
+    path: Path
+    columns: Columns
+    rows: Rows
+    size: int
+    position: Callable[[], int]
+
+
+def _lines(stream: IO[bytes], counter: list[int]) -> Iterator[str]:
+    for raw in stream:
+        counter[0] += len(raw)
+        yield raw.decode("utf-8-sig" if counter[0] == len(raw) else "utf-8", "replace")
+
+
+def read_file(path: Path) -> FileRows:
+    """Open a LOG export: JSON Lines when its first character is ``{``, else CSV with a
+    header row. Raise LogReadError naming what is wrong with it."""
+    try:
+        stream = path.open("rb")
+        size = path.stat().st_size
+    except OSError as exc:
+        raise LogReadError(f"cannot read {path}: {exc.strerror or exc}") from None
+    counter = [0]
+    lines = _lines(stream, counter)
+    first = next(lines, "")
+    if not first.strip():
+        stream.close()
+        raise LogReadError(f"{path} is empty: nothing to import")
+    if first.lstrip().startswith("{"):
+        try:
+            head = json.loads(first)
+        except ValueError:
+            stream.close()
+            raise LogReadError(f"{path}: line 1 is not a JSON object") from None
+        columns = Columns.of(head, str(path))
+        rows: Rows = _json_rows(first, lines, stream)
+    else:
+        reader = csv.reader(chain([first], lines))
+        header = next(reader)
+        columns = Columns.of(header, str(path))
+        rows = _csv_rows(header, reader, stream)
+    return FileRows(path, columns, rows, size, lambda: counter[0])
+
+
+def _json_rows(first: str, lines: Iterator[str], stream: IO[bytes]) -> Rows:
+    with stream:
+        for line in chain([first], lines):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError):
+                row = None
+            yield row if isinstance(row, dict) else {}  # a bad line: no message_event
+
+
+def _csv_rows(header: list[str], reader: Iterator[list[str]], stream: IO[bytes]) -> Rows:
+    with stream:
+        for values in reader:
+            if values:
+                yield {h: v for h, v in zip(header, values, strict=False) if v not in NULLS}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@dataclass
+class DatabaseRows:
+    columns: Columns
+    rows: Rows
+    count: int
+
+
+def read_database(url: str, schema: str, keep: RowFilter) -> DatabaseRows:
+    """Read the sync rows of ``schema``'s LOG table kept by ``keep``, oldest first (the
+    filter runs in the database: a row per table written is most of the table)."""
+    try:
+        import sqlalchemy as sa
+    except ImportError:
+        raise LogReadError(
+            "--from-db needs SQLAlchemy and the database's driver: "
+            "pip install 'fivetran-events[import]' (PostgreSQL's driver is included)"
+        ) from None
+    try:
+        engine = sa.create_engine(url)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
+        raise LogReadError(f"--from-db: cannot use the URL: {exc}") from None
+    try:
+        table = sa.Table("log", sa.MetaData(), schema=schema or None, autoload_with=engine)
+        columns = Columns.of(table.columns.keys(), f"the table {schema}.log")
+        col = {c: table.columns[name] for c, name in columns.names.items()}
+        where: list[Any] = [col["message_event"].in_(SYNC_EVENTS)]
+        if keep.since_ms is not None:
+            stamp = col["time_stamp"]
+            since = from_ms(keep.since_ms)
+            if not getattr(stamp.type, "timezone", False):
+                since = since.replace(tzinfo=None)  # a naive time_stamp is UTC
+            where.append(stamp >= since)
+        if keep.connectors:
+            ids = [col[c].in_(list(keep.connectors)) for c in CONNECTOR_COLUMNS if c in col]
+            where.append(sa.or_(*ids))
+        conn = engine.connect()
+        count = conn.execute(sa.select(sa.func.count()).select_from(table).where(*where))
+        total = int(count.scalar_one())
+        query = sa.select(*col.values()).where(*where).order_by(col["time_stamp"])
+        result = conn.execution_options(stream_results=True, yield_per=FETCH_ROWS).execute(query)
+    except sa.exc.NoSuchTableError:
+        raise LogReadError(f"--from-db: no table {schema}.log (see --schema)") from None
+    except sa.exc.SQLAlchemyError as exc:
+        raise LogReadError(f"--from-db: cannot read {schema}.log: {_first_line(exc)}") from None
+
+    def rows() -> Rows:
+        n = 0
+        try:
+            for row in result.mappings():
+                yield dict(row)
+                n += 1
+        except sa.exc.SQLAlchemyError as exc:
+            raise LogReadError(
+                f"--from-db: reading {schema}.log stopped after {n} rows ({_first_line(exc)}); "
+                "what was recorded stays, and running the import again is safe"
+            ) from None
+        finally:
+            conn.close()
+            engine.dispose()
+
+    return DatabaseRows(columns, rows(), total)

@@ -1,4 +1,4 @@
-"""Parse Fivetran webhook payloads into typed events (pure: no I/O).
+"""Verify and parse a Fivetran webhook delivery into a typed event (pure: no I/O).
 
 What Fivetran really sends: ``connector_*`` or ``connection_*`` field names, ``group_id``
 or ``destination_group_id``, ``data.status`` on ``sync_end``, ``test_event`` without a
@@ -8,8 +8,10 @@ or ``destination_group_id``, ``data.status`` on ``sync_end``, ``test_event`` wit
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import Enum
@@ -21,6 +23,29 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .exceptions import InvalidPayload
 from .timeutil import is_time_text, iso, parse_iso, to_ms
 
+#: HMAC-SHA256 of the raw body with the webhook's secret, sent as UPPER-case hex.
+SIGNATURE_HEADER = "X-Fivetran-Signature-256"
+
+
+def sign(body: bytes, secret: str) -> str:
+    """Return the signature Fivetran would send for ``body``."""
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest().upper()
+
+
+def verify(body: bytes, header: str | None, secrets: Iterable[str]) -> bool:
+    """Whether ``header`` signs the raw ``body`` under any of ``secrets`` (several are
+    valid while one is rotated), compared case-insensitively and in constant time."""
+    if not header:
+        return False
+    given = header.strip().lower().encode("ascii", "replace")
+    ok = False
+    for secret in secrets:
+        expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest().encode()
+        # No early exit: the time taken does not tell which secret matched.
+        ok |= hmac.compare_digest(expected, given)
+    return ok
+
+
 #: Fivetran's ids are short words (``assimilate_seem``); we also keep ``:`` out of them,
 #: which keeps every connector's Redis keys distinct (see keys.py).
 ID_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
@@ -29,18 +54,16 @@ _ID_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 SUCCESS_STATUSES = frozenset({"SUCCESSFUL"})
 FAILURE_STATUSES = frozenset({"FAILURE", "FAILURE_WITH_TASK", "FAILED"})
 RESCHEDULED = "RESCHEDULED"
-#: The statuses that end a sync without completing it: RESCHEDULED (it will run again,
-#: at ``data.rescheduledAt``) and CANCELED (Fivetran's platform log records it). Any
-#: status not named here is taken the same way: recorded verbatim, neither success nor
-#: failure, never refused (Fivetran adds values over time).
+#: Statuses that end a sync without completing it: RESCHEDULED (it runs again at
+#: ``data.rescheduledAt``) and CANCELED. An unknown status is taken the same way: recorded
+#: verbatim, never refused (Fivetran adds values over time).
 NON_COMPLETION_STATUSES = frozenset({RESCHEDULED, "CANCELED"})
 KNOWN_STATUSES = SUCCESS_STATUSES | FAILURE_STATUSES | NON_COMPLETION_STATUSES
 
 RESYNC_EVENTS = frozenset({"resync_connector", "resync_table"})
 
-#: Lifecycle events: what each says about the connector, as (group, value). The
-#: ``state`` group is whether it syncs at all; ``setup`` is whether Fivetran could
-#: connect to its source; ``change`` only records that something was done to it.
+#: Lifecycle events as (group, value): ``state`` is whether it syncs at all, ``setup``
+#: whether Fivetran could connect to its source, ``change`` only records an action.
 LIFECYCLE_EVENTS: dict[str, tuple[str, str]] = {
     "create_connector": ("state", "active"),
     "resume_connector": ("state", "active"),
@@ -51,12 +74,10 @@ LIFECYCLE_EVENTS: dict[str, tuple[str, str]] = {
     "edit_connector": ("change", "edit_connector"),
     "force_update_connector": ("change", "force_update_connector"),
 }
-#: A derived sync id (a sync event without ``sync_id``) starts with this character,
-#: which no real id can hold (``ID_PATTERN``): the mark that it was derived.
+#: Starts a derived sync id (of a sync event without one): no real id can hold it.
 DERIVED_SYNC_MARK = "~"
-#: Where a recorded sync came from, as the one letter its completion member carries
-#: (history/codec.py). A webhook delivery has none, so its members stay as short as
-#: before; ``R`` is kept for records made from Fivetran's REST API (succeeded_at/failed_at).
+#: Where a recorded sync came from, as the letter its completion member carries
+#: (history/codec.py); ``R``: Fivetran's REST API (succeeded_at/failed_at).
 SOURCE_WEBHOOK = ""
 SOURCE_IMPORTED = "I"
 SOURCE_RECONCILED = "R"
@@ -71,8 +92,7 @@ class EventKind(str, Enum):
     SYNC_START = "sync_start"
     SYNC_END = "sync_end"
     TEST = "test_event"
-    #: A sample delivery of Fivetran's webhook test (connector ``_connector_1``, a
-    #: ``created`` that is not a time): answered 2xx, recorded nowhere.
+    #: A sample delivery of Fivetran's webhook test: answered 2xx, recorded nowhere.
     SAMPLE = "sample"
     RESYNC = "resync"
     LIFECYCLE = "lifecycle"
@@ -84,12 +104,10 @@ UNCHECKED_KINDS = frozenset({EventKind.OTHER, EventKind.TEST, EventKind.SAMPLE})
 
 
 def is_valid_id(value: str) -> bool:
-    """Return whether ``value`` is an acceptable connector or sync id (the whole of it)."""
     return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
 
 
 def is_derived_sync_id(sync_id: str | None) -> bool:
-    """Return whether ``sync_id`` was derived for a sync event that carried none."""
     return sync_id is not None and sync_id.startswith(DERIVED_SYNC_MARK)
 
 
@@ -112,8 +130,8 @@ class _Data(BaseModel):
     @field_validator("reason", "taskType", mode="before")
     @classmethod
     def _stringify(cls, value: Any) -> Any:
-        # Fivetran documents these as text, but a reason is only ever shown to a human:
-        # keep a structured one as JSON text rather than refuse the whole delivery.
+        # Documented as text, but only ever shown to a human: keep a structured one as
+        # JSON rather than refuse the delivery.
         if value is None or isinstance(value, str):
             return value
         return json.dumps(value, sort_keys=True)[:8192]
@@ -129,14 +147,11 @@ class _Data(BaseModel):
     @field_validator("rescheduledAt", mode="before")
     @classmethod
     def _time_text(cls, value: Any) -> Any:
-        # Only ever a hint of when to look again: a shape we cannot read is dropped,
-        # never a reason to refuse the delivery.
+        # Only a hint of when to look again: a shape we cannot read is dropped.
         return value if isinstance(value, str) else None
 
 
 class _Envelope(BaseModel):
-    """The fields every recorded event needs, under their current names."""
-
     model_config = ConfigDict(extra="allow")
 
     event: str = Field(min_length=1, max_length=128)
@@ -165,10 +180,8 @@ class Event:
     reason: str | None = None
     task_type: str | None = None
     tables: tuple[str, ...] = field(default_factory=tuple)
-    #: ``data.rescheduledAt`` of a RESCHEDULED end, in epoch ms, when it is a time.
     rescheduled_at_ms: int | None = None
-    #: Where it came from (``SOURCE_*``): not part of ``dedup_id``, since the same event
-    #: read from Fivetran's LOG table is the same event.
+    #: ``SOURCE_*``: not part of ``dedup_id`` (the same event read elsewhere is the same).
     source: str = SOURCE_WEBHOOK
 
     @cached_property
@@ -185,23 +198,18 @@ class Event:
 
     @property
     def sync_id_derived(self) -> bool:
-        """Whether the sync id was derived because the delivery carried none."""
         return is_derived_sync_id(self.sync_id)
 
     @property
     def lifecycle(self) -> tuple[str, str] | None:
-        """The (group, value) a lifecycle event sets (``LIFECYCLE_EVENTS``), else None."""
         if self.kind is not EventKind.LIFECYCLE:
             return None
         return LIFECYCLE_EVENTS[lifecycle_name(self.event)]
 
     @cached_property
     def dedup_id(self) -> str:
-        """Identify the delivery by its content, so a redelivery maps to the same id.
-
-        The status is part of it: a retried sync can end FAILED and then SUCCESSFUL under
-        one ``sync_id``, and both are real completions.
-        """
+        """Identify the delivery by its content, so a redelivery maps to the same id. The
+        status is in it: a retried sync can end FAILED, then SUCCESSFUL, under one id."""
         parts = (
             self.event,
             self.sync_id or "",
@@ -213,7 +221,7 @@ class Event:
 
 
 def _rename(payload: dict[str, Any]) -> dict[str, Any]:
-    """Map the newer ``connection_*`` and older ``destination_group_id`` names onto one set."""
+    """Map the newer ``connection_*`` and ``destination_group_id`` names onto one set."""
     out = dict(payload)
     for new, old in (
         ("connection_id", "connector_id"),
@@ -239,7 +247,6 @@ def _first_error(exc: ValidationError) -> InvalidPayload:
 
 
 def event_kind(name: str) -> EventKind:
-    """Classify an event name."""
     if name == "sync_start":
         return EventKind.SYNC_START
     if name == "sync_end":
@@ -259,12 +266,8 @@ def _connector_field(payload: dict[str, Any]) -> str:
 
 
 def is_sample(payload: dict[str, Any]) -> bool:
-    """Return whether ``payload`` is one of Fivetran's sample deliveries (a webhook test).
-
-    Fivetran's test call and dashboard button send made-up values: connector ids that
-    begin with ``_`` (``_connector_1``; real ids never do) and a ``created`` that is not
-    a time (``"timestamp"``). Either is enough.
-    """
+    """Whether ``payload`` is a sample of Fivetran's webhook test: a connector id that
+    begins with ``_`` (real ids never do) or a ``created`` that is not a time."""
     if _connector_field(payload).startswith("_"):
         return True
     created = payload.get("created")
@@ -272,17 +275,14 @@ def is_sample(payload: dict[str, Any]) -> bool:
 
 
 def derived_sync_id(connector_id: str, created_ms: int) -> str:
-    """Return the sync id given to a sync event that carried none.
-
-    The same delivery always derives the same id (so a redelivery is a duplicate); the
-    mark in front tells it from every real id.
-    """
+    """The sync id of a sync event that carried none: the same for a redelivery."""
     digest = hashlib.blake2b(f"{connector_id}\x1f{created_ms}".encode(), digest_size=8)
     return DERIVED_SYNC_MARK + digest.hexdigest()
 
 
-def _rescheduled_ms(text: str | None) -> int | None:
-    if not text:
+def rescheduled_ms(status: str | None, text: object) -> int | None:
+    """A RESCHEDULED end's ``data.rescheduledAt`` in epoch ms; None when it is not a time."""
+    if status != RESCHEDULED or not isinstance(text, str) or not text or len(text) > 64:
         return None
     try:
         return to_ms(parse_iso(text))
@@ -291,12 +291,8 @@ def _rescheduled_ms(text: str | None) -> int | None:
 
 
 def parse_event(body: bytes | str) -> Event:
-    """Parse a raw webhook body; raise InvalidPayload naming the field at fault.
-
-    Nothing Fivetran sends is refused for a value it added: unknown event kinds come back
-    with ``kind=OTHER`` after only the ``event`` field is checked, sample deliveries of a
-    webhook test with ``kind=SAMPLE``, and unknown ``sync_end`` statuses as they are.
-    """
+    """Parse a raw webhook body; raise InvalidPayload naming the field at fault. Nothing
+    is refused for a value Fivetran added: unknown kinds come back as OTHER."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -310,8 +306,7 @@ def parse_event(body: bytes | str) -> Event:
     if kind is not EventKind.OTHER and kind is not EventKind.TEST and is_sample(payload):
         kind = EventKind.SAMPLE
     if kind in UNCHECKED_KINDS:
-        # test_event must always get a 2xx (Fivetran refuses to create the webhook
-        # otherwise), samples and unknown events are accepted as ignored: check nothing more.
+        # test_event must get a 2xx (else Fivetran refuses to create the webhook).
         return Event(
             kind=kind,
             event=name,
@@ -324,12 +319,9 @@ def parse_event(body: bytes | str) -> Event:
         raise _first_error(exc) from None
     try:
         created = parse_iso(env.created)
-    except (
-        ValueError
-    ):  # a time out of range (year 9999 at -14:00): text that is not a time is a sample
-        raise InvalidPayload(
-            "field 'created' must be an ISO 8601 timestamp", field="created"
-        ) from None
+    except ValueError:  # out of range (year 9999 at -14:00); not a time at all: a sample
+        msg = "field 'created' must be an ISO 8601 timestamp"
+        raise InvalidPayload(msg, field="created") from None
     status = env.data.status
     sync_id = env.sync_id
     if kind in (EventKind.SYNC_START, EventKind.SYNC_END) and sync_id is None:
@@ -355,20 +347,14 @@ def parse_event(body: bytes | str) -> Event:
             reason=env.data.reason,
             task_type=env.data.taskType,
             tables=tables,
-            rescheduled_at_ms=(
-                _rescheduled_ms(env.data.rescheduledAt) if status == RESCHEDULED else None
-            ),
+            rescheduled_at_ms=rescheduled_ms(status, env.data.rescheduledAt),
         )
     )
 
 
 def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
-    """Raise InvalidPayload when ``event`` is dated more than ``max_skew_ms`` after ``now_ms``.
-
-    Pure (the caller passes the clock). Fivetran dates events when they happen, so a
-    ``created`` well ahead of the server's clock is a broken or forged clock; recorded,
-    one success dated 2999 would count for every target until then.
-    """
+    """Raise InvalidPayload when ``event`` is dated more than ``max_skew_ms`` after
+    ``now_ms``: recorded, one success dated 2999 would count for every target."""
     if event.created_ms - now_ms > max_skew_ms:
         raise InvalidPayload(
             f"field 'created' ({iso(event.created_ms)}) is more than {max_skew_ms / 1000:g} s "
@@ -377,7 +363,6 @@ def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
         )
 
 
-#: The payload's name of each Event field, for the 400's ``field``.
 _PAYLOAD_FIELDS = {
     "reason": "data.reason",
     "task_type": "data.taskType",
@@ -387,11 +372,8 @@ _PAYLOAD_FIELDS = {
 
 
 def _refuse_unencodable(event: Event) -> Event:
-    """Refuse text that no UTF-8 can carry, naming its field; return ``event``.
-
-    JSON may escape a lone surrogate (``"\\ud800"``); the parser takes it, but the dedup
-    hash and Redis cannot: refused here, it is a 400 naming the field, never a 500.
-    """
+    """Refuse a lone surrogate escape (``"\\ud800"``), which JSON takes but UTF-8 cannot
+    carry: a 400 naming the field, never a 500; return ``event``."""
     for f in fields(event):
         value = getattr(event, f.name)
         for text in value if isinstance(value, tuple) else (value,):

@@ -1,20 +1,11 @@
 """Reconcile the history against Fivetran's REST API: completions the webhook never delivered.
 
-Fivetran's connection list (``/v1/connections``, every page in one paged call) says when
-each connection last succeeded (``succeeded_at``) and last failed (``failed_at``). A time
-the history has no end of that status near (within _lua.SAME_SYNC_WINDOW_MS, from any
-source) is a completion the webhook never delivered: it is recorded as a ``sync_end``
-(SUCCESSFUL for ``succeeded_at``, FAILURE for ``failed_at``) dated then, with a sync id
-derived from connector and time (model.derived_sync_id) and marked reconciled
-(``SOURCE_RECONCILED``). The record script decides it: an end of that status from another
-source within the window is the same completion, whichever came first, so a reconcile run
-twice records nothing new and the webhook's own late delivery is already known.
-
-Fivetran reports only the latest completion of each status per connection: a run can
-recover only those. Older gaps are the LOG table import's (log_import.py).
-
-The run also keeps what Fivetran says of the account's webhooks: the inactive ones are
-stored with the outcome (keys.reconcile_key), for /readyz and the connectors listing.
+Each connection's ``succeeded_at``/``failed_at`` is recorded as a ``sync_end`` marked
+``SOURCE_RECONCILED``, with a derived sync id. The record script takes an end of that
+status from another source within _lua.SAME_SYNC_WINDOW_MS as the same completion,
+whichever came first, so a run twice records nothing new. Fivetran reports only the
+latest completion of each status: older gaps are the LOG import's (log_import.py). The
+webhooks Fivetran reports inactive are stored with the outcome, for /readyz.
 """
 
 from __future__ import annotations
@@ -40,7 +31,7 @@ if TYPE_CHECKING:  # the web process reads the outcome without loading an HTTP c
 
 log = logging.getLogger(__name__)
 
-#: How long the last outcome is kept: a day of missed runs and /readyz says "never ran".
+#: After a day of missed runs /readyz says "never ran".
 OUTCOME_TTL_S = 24 * 3600
 
 
@@ -71,18 +62,13 @@ def completions_of(connections: Iterable[Connection]) -> Iterator[Event]:
 
 @dataclass
 class Outcome:
-    """What one reconcile run found and did."""
-
     started_ms: int
     finished_ms: int = 0
     connections: int = 0
-    #: The completions it recorded (the webhook never delivered them).
     recorded: list[Event] = field(default_factory=list)
-    #: Completions the history held already (delivered, imported or reconciled before).
     known: int = 0
-    #: Completions left out: older than the retention, or dated in the future.
+    #: Older than the retention, or dated in the future.
     skipped: int = 0
-    #: The account's webhooks Fivetran reports inactive (it stopped delivering to them).
     inactive_webhooks: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,8 +106,7 @@ def record_completions(
     on_success: OnSuccess | None = None,
     now: int | None = None,
 ) -> Outcome:
-    """Record ``events`` (``completions_of``) as the webhook would have, counting in
-    ``outcome``; recorded successes go through ``on_success`` (forwarded once)."""
+    """Record ``events`` as the webhook would have, counting in ``outcome``."""
     now = now_ms() if now is None else now
     dated = [e for e in events if e.created_ms - now <= max_clock_skew_ms]
     outcome.skipped += len(events) - len(dated)
@@ -145,9 +130,8 @@ def reconcile(
     max_clock_skew_ms: int,
     on_success: OnSuccess | None = None,
 ) -> Outcome:
-    """One run: list the connections and webhooks, record what the history lacks, store
-    the outcome (keys.reconcile_key). Raises FivetranApiError before writing anything
-    when Fivetran cannot be read."""
+    """One run: record what the history lacks and store the outcome; Fivetran's errors
+    are raised before anything is written."""
     outcome = Outcome(started_ms=now_ms())
     connections = fivetran.connections()
     webhooks = fivetran.webhooks()
@@ -169,7 +153,6 @@ def reconcile(
 
 
 def last_outcome(client: redis.Redis, prefix: str) -> Mapping[str, Any] | None:
-    """The last run's stored outcome (``Outcome.to_dict`` less the list), None if none."""
     raw = client.get(reconcile_key(prefix))
     if raw is None:
         return None
@@ -181,8 +164,7 @@ def last_outcome(client: redis.Redis, prefix: str) -> Mapping[str, Any] | None:
 
 
 def fivetran_side(client: redis.Redis, prefix: str) -> dict[str, Any] | None:
-    """What /readyz and the connectors listings show of the last run: when it finished and
-    the webhooks Fivetran reported inactive; None before any run (or a day after the last)."""
+    """What /readyz and the connectors listings show of the last run (None: none)."""
     last = last_outcome(client, prefix)
     if last is None:
         return None

@@ -1,22 +1,15 @@
 """Redis URLs, Redis Sentinel included: one convention, one place that builds clients.
 
-The webhook, the worker, the CLI and the Airflow hook all take the same URL, so a
-deployment behind Sentinel is configured once, the way redis-py, Dramatiq and Flower
+A deployment behind Sentinel is configured once, the way redis-py, Dramatiq and Flower
 users write it::
 
     redis+sentinel://[[user]:password@]host1[:26379][,host2[:26379]...]/service[/db][?options]
     rediss+sentinel://...   TLS to the primary (the data node)
 
-The user and password are the data nodes' (Redis ACL / AUTH). Query options:
-``sentinel_username`` and ``sentinel_password`` (the sentinels' own AUTH, when they
-have one), ``sentinel_ssl=true`` (the sentinels speak TLS too), ``ssl_ca_certs`` (a
-private CA file for every TLS connection). Ports default to 26379, the database to 0.
-Clients ask the sentinels for the primary on every new connection, so after a
-failover they reach the new primary by themselves. Plain ``redis://``, ``rediss://``
-and ``unix://`` URLs go to redis-py's ``from_url`` unchanged.
-
-Replies come as bytes from these clients and as ``str`` from a decoding one (a caller's
-own, a test's): ``as_text`` reads either.
+The user and password are the data nodes'; the options are the sentinels' own AUTH
+(``sentinel_username``, ``sentinel_password``), ``sentinel_ssl=true`` and
+``ssl_ca_certs``. Clients ask the sentinels for the primary on every new connection, so
+after a failover they reach the new one by themselves.
 """
 
 from __future__ import annotations
@@ -38,7 +31,6 @@ DEFAULT_SENTINEL_PORT = 26379
 SENTINEL_OPTIONS = frozenset(
     {"sentinel_username", "sentinel_password", "sentinel_ssl", "ssl_ca_certs"}
 )
-#: How a yes/no option is spelt in a URL or a query string, and what it means.
 FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True}
 FLAG_WORDS |= {"0": False, "false": False, "no": False, "off": False}
 EXAMPLE = "redis+sentinel://:password@host1:26379,host2:26379,host3:26379/mymaster/0"
@@ -46,18 +38,16 @@ EXAMPLE = "redis+sentinel://:password@host1:26379,host2:26379,host3:26379/mymast
 
 @dataclass(frozen=True)
 class SentinelUrl:
-    """A parsed ``redis+sentinel://`` URL: where the sentinels are and what to ask them."""
+    """A parsed ``redis+sentinel://`` URL."""
 
     sentinels: tuple[tuple[str, int], ...]
     service: str
     db: int = 0
     username: str | None = None
     password: str | None = None
-    #: TLS to the data nodes (``rediss+sentinel://``).
     ssl: bool = False
     sentinel_username: str | None = None
     sentinel_password: str | None = None
-    #: TLS to the sentinels (``sentinel_ssl=true``).
     sentinel_ssl: bool = False
     ssl_ca_certs: str | None = None
 
@@ -73,7 +63,6 @@ class SentinelUrl:
         return node, sentinel
 
     def client(self, **kwargs: Any) -> redis.Redis:
-        """Return a client of the current primary (re-resolved on every new connection)."""
         node, sentinel = self._kwargs(dict(kwargs))
         manager = Sentinel(list(self.sentinels), sentinel_kwargs=sentinel)
         return cast(redis.Redis, manager.master_for(self.service, **node))
@@ -91,21 +80,17 @@ class SentinelUrl:
         return cast(aioredis.Redis, manager.master_for(self.service, **node))
 
     def where(self) -> str:
-        """Describe it without credentials, for messages."""
+        """Describe it without credentials."""
         hosts = ",".join(f"{h}:{p}" for h, p in self.sentinels)
         return f"sentinels {hosts}, service {self.service}, db {self.db}"
 
 
 class _BlockingSentinelPool(AsyncSentinelPool, aioredis.BlockingConnectionPool):
-    """A Sentinel pool that waits for a free connection instead of raising when full.
-
-    The triggerer's shared pool must queue reads beyond its size (``_wakeups.Hub``);
-    redis-py has a blocking pool and a Sentinel pool, not both in one class.
-    """
+    """A Sentinel pool that waits for a free connection when full (the triggerer's
+    shared pool queues reads); redis-py has no such class."""
 
 
 def _auth(username: str | None, password: str | None, tls: bool, ca: str | None) -> dict[str, Any]:
-    """The connection options for one kind of node: AUTH and TLS, only those set."""
     out: dict[str, Any] = {"username": username, "password": password}
     if tls:
         out.update(ssl=True, ssl_ca_certs=ca)
@@ -165,7 +150,6 @@ def check_url(url: str) -> str:
 
 
 def client_from_url(url: str, **kwargs: Any) -> redis.Redis:
-    """Return a synchronous client for any URL ``check_url`` accepts."""
     if is_sentinel(url):
         return parse_sentinel_url(url).client(**kwargs)
     return redis.Redis.from_url(url, **kwargs)
@@ -174,11 +158,7 @@ def client_from_url(url: str, **kwargs: Any) -> redis.Redis:
 def async_client_from_url(
     url: str, max_connections: int | None = None, **kwargs: Any
 ) -> aioredis.Redis:
-    """Return an asyncio client for any URL ``check_url`` accepts.
-
-    ``max_connections``: a pool of at most that many connections that waits for a free
-    one when full (the triggerer's shared pool); None: redis-py's default pool.
-    """
+    """Return an asyncio client; ``max_connections``: a pool that waits when full."""
     if is_sentinel(url):
         return parse_sentinel_url(url).async_client(max_connections, **kwargs)
     if max_connections is None:
@@ -190,7 +170,7 @@ def async_client_from_url(
 
 
 def as_text(value: object) -> str:
-    """Decode a Redis reply (bytes, or str on a decoding client) to ``str``."""
+    """Decode a Redis reply (bytes, or str from a decoding client) to ``str``."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

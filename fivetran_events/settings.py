@@ -1,8 +1,4 @@
-"""Settings shared by the webhook server, the workers, the CLI and the Airflow side.
-
-Every setting comes from an environment variable prefixed ``FIVETRAN_EVENTS_``; the
-defaults live here, each with a line saying what it is.
-"""
+"""Every ``FIVETRAN_EVENTS_*`` setting, with its default and check (docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -22,13 +18,10 @@ from .keys import DEFAULT_PREFIX
 from .redis_url import check_url, client_from_url
 
 DAY_S = 86_400
-#: Every setting's environment variable starts with this.
 ENV_PREFIX = "FIVETRAN_EVENTS_"
 #: Dataset URI of a connector without a mapping entry (``fivetran_events.uris``).
 DEFAULT_URI_TEMPLATE = "fivetran://connector/{connector_id}"
-#: Fivetran's REST API.
 DEFAULT_FIVETRAN_API_URL = "https://api.fivetran.com"
-#: The placeholders a URI template may use.
 FIELDS = ("connector_id", "connector_name", "connector_type", "group_id")
 
 
@@ -36,7 +29,6 @@ TABLE_TEMPLATE_FIELDS = ("connector_id", "group_id", "service", "schema", "table
 
 
 def check_table_template(template: str) -> str:
-    """Return ``template`` if it renders with a table's fields; raise ValueError if not."""
     try:
         template.format(**dict.fromkeys(TABLE_TEMPLATE_FIELDS, "x"))
     except (KeyError, IndexError, ValueError) as exc:
@@ -48,7 +40,6 @@ def check_table_template(template: str) -> str:
 
 
 def check_template(template: str) -> str:
-    """Return ``template`` if it names only known placeholders; raise ValueError if not."""
     try:
         names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
     except ValueError as exc:
@@ -64,10 +55,7 @@ def check_template(template: str) -> str:
 
 def check_api_url(url: str) -> str:
     """Return Fivetran's API base URL without a trailing ``/``; raise ValueError if unusable.
-
-    No user or password in it: the key and secret go in their own settings, so that no
-    error message or log line that names the URL can carry them.
-    """
+    No user or password: no message or log line that names the URL may carry them."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("must be an http:// or https:// URL, e.g. https://api.fivetran.com")
@@ -78,24 +66,15 @@ def check_api_url(url: str) -> str:
     return url.strip().rstrip("/")
 
 
-#: A list of secrets read by ``_secret_list``: the model's whitespace stripping does not
-#: apply to the items, so a JSON list's secret may begin or end with a space.
+#: Secrets read by ``_secret_list``, not stripped: a JSON list's may hold outer spaces.
 SecretList = Annotated[list[Annotated[str, StringConstraints(strip_whitespace=False)]], NoDecode]
 
 
 def _secret_list(text: str) -> list[str]:
-    """Read secrets or tokens from a variable's (or a secret file's) text.
-
-    Three forms, so that a secret can hold any character:
-
-    - a JSON list of strings, ``["a,b", "c"]``: each exactly as given (the text starts
-      with ``[``);
-    - one secret a line when there are several lines (a secret file): blank lines are
-      skipped and each line stripped, spaces inside a secret kept. Stripped rather than
-      kept as typed because pydantic-settings strips a secret file's text as a whole:
-      keeping a line's own spaces would hold for the middle lines only;
-    - otherwise comma-separated, each part stripped, as before.
-    """
+    """Read secrets or tokens from a variable's (or a secret file's) text: a JSON list
+    (``["a,b", "c"]``, each exactly as given), one a line when there are several lines
+    (each stripped: pydantic-settings strips a secret file's text as a whole, so only the
+    middle lines could keep their spaces), else comma-separated."""
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
@@ -111,13 +90,8 @@ def _secret_list(text: str) -> list[str]:
 
 
 class HistoryDefaults(BaseSettings):
-    """The settings the Airflow side shares with the server: key prefix, sync staleness,
-    and what a sync updates (the DAG factory schedules on it).
-
-    A model of their own so that a task process validates these variables, not every
-    setting (a millisecond of each sensor task's duration, and a webhook-only variable the
-    Airflow side never reads cannot fail a sensor).
-    """
+    """The settings the Airflow side shares with the server: a model of their own, so a
+    webhook-only variable the Airflow side never reads cannot fail a sensor."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -126,12 +100,12 @@ class HistoryDefaults(BaseSettings):
         validate_default=True,
     )
 
-    #: Prefix of every Redis key this project writes (several deployments may share a Redis).
+    #: Prefix of every Redis key (several deployments may share a Redis).
     key_prefix: str = DEFAULT_PREFIX
     #: A running sync older than this many hours is taken as lost (its sync_end never came).
     max_sync_duration_hours: float = Field(default=24.0, gt=0)
-    #: What a successful sync updates: the connector's asset (``connector``),
-    #: one asset per enabled destination table (``table``), or both (docs/tables.md).
+    #: What a successful sync updates: the connector's asset, each enabled destination
+    #: table's (docs/tables.md), or both.
     asset_granularity: Literal["connector", "table", "both"] = "connector"
 
     @field_validator("key_prefix")
@@ -147,20 +121,15 @@ class HistoryDefaults(BaseSettings):
 
 
 class LogSettings(BaseSettings):
-    """How the server, the worker and the CLI log (webhook_app/logs.py).
-
-    A model of its own, read before anything else: a bad setting elsewhere is then
-    reported in the chosen format instead of stopping the logging that would report it.
-    """
+    """How the server, the worker and the CLI log: read before anything else, so a bad
+    setting elsewhere is reported in the chosen format."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, extra="ignore", str_strip_whitespace=True
     )
 
-    #: ``json`` (one object a line), ``console`` (text) or ``auto``: JSON unless stderr is
-    #: a terminal.
+    #: ``json``, ``console`` or ``auto``: JSON unless stderr is a terminal.
     log_format: Literal["auto", "json", "console"] = "auto"
-    #: The level of the server's, the worker's and the CLI's logs.
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
 
     @field_validator("log_format", mode="before")
@@ -175,104 +144,82 @@ class LogSettings(BaseSettings):
 
 
 class Settings(HistoryDefaults):
-    """Configuration from ``FIVETRAN_EVENTS_*`` environment variables."""
+    """Every setting, from ``FIVETRAN_EVENTS_*`` environment variables."""
 
-    #: Where the history and the job queue live: redis://, rediss://, unix:// or, behind
-    #: Redis Sentinel, redis+sentinel://[:password@]host1:26379,host2:26379/service[/db]
-    #: (fivetran_events.redis_url).
+    #: redis://, rediss://, unix:// or redis+sentinel:// (fivetran_events.redis_url).
     redis_url: str = "redis://127.0.0.1:6379/0"
-    #: After a delivery is recorded, wait until this many replicas confirm it before
-    #: answering 2xx (Redis WAIT); 0: do not wait. Fewer in time: 503, Fivetran retries.
+    #: Replicas that must confirm a delivery (Redis WAIT) before the 2xx; fewer in time:
+    #: 503, and Fivetran retries.
     redis_wait_replicas: int = Field(default=0, ge=0, le=64)
-    #: How long that wait may take, in milliseconds (WAIT's timeout; 0 would wait forever).
+    #: WAIT's timeout (0 would wait forever).
     redis_wait_timeout_ms: int = Field(default=500, ge=1, le=60_000)
-    #: Webhook secrets; several are valid at once during a rotation. Comma-separated,
-    #: one a line (a secret file), or a JSON list (any character), see _secret_list.
+    #: Webhook secrets; several are valid at once during a rotation (_secret_list).
     webhook_secrets: SecretList = Field(default_factory=list)
-    #: Bearer tokens accepted on /api/*, read as the secrets are; none configured means
-    #: /api/* is closed.
+    #: Bearer tokens accepted on /api/*; none configured means /api/* is closed.
     api_tokens: SecretList = Field(default_factory=list)
-    #: How long history is kept, in days; backfills reach back a year or more.
+    #: Days of history kept; backfills reach back a year or more.
     retention_days: float = Field(default=800.0, gt=0)
-    #: Largest webhook body accepted, in bytes (Fivetran's are well under 4 KiB).
+    #: Fivetran's bodies are well under 4 KiB.
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
-    #: Name of the RQ queue that forwarding jobs go to.
     queue_name: str = "fivetran-events"
-    #: Seconds Fivetran is asked to wait (Retry-After) when Redis is unreachable.
+    #: The Retry-After Fivetran is sent when Redis is unreachable.
     retry_after_seconds: int = Field(default=30, ge=1)
-    #: Seconds a Redis command may take before the webhook answers 503.
     redis_timeout_seconds: float = Field(default=5.0, gt=0)
-    #: How far ahead of the server's clock an event's ``created`` may be, in seconds;
-    #: further is refused with 400 (a success from the future would count for every target).
+    #: Further ahead of the clock is a 400: a success from the future would count for
+    #: every target.
     max_clock_skew_seconds: float = Field(default=3600.0, ge=0)
 
     # --- Forwarding to Airflow ---------------------------------------------------------
-    #: Base URL of Airflow's API server (e.g. http://127.0.0.1:8080); unset: no forwarding.
+    #: Airflow's API server (e.g. http://127.0.0.1:8080); unset: no forwarding.
     airflow_url: str | None = None
-    #: Airflow user the worker posts as (Airflow 3: exchanged for a JWT; Airflow 2: basic auth).
+    #: Airflow 3 exchanges them for a JWT; Airflow 2 takes them as basic auth.
     airflow_username: str | None = None
-    #: That user's password.
     airflow_password: SecretStr | None = None
-    #: A file holding ``username:password`` on its first line (or JSON with both), instead
-    #: of the two variables above, so the password stays out of the environment.
+    #: ``username:password`` (or JSON with both), so the password stays out of the
+    #: environment.
     airflow_credentials_file: str | None = None
-    #: Which REST API to speak: 3 (/api/v2, JWT), 2 (/api/v1, basic auth) or auto (ask).
+    #: 3 (/api/v2, JWT), 2 (/api/v1, basic auth) or auto (ask).
     airflow_api_version: Literal["auto", "2", "3"] = "auto"
-    #: Seconds one HTTP request to Airflow may take (connect and read each).
     airflow_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
-    #: Verify Airflow's TLS certificate; set a path to trust a private CA bundle instead.
     airflow_verify_tls: bool = True
-    #: CA bundle for Airflow's certificate (implies verification).
+    #: A private CA bundle for Airflow's certificate (implies verification).
     airflow_ca_bundle: str | None = None
-    #: Dataset URI of a connector without a mapping entry (see fivetran_events.uris).
     dataset_uri_template: str = DEFAULT_URI_TEMPLATE
-    #: TOML or YAML file mapping connector ids to one or more dataset URIs.
+    #: TOML, YAML or JSON mapping connector ids to dataset URIs (fivetran_events.uris).
     dataset_mapping_file: str | None = None
-    #: A table's asset URI instead of its destination's naming (destinations.py), from
-    #: ``{connector_id}``, ``{group_id}``, ``{service}``, ``{schema}``, ``{table}``, ``{uri}``.
+    #: A table's asset URI instead of its destination's naming (destinations.py).
     table_uri_template: str | None = None
-    #: Hours a connector's table list is used before it is read from Fivetran again
-    #: (sooner after an edit_connector, resync_table or schema change).
+    #: Hours a table list is used before it is read again (sooner after a schema change).
     tables_refresh_hours: float = Field(default=24.0, gt=0, le=24 * 30)
-    #: How long a delivery is retried before it is given up as undelivered, in hours;
-    #: longer than Fivetran's own 24 h of retries, so an outage it survives we survive.
+    #: Hours a delivery is retried: longer than Fivetran's own 24 h of retries, so an
+    #: outage it survives we survive.
     forward_retry_hours: float = Field(default=48.0, gt=0)
-    #: First retry delay in seconds; doubles each attempt, with jitter, up to the maximum.
+    #: Doubles each attempt, with jitter, up to the maximum.
     forward_backoff_seconds: float = Field(default=1.0, gt=0)
-    #: Largest delay between two attempts, in seconds (a Retry-After may ask for more).
     forward_backoff_max_seconds: float = Field(default=300.0, gt=0)
-    #: The longest wait a Retry-After from Airflow can ask for, in seconds: one answer
-    #: of ``1e22`` or a date in year 9999 must not park a delivery for the whole window.
+    #: Caps Airflow's Retry-After: ``1e22`` or year 9999 must not park a delivery.
     max_retry_after_seconds: float = Field(default=3600.0, ge=0, le=7 * DAY_S)
-    #: Seconds an attempt may hold a delivery before another worker takes it over.
+    #: How long an attempt holds a delivery before another worker takes it over.
     forward_lease_seconds: float = Field(default=60.0, ge=5)
-    #: Seconds Airflow may still commit a POST after the worker gave up on it (a timeout,
-    #: a reset after sending); no second POST before a lookup made after that finds
-    #: nothing. Default: Airflow's own ``[api] worker_timeout`` (120 s).
+    #: How long Airflow may still commit a POST the worker gave up on: no second POST
+    #: before a lookup after that finds nothing. Airflow's ``[api] worker_timeout``.
     forward_unknown_outcome_seconds: float = Field(default=120.0, ge=0, le=86_400)
-    #: Hours a delivered delivery's record (and its listing entries) stays after Airflow
-    #: took the event; longer than Fivetran's 24 h of retries, so a late redelivery still
-    #: finds it. Records not delivered stay the retry window plus this long.
+    #: Hours a delivered record stays: longer than Fivetran's 24 h of retries, so a late
+    #: redelivery still finds it (undelivered ones: the retry window plus this).
     forward_keep_delivered_hours: float = Field(default=72.0, gt=0)
 
     # --- OpenLineage (webhook_app/lineage.py) ------------------------------------------
-    #: Send every sync as an OpenLineage run: ``auto`` (on when the OpenLineage client
-    #: finds a transport: OPENLINEAGE_URL, OPENLINEAGE_CONFIG, OPENLINEAGE__TRANSPORT__*
-    #: or an openlineage.yml), ``on`` or ``off``. The client reads its own configuration.
+    #: Send every sync as an OpenLineage run: ``auto`` is on when the OpenLineage client
+    #: finds a transport (it reads its own configuration).
     lineage: Literal["auto", "on", "off"] = "auto"
-    #: The OpenLineage job namespace of a connector's runs; {group_id} and {connector_id}
-    #: are filled in. The job's name is the connector id.
+    #: The job namespace of a connector's runs (the job's name is the connector id).
     lineage_namespace: str = "fivetran://{group_id}"
 
     # --- Fivetran's REST API (fivetran_events.fivetran_api) ---------------------------
-    #: The API key of a Fivetran user or system key (REST API: Basic auth's user name).
     fivetran_api_key: SecretStr | None = None
-    #: Its secret (Basic auth's password).
     fivetran_api_secret: SecretStr | None = None
-    #: Base URL of Fivetran's REST API; another one points the client at a stand-in.
     fivetran_api_url: str = DEFAULT_FIVETRAN_API_URL
-    #: Minutes between the worker's reconciles against Fivetran's connection list
-    #: (fivetran_events/reconcile.py); only when an API key is set. 0 turns them off.
+    #: Minutes between the worker's reconciles (reconcile.py), with an API key; 0: none.
     reconcile_minutes: float = Field(default=15.0, ge=0, le=1440)
 
     @field_validator("dataset_uri_template")
@@ -315,7 +262,7 @@ class Settings(HistoryDefaults):
     @field_validator("airflow_password", "fivetran_api_key", "fivetran_api_secret", mode="before")
     @classmethod
     def _strip_secret(cls, value: object) -> object:
-        # A secret file ends with a newline (echo, openssl rand > file): never part of it.
+        # A secret file ends with a newline: never part of it.
         return value.strip() if isinstance(value, str) else value
 
     @field_validator("webhook_secrets", "api_tokens", mode="before")
@@ -337,12 +284,8 @@ class Settings(HistoryDefaults):
         return int(self.max_clock_skew_seconds * 1000)
 
     def redis_client(self) -> redis.Redis:
-        """Return a client for ``redis_url`` whose commands time out (the one factory).
-
-        Every process (web, worker, CLI) builds its client here, so a stuck Redis costs
-        at most ``redis_timeout_seconds`` per command everywhere alike; behind Sentinel
-        it is a client of the current primary, found again after a failover.
-        """
+        """Return a client for ``redis_url`` whose commands time out (every process builds
+        its client here, so a stuck Redis costs at most the timeout everywhere alike)."""
         return client_from_url(
             self.redis_url,
             socket_timeout=self.redis_timeout_seconds,
@@ -350,9 +293,8 @@ class Settings(HistoryDefaults):
         )
 
 
-#: A folder of secret files (Docker/Compose secrets, systemd credentials): a file named
-#: like a variable, e.g. ``fivetran_events_webhook_secrets``, gives that setting's value.
-#: The environment wins over a file.
+#: A folder of secret files named like the variables (``fivetran_events_webhook_secrets``);
+#: the environment wins over a file.
 SECRETS_DIR_VARIABLE = "FIVETRAN_EVENTS_SECRETS_DIR"
 
 
@@ -360,39 +302,30 @@ S = TypeVar("S", bound=BaseSettings)
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Read settings from the environment; raise ConfigurationError naming the bad variable."""
+    """Read settings; raise ConfigurationError naming the bad variable."""
     return _load(Settings, **overrides)
 
 
 def log_settings() -> LogSettings:
-    """Read the logging settings; raise ConfigurationError naming a bad variable."""
     return _load(LogSettings)
 
 
 def history_defaults() -> HistoryDefaults:
-    """Return the Airflow side's defaults, read once per process for a given environment.
-
-    Every hook asks (a triggerer holds hundreds); the cache is keyed on the
-    ``FIVETRAN_EVENTS_*`` variables, so a changed environment is read again. Secret
-    files are read once per process.
-    """
+    """Return the Airflow side's defaults, read once per process per environment (every
+    hook asks, and a triggerer holds hundreds)."""
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)))
     if not env:
-        # Nothing to read (the usual Airflow worker, whose connection names the prefix):
-        # the defaults as they are, without building a settings model (a millisecond or
-        # two of a sensor task's fresh process).
+        # The usual Airflow worker: the defaults, without building a settings model.
         return _HISTORY_DEFAULTS
     return _history_defaults_for(env)
 
 
-#: What ``HistoryDefaults`` reads from an environment without ``FIVETRAN_EVENTS_*``.
 _HISTORY_DEFAULTS = HistoryDefaults.model_construct()
 
 
 @functools.lru_cache(maxsize=4)
 def _history_defaults_for(env: tuple[tuple[str, str], ...]) -> HistoryDefaults:
-    # ``env`` is only the cache key: the model reads the same variables itself. A
-    # ConfigurationError is not cached, so a corrected variable is read on the next call.
+    # ``env`` is only the cache key; an error is not cached.
     return _load(HistoryDefaults)
 
 

@@ -1,28 +1,12 @@
 """Which sync answers a request to sync: the sync operator's decision, pure.
 
-An operator that asks Fivetran for a sync at time T must end on the first sync that
-*started* at or after T (``Criterion.STARTED_AFTER``): a sync that was already running
-when it asked holds rows from before T. Fivetran runs one sync per connector at a time:
-asked without ``force`` while one runs, it starts nothing ("the connection will sync
-only if it isn't currently syncing"), so the request is answered by nobody unless it is
-asked again once the running sync has ended. ``answer`` says what the recorded history
-means for a request:
-
-- the decision (``decide`` under ``started_after``, failures not propagated) is
-  SUCCESS: the request's sync succeeded. FAIL on a sync that started at or after T, or
-  on a paused or deleted connector: the request fails;
-- a sync that started before T ended after it (the one that ran when the request was
-  made, or one ``force`` stopped): when none that started at or after T runs, and the
-  request was made without ``force``, it must be made again (ASK_AGAIN); while one
-  runs, the request waits for it, from its start on (``retarget_ms``), so the earlier
-  end can no longer stand in front of its outcome;
-- nothing recorded since T for ``fallback_after_ms`` and no sync running: the webhook
-  may be broken; read the connection from Fivetran instead (FALL_BACK), which
-  ``answer_from_connection`` decides.
-
-Two requests made at once both end on a sync that started after each asked: the one
-asked second either came before that sync started (it answers both) or is asked again
-after it ended.
+A request made at T ends on the first sync that *started* at or after T: one already
+running holds rows from before T. Asked without ``force`` while a sync runs, Fivetran
+starts nothing, so a request whose earlier sync ended is asked again (ASK_AGAIN); while
+a sync of its own runs, it waits for that one from its start (``retarget_ms``). With
+nothing recorded for ``fallback_after_ms``, the webhook may be broken: the connection is
+read from Fivetran instead (FALL_BACK, ``answer_from_connection``). Two requests made at
+once both end on a sync that started after each asked.
 """
 
 from __future__ import annotations
@@ -37,8 +21,6 @@ from .timeutil import iso, to_ms
 
 
 class Step(str, Enum):
-    """What a sync request does next."""
-
     SUCCESS = "success"
     FAIL = "fail"
     WAIT = "wait"
@@ -53,7 +35,7 @@ class Answer:
     step: Step
     reason: str
     decision: Decision
-    #: WAIT: decide for this target from now on (the start of the request's running sync).
+    #: WAIT: decide for this target from now on.
     retarget_ms: int | None = None
 
     @property
@@ -67,8 +49,8 @@ def _ours(c: Completion | None, asked_ms: int) -> bool:
 
 
 def earlier_end(facts: Facts) -> Completion | None:
-    """The latest end at or after the target of a sync that started before it (or whose
-    start is unknown): the sync that was running when the request was made."""
+    """The latest end at or after the target of a sync that started before it (or
+    whose start is unknown): the one running when the request was made."""
     t = facts.target_ms
     ends = [*facts.successes_from_target, facts.first_failure_from_target, facts.latest_other]
     earlier = [c for c in ends if c is not None and c.ended_ms >= t and not _ours(c, t)]
@@ -84,14 +66,9 @@ def answer(
     fallback_after_ms: int | None = None,
     reschedule_wait_ms: int | None = None,
 ) -> Answer:
-    """Decide the next step of a request made at ``facts.target_ms``.
-
-    ``asked_ms`` is when the request was last made (default: the target); the fallback
-    is due ``fallback_after_ms`` after it when nothing of the request was recorded. A
-    sync of the request that ended RESCHEDULED is asked again once its ``rescheduledAt``
-    (or, without one, ``reschedule_wait_ms`` after its end) has passed with nothing
-    running: Fivetran runs a manual connection's rescheduled sync only when asked.
-    """
+    """Decide the next step of a request made at ``facts.target_ms`` and last asked at
+    ``asked_ms``. A RESCHEDULED sync of the request is asked again once its
+    ``rescheduledAt`` (or ``reschedule_wait_ms``) has passed with nothing running."""
     t = facts.target_ms
     d = decide(
         facts,
@@ -110,7 +87,7 @@ def answer(
         if due is None and reschedule_wait_ms is not None:
             due = sync.ended_ms + reschedule_wait_ms
         if due is not None and now_ms >= due:
-            # Fivetran runs a rescheduled sync of a manual connection only when asked.
+            # Fivetran runs a manual connection's rescheduled sync only when asked.
             return Answer(
                 Step.ASK_AGAIN,
                 f"sync {sync.sync_id} was RESCHEDULED to {iso(due)} and has not run again: "
@@ -178,12 +155,8 @@ def answer_from_connection(
     connector_id: str,
 ) -> tuple[Step, str, Completion | None]:
     """Decide a request from Fivetran's connection fields (the fallback, no history).
-
-    Fivetran gives only the latest ``succeeded_at``/``failed_at``, not when that sync
-    started: an end after the request answers it unless a sync was already running when
-    it was made without ``force`` (then that end may be the earlier sync's: ask again).
-    The completion returned is reconciled: its sync id is derived (marked as such).
-    """
+    They say not when a sync started: an end after a request made without ``force``
+    while one ran may be that earlier sync's (ask again)."""
     if paused:
         return Step.FAIL, f"connector {connector_id} was paused in Fivetran", None
     if syncing:

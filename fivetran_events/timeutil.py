@@ -1,8 +1,7 @@
 """Convert between ISO 8601 text, aware datetimes and epoch milliseconds.
 
-The history scores everything in epoch milliseconds (UTC); the APIs speak ISO 8601
-with a ``Z``. Naive datetimes are read as UTC everywhere, on purpose: Airflow hands
-out aware UTC datetimes, and a user who types ``2026-01-10T00:00`` means UTC.
+Naive datetimes are read as UTC everywhere, on purpose: Airflow hands out aware UTC
+datetimes, and a user who types ``2026-01-10T00:00`` means UTC.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ UTC = timezone.utc
 
 
 def to_utc(value: datetime) -> datetime:
-    """Return ``value`` as an aware UTC datetime (naive is taken to be UTC)."""
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
@@ -25,7 +23,7 @@ def _normalized(text: str) -> str:
 
 
 def is_time_text(text: str) -> bool:
-    """Return whether ``text`` is written as an ISO 8601 time, in range or not."""
+    """Whether ``text`` is written as an ISO 8601 time, in range or not."""
     try:
         datetime.fromisoformat(_normalized(text))
     except ValueError:
@@ -50,7 +48,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def to_ms(value: datetime) -> int:
-    """Return epoch milliseconds of ``value`` (naive is UTC)."""
     aware = to_utc(value)
     # Integer arithmetic avoids float rounding on microseconds. datetime's own
     # subtraction, because a subclass's (Airflow hands out pendulum's) builds an interval
@@ -60,12 +57,8 @@ def to_ms(value: datetime) -> int:
 
 
 def from_ms(ms: int | float) -> datetime:
-    """Return the aware UTC datetime of epoch milliseconds.
-
-    Integer arithmetic, not ``fromtimestamp(ms / 1000)``: the float division loses the
-    last millisecond far from 1970 (year 9999 needs 15 significant digits) and the
-    platform's ``fromtimestamp`` refuses early years, which the model accepts.
-    """
+    """Return the aware UTC datetime of epoch ms: not ``fromtimestamp(ms / 1000)``, whose
+    float loses the last millisecond far from 1970 and which refuses early years."""
     return EPOCH + timedelta(milliseconds=int(ms))
 
 
@@ -79,10 +72,6 @@ def iso(value: datetime | int | float | None) -> str | None:
 
 
 def now_ms() -> int:
-    """Return the wall clock in epoch milliseconds.
-
-    Read through ``datetime.now`` and integer arithmetic, so it is exact to the
-    millisecond also under a frozen clock in tests (freezegun's ``time_ns`` goes
-    through a float and can lose the last millisecond).
-    """
+    """Return the wall clock in epoch ms, exact also under freezegun (whose ``time_ns``
+    goes through a float)."""
     return to_ms(datetime.now(UTC))

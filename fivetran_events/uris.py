@@ -1,9 +1,8 @@
-"""Dataset (Asset) URIs per connector: the URI map, for DAG authors and the forwarder alike.
+"""Dataset (Asset) URIs per connector, for DAG authors and the forwarder alike.
 
-The webhook's worker posts events to these URIs and DAG authors schedule on them, so
-both sides build them from the same settings, and nobody types a URI by hand. The map is
-a template, or an explicit mapping file (TOML, or YAML when PyYAML is installed) naming
-one or more URIs per connector; a connector it does not name gets the template::
+Both sides build them from the same settings, so nobody types a URI by hand: a
+template, or a mapping file (TOML, JSON, or YAML with PyYAML) naming one or more URIs
+per connector; a connector it does not name gets the template::
 
     # fivetran-datasets.toml
     [connectors]
@@ -11,8 +10,7 @@ one or more URIs per connector; a connector it does not name gets the template::
     other_connector = "s3://lake/raw/other"
 
 Templates and mapped URIs may use ``{connector_id}``, ``{connector_name}``,
-``{connector_type}`` and ``{group_id}`` (``settings.check_template``, which validates
-the template setting too, so ``settings.py`` never imports this module).
+``{connector_type}`` and ``{group_id}`` (``settings.check_template``).
 """
 
 from __future__ import annotations
@@ -37,8 +35,6 @@ __all__ = ["DEFAULT_URI_TEMPLATE", "UriMap", "dataset_uri", "dataset_uris", "loa
 
 @dataclass(frozen=True)
 class UriMap:
-    """The template and the per-connector mapping, loaded once."""
-
     template: str = DEFAULT_URI_TEMPLATE
     mapping: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -49,10 +45,8 @@ class UriMap:
         connector_type: str | None = None,
         group_id: str | None = None,
     ) -> list[str]:
-        """Return the URIs a successful sync of ``connector_id`` updates, without duplicates.
-
-        A missing name, type or group renders as an empty string.
-        """
+        """Return the URIs a successful sync of ``connector_id`` updates, without duplicates
+        (a missing name, type or group renders as an empty string)."""
         names = dict(
             connector_name=connector_name, connector_type=connector_type, group_id=group_id
         )
@@ -65,7 +59,6 @@ class UriMap:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> UriMap:
-        """Build the map ``settings`` describe (template and mapping file)."""
         return load_uri_map(settings.dataset_uri_template, settings.dataset_mapping_file)
 
 
@@ -148,12 +141,8 @@ def dataset_uris(
     mapping_file: str | Path | None = None,
     uri_map: UriMap | None = None,
 ) -> list[str]:
-    """Return the dataset URIs of ``connector_id`` from the caller's map or configuration.
-
-    With neither ``uri_map`` nor a template or mapping file, they come from the
-    environment (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE``,
-    ``FIVETRAN_EVENTS_DATASET_MAPPING_FILE``), exactly as the forwarding worker reads them.
-    """
+    """Return the dataset URIs of ``connector_id`` from the caller's map or configuration,
+    else from the environment, exactly as the forwarding worker reads them."""
     if uri_map is None:
         if template is None and mapping_file is None:
             uri_map = UriMap.from_settings(load_settings())

@@ -68,7 +68,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import requests
 
-from fivetran_events.signature import SIGNATURE_HEADER, sign
+from fivetran_events.model import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso
 
 from .servers import serving_in_thread

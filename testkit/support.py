@@ -14,7 +14,7 @@ from urllib.parse import quote
 from fivetran_events import Event, as_text, parse_event
 from fivetran_events.decision import Completion, Facts, Lifecycle, RunningSync
 from fivetran_events.keys import ConnectorKeys
-from fivetran_events.signature import SIGNATURE_HEADER, sign
+from fivetran_events.model import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso, to_ms
 
 SECRET = "test-webhook-secret"

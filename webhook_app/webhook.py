@@ -22,8 +22,13 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from fivetran_events import Event, EventKind, InvalidPayload, WriteStatus, parse_event
 from fivetran_events.destinations import STALE_EVENTS, mark_stale
 from fivetran_events.keys import ConnectorKeys, readiness_key
-from fivetran_events.model import KNOWN_STATUSES, UNCHECKED_KINDS, lifecycle_name
-from fivetran_events.signature import SIGNATURE_HEADER, verify
+from fivetran_events.model import (
+    KNOWN_STATUSES,
+    SIGNATURE_HEADER,
+    UNCHECKED_KINDS,
+    lifecycle_name,
+    verify,
+)
 from fivetran_events.timeutil import now_ms
 
 from . import logs, metrics

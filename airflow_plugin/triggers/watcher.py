@@ -7,7 +7,7 @@ Use it in an ``AssetWatcher``::
 
 and the triggerer turns every successful sync recorded for the connector into one asset
 event whose payload is the ``extra`` the REST forwarder posts (``fivetran_events.
-asset_extra``), with no Airflow user, password or REST call.
+deliveries``), with no Airflow user, password or REST call.
 
 Its state (a position and the sync ids handled in a ``lookback`` window) lives in
 Airflow's asset state store; every watcher of a triggerer shares one poll of the
@@ -31,7 +31,7 @@ from airflow.triggers.shared_stream import (
     SharedStreamProducer,
 )
 
-from fivetran_events.asset_extra import SyncRef, aextra_for
+from fivetran_events.deliveries import SyncRef, aextra_for
 from fivetran_events.history import AsyncHistoryReader, ConnectorRecord
 from fivetran_events.redis_url import async_client_from_url
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms

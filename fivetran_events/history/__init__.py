@@ -1,13 +1,4 @@
-"""The durable per-connector sync history in Redis.
-
-- ``codec``: how a completion is stored as a sorted-set member;
-- ``writer``: ``HistoryWriter``, one event recorded idempotently and atomically by one
-  script (``_lua.record_script``);
-- ``reader``: ``HistoryReader`` and its async twin ``AsyncHistoryReader``, whose
-  ``decide`` is the one decision entry point, and the listings for the read API and CLI.
-
-Key names come from ``fivetran_events.keys``.
-"""
+"""The durable per-connector sync history in Redis (key names: ``fivetran_events.keys``)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,14 @@
-"""The Lua script of the history write (history/writer.py sends it; keys.py names the keys).
+"""The Lua script of the history write (history/writer.py sends it).
 
-One event's whole write is one script: the duplicate check, the history write, the change
-notification and what a caller adds for a successful sync (the webhook app adds its
-deliveries, due now, and wakes the workers' sweepers: webhook_app/forwarding/enqueue.py).
 Redis runs a script as one atomic step, so nothing needs WATCH, MULTI or a retry, and
 what the write reads (is this a redelivery? has this sync ended? which attempt does this
-start belong to?) is read when it runs. It goes out through redis-py's ``Script``
-(EVALSHA; a NOSCRIPT answer means nothing ran, so it loads the text and sends it again).
+start belong to?) is read when it runs.
 """
 
 from __future__ import annotations
 
 #: How many completions of each set a late ``sync_start`` looks through for its own
-#: sync's end (those that ended after it began: one connector's syncs do not overlap,
-#: so this is one or two in practice; the bound keeps a write's cost bounded whatever).
+#: sync's end (one or two in practice: one connector's syncs do not overlap).
 LATE_START_SCAN = 64
 #: How far apart two copies of one sync's start or end may be dated when they come from
 #: different sources (a webhook delivery's ``created``, the LOG table's ``time_stamp``,

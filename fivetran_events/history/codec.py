@@ -1,8 +1,7 @@
 """How a completion is stored: a short member of the ``ok``/``fail``/``other`` sets.
 
-A success's member is at most 28 bytes, so that with Redis's three
-bytes of string header and its terminator it fits a 32-byte allocation (docs/internals.md
-has the measurements)::
+A success's member is at most 28 bytes, so that with Redis's string header and
+terminator it fits a 32-byte allocation (docs/internals.md)::
 
     member  = token "," [delta] ["@" end] [source] [" " json]
     token   = base64url of the 16 bytes of a canonical lowercase UUID (22 characters)
@@ -12,7 +11,7 @@ has the measurements)::
               otherwise have the same member (two successes of one sync id, no start)
     source  = where the record came from, one upper-case letter (model.SOURCE_*): "I"
               imported from Fivetran's LOG table, "R" reconciled from its REST API;
-              none for a webhook delivery, so webhook history is as short as before
+              none for a webhook delivery
     json    = {"st": status, "r": reason, "tt": task_type, "ra": rescheduled_at_ms}:
               only for anything but SUCCESSFUL (failures and reschedules are rare:
               what Fivetran says of them may be long)
@@ -38,7 +37,7 @@ _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def b36(n: int) -> str:
-    """Write a non-negative integer in base 36 (the script's ``b36`` does the same)."""
+    """Write a non-negative integer in base 36, as the script's ``b36`` does."""
     if n < 0:
         raise ValueError("a sync cannot end before it started")
     out = ""
@@ -55,14 +54,12 @@ _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[
 
 
 def sync_token(sync_id: str) -> str:
-    """Return the short, reversible form of a sync id used in members."""
     if not _CANONICAL_UUID.match(sync_id):
         return "." + sync_id
     return base64.urlsafe_b64encode(bytes.fromhex(sync_id.replace("-", ""))).rstrip(b"=").decode()
 
 
 def sync_id_of(token: str) -> str:
-    """Invert ``sync_token``."""
     if token.startswith("."):
         return token[1:]
     return str(uuid.UUID(bytes=base64.urlsafe_b64decode(token + "==")))
@@ -90,9 +87,9 @@ def completion_parts(
     return sync_token(sync_id) + ",", suffix
 
 
-def encode_completion(event: Event, started_ms: int | None = None) -> str:
-    """Encode a sync_end as a member, with its attempt's start when known."""
-    prefix, suffix = completion_parts(
+def end_parts(event: Event) -> tuple[str, str]:
+    """``completion_parts`` of a sync_end."""
+    return completion_parts(
         event.sync_id or "",
         event.status or "",
         event.reason,
@@ -100,6 +97,11 @@ def encode_completion(event: Event, started_ms: int | None = None) -> str:
         event.rescheduled_at_ms,
         event.source,
     )
+
+
+def encode_completion(event: Event, started_ms: int | None = None) -> str:
+    """Encode a sync_end as a member, with its attempt's start when known."""
+    prefix, suffix = end_parts(event)
     delta = "" if started_ms is None else b36(event.created_ms - started_ms)
     return prefix + delta + suffix
 
@@ -107,11 +109,8 @@ def encode_completion(event: Event, started_ms: int | None = None) -> str:
 def decode_completion(
     member: str | bytes, score: float | None = None, by_start: bool = False
 ) -> Completion:
-    """Decode a completion member read with its ``score``.
-
-    ``score`` is the end (``ok``, ``fail``, ``other``), or the start with ``by_start``
-    (``okstart``).
-    """
+    """Decode a completion member read with its ``score``: the end, or the start with
+    ``by_start`` (``okstart``)."""
     text = as_text(member)
     if score is None:
         raise ValueError("a completion member needs its score")

@@ -1,20 +1,9 @@
-"""Reading the history: the one decision, and the listings shaped for people.
+"""Every read of the history's keys: the one decision, the listings, the lookups.
 
-``HistoryReader.decide`` is the entry point every caller uses (the read API, the CLI,
-the sensor, the short-circuit operator). The trigger runs in the triggerer's event loop,
-where a blocking Redis call would stall every other deferred task, so it decides through
-``AsyncHistoryReader``: the same reads (``facts_commands``) decoded the same way
-(``facts_from_results``), one pipelined round trip of O(log n) reads whatever the
-criterion, so a decision never holds the loop for longer than one short await.
-
-The listings (``syncs``, ``connectors``) are not part of the decision: they walk a page
-of a connector's completions or every known connector, and return JSON-ready dicts for
-the read API and the CLI.
-
-Every read of the history's keys is here, and nowhere else: the connectors hash decoded
-into ``ConnectorRecord``, the newest completions (``newest_of``), a success's
-neighbours for its asset event's ``extra`` (``extra_commands``, driven by
-``fivetran_events.asset_extra``), and the short lookups of the hooks and the forwarder.
+``HistoryReader.decide`` is the entry point every caller uses. The trigger runs in the
+triggerer's event loop, where a blocking Redis call would stall every other deferred
+task, so it decides through ``AsyncHistoryReader``: the same reads (``facts_commands``)
+decoded the same way (``facts_from_results``), one pipelined round trip of O(log n) reads.
 """
 
 from __future__ import annotations
@@ -54,11 +43,8 @@ Newest = tuple[Completion | None, Completion | None, RunningSync | None]
 
 @dataclass(frozen=True)
 class ConnectorRecord:
-    """A connector's entry in the connectors hash: what its newest events said of it.
-
-    The webhook's script keeps one JSON object a connector (``name``, ``type``,
-    ``group``, ``last_event_at`` and the lifecycle fields); this is its only decoder.
-    """
+    """A connector's entry in the connectors hash (one JSON object the record script
+    keeps): what its newest events said of it."""
 
     connector_id: str
     name: str | None = None
@@ -69,7 +55,7 @@ class ConnectorRecord:
 
     @classmethod
     def decode(cls, connector_id: str | bytes, raw: str | bytes | None) -> ConnectorRecord:
-        """Read one hash value (None, for a connector never recorded, gives empty fields)."""
+        """Read one hash value (None: a connector never recorded)."""
         meta = json.loads(raw) if raw else {}
         return cls(
             connector_id=as_text(connector_id),
@@ -87,21 +73,20 @@ class ConnectorRecord:
 
 
 def extra_commands(pipe: Any, keys: ConnectorKeys, sync_id: str, ended_ms: int) -> None:
-    """Queue the reads of a success's ``extra``: its records, its first start, the success
-    before it (``fivetran_events.asset_extra``)."""
+    """Queue the reads of a success's ``extra`` (``deliveries.extra_for``): its records,
+    its first start, the success before it."""
     pipe.zrangebyscore(keys.ok, ended_ms, ended_ms, withscores=True)
     pipe.zscore(keys.starts, sync_id)
     pipe.zrevrangebyscore(keys.ok, f"({ended_ms}", "-inf", start=0, num=1, withscores=True)
 
 
 def resync_commands(pipe: Any, keys: ConnectorKeys, ended_ms: int, previous: Sequence[Any]) -> None:
-    """Queue the second read: the resyncs since the previous success (they make it full)."""
+    """Queue the resyncs since the previous success (they make it a full refresh)."""
     since = f"({int(previous[0][1])}" if previous else "-inf"
     pipe.zrangebyscore(keys.resyncs, since, ended_ms)
 
 
 def decode_resyncs(members: Iterable[Any]) -> list[dict[str, Any]]:
-    """Decode the resync events ``resync_commands`` read."""
     return [json.loads(as_text(m) or "{}") for m in members]
 
 
@@ -112,11 +97,7 @@ def facts_commands(
     running_from_ms: int,
     started_after: bool = False,
 ) -> None:
-    """Queue the reads that make up Facts on a sync or async pipeline (7 or 8 commands).
-
-    A running sync counts from ``running_from_ms`` on, inclusive: one that started
-    exactly the maximum sync duration ago is still running.
-    """
+    """Queue the reads that make up Facts on a sync or async pipeline (7 or 8 commands)."""
     pipe.zrangebyscore(keys.ok, target_ms, "+inf", start=0, num=SUCCESS_PAGE, withscores=True)
     pipe.zrangebyscore(keys.fail, target_ms, "+inf", start=0, num=1, withscores=True)
     pipe.zrevrangebyscore(keys.ok, f"({target_ms}", "-inf", start=0, num=1, withscores=True)
@@ -141,7 +122,6 @@ def _running(rows: Sequence[tuple[Any, float]]) -> RunningSync | None:
 
 
 def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
-    """Build Facts from the replies of facts_commands."""
     ok_rows, fail_rows, ok_before, fail_before, running_rows, other, meta = results[:7]
     by_start = results[7] if len(results) > 7 else []
     successes: dict[tuple[str, int], Completion] = {}
@@ -166,7 +146,7 @@ def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
 
 
 def newest_commands(pipe: Any, keys: ConnectorKeys, running_from_ms: int) -> None:
-    """Queue the reads of a connector's ``Newest`` (3 commands, O(log n) each)."""
+    """Queue the reads of a connector's ``Newest`` (3 commands)."""
     pipe.zrevrange(keys.ok, 0, 0, withscores=True)
     pipe.zrevrange(keys.fail, 0, 0, withscores=True)
     pipe.zrevrangebyscore(keys.running, "+inf", running_from_ms, start=0, num=1, withscores=True)
@@ -183,14 +163,11 @@ def newest_from_results(results: Sequence[Any]) -> list[Newest]:
 def target_and_criterion(
     target: datetime | int, criterion: Criterion | str
 ) -> tuple[int, Criterion]:
-    """Return the target in epoch ms and the parsed criterion of one decision."""
     target_ms = target if isinstance(target, int) else to_ms(to_utc(target))
     return target_ms, parse_criterion(criterion)
 
 
 class _Reader:
-    """What both readers hold: a client, the key prefix and the maximum sync duration."""
-
     def __init__(self, client: Any, prefix: str, max_sync_duration_ms: int) -> None:
         self.client = client  # a redis.Redis, or a redis.asyncio.Redis for the async reader
         self.prefix = prefix
@@ -200,11 +177,8 @@ class _Reader:
         return ConnectorKeys(self.prefix, connector_id)
 
     def running_from(self, now: int | None) -> int:
-        """The earliest start of a sync still running at ``now`` (the wall clock if None).
-
-        Inclusive: a sync that started exactly the maximum duration ago is still running;
-        only one that has run longer is taken as lost.
-        """
+        """The earliest start of a sync still running at ``now`` (the wall clock if None);
+        inclusive: only a sync that has run longer than the maximum is taken as lost."""
         return (now_ms() if now is None else now) - self.max_sync_duration_ms
 
     def _facts_pipeline(
@@ -218,7 +192,7 @@ class _Reader:
 
 
 class HistoryReader(_Reader):
-    """Answer the sensor's questions in O(log n) per question, and list the history."""
+    """Answer the sensor's questions in O(log n) each, and list the history."""
 
     def decide(
         self,
@@ -229,12 +203,8 @@ class HistoryReader(_Reader):
         now: int | None = None,
         **flags: Unpack[Flags],
     ) -> Decision:
-        """Decide SUCCESS, FAIL or WAIT for ``connector_id`` at ``target`` (one round trip).
-
-        ``flags`` are ``decision.decide``'s: ``propagate_failures_forward``,
-        ``always_wait_when_syncing``, ``wait_when_paused``. Raises ValueError naming the
-        valid criteria for an unknown ``criterion``.
-        """
+        """Decide SUCCESS, FAIL or WAIT for ``connector_id`` at ``target`` (one round trip);
+        ``flags`` are ``decision.decide``'s."""
         target_ms, crit = target_and_criterion(target, criterion)
         facts = self.facts(connector_id, target_ms, now, crit is Criterion.STARTED_AFTER)
         return decide(facts, criterion=crit, **flags)
@@ -242,32 +212,26 @@ class HistoryReader(_Reader):
     def facts(
         self, connector_id: str, target_ms: int, now: int | None = None, started_after: bool = False
     ) -> Facts:
-        """Fetch what decide() needs for ``target_ms``: one round trip, O(log n) reads."""
         pipe = self._facts_pipeline(connector_id, target_ms, now, started_after)
         return facts_from_results(pipe.execute(), target_ms)
 
     def known(self, connector_id: str) -> bool:
-        """Return whether any event of ``connector_id`` was recorded."""
         return bool(self.client.hexists(connectors_key(self.prefix), connector_id))
 
     def connector(self, connector_id: str) -> ConnectorRecord | None:
-        """Return what the connectors hash holds of ``connector_id`` (None: never recorded)."""
         raw = self.client.hget(connectors_key(self.prefix), connector_id)
         return None if raw is None else ConnectorRecord.decode(connector_id, raw)
 
     def connector_records(self) -> list[ConnectorRecord]:
-        """Every recorded connector, sorted by id (one HGETALL)."""
         return ConnectorRecord.decode_all(self.client.hgetall(connectors_key(self.prefix)))
 
     def connector_ids(self) -> list[str]:
-        """Every recorded connector's id, sorted (HKEYS: no values, for paging)."""
         return sorted(as_text(k) for k in self.client.hkeys(connectors_key(self.prefix)))
 
     def newest_of(
         self, connector_ids: Sequence[str], now: int | None = None
     ) -> list[tuple[ConnectorRecord, Newest]]:
-        """Each connector's record and newest success, failure and running sync, in the
-        order given: one pipelined round trip, O(log n) a connector."""
+        """Each connector's record and ``Newest``, in the order given (one round trip)."""
         if not connector_ids:
             return []
         pipe, running_from = self.client.pipeline(transaction=False), self.running_from(now)
@@ -279,14 +243,12 @@ class HistoryReader(_Reader):
         return list(zip(records, newest_from_results(rest), strict=True))
 
     def last_success(self, connector_id: str, as_of_ms: int | str = "+inf") -> Completion | None:
-        """The newest successful sync that ended at or before ``as_of_ms``."""
         rows = self.client.zrevrangebyscore(
             self.keys(connector_id).ok, as_of_ms, "-inf", start=0, num=1, withscores=True
         )
         return _one(rows)
 
     def successes_since(self, connector_id: str, since_ms: int) -> list[Completion]:
-        """The connector's successes that ended at or after ``since_ms``, oldest first."""
         rows = self.client.zrangebyscore(
             self.keys(connector_id).ok, since_ms, "+inf", withscores=True
         )
@@ -315,10 +277,8 @@ class HistoryReader(_Reader):
         limit: int = 100,
         now: int | None = None,
     ) -> list[dict[str, Any]]:
-        """List the connector's syncs, newest first: completions, and running ones on top.
-
-        A running sync that started before the maximum sync duration is listed as STALE.
-        """
+        """List the connector's syncs, newest first; a running one older than the maximum
+        sync duration is listed as STALE."""
         keys = self.keys(connector_id)
         lo = "-inf" if since_ms is None else since_ms
         hi = "+inf" if until_ms is None else until_ms
@@ -342,8 +302,6 @@ class HistoryReader(_Reader):
         return [item for _, item in rows[:limit]]
 
     def connectors(self, now: int | None = None) -> list[dict[str, Any]]:
-        """List known connectors with their last success, last failure, running sync and
-        lifecycle (paused, deleted, broken: ``decision.Lifecycle``)."""
         return [
             {
                 "connector_id": rec.connector_id,
@@ -361,7 +319,7 @@ class HistoryReader(_Reader):
 
 
 class AsyncHistoryReader(_Reader):
-    """Fetch ``Facts`` and decide over ``redis.asyncio`` without blocking the event loop."""
+    """``HistoryReader``'s decision over ``redis.asyncio``, for the triggerer's loop."""
 
     async def decide(
         self,
@@ -372,7 +330,6 @@ class AsyncHistoryReader(_Reader):
         now: int | None = None,
         **flags: Unpack[Flags],
     ) -> Decision:
-        """Decide for ``connector_id`` at ``target``, as ``HistoryReader.decide`` does."""
         target_ms, crit = target_and_criterion(target, criterion)
         facts = await self.facts(connector_id, target_ms, now, crit is Criterion.STARTED_AFTER)
         return decide(facts, criterion=crit, **flags)
@@ -380,20 +337,17 @@ class AsyncHistoryReader(_Reader):
     async def facts(
         self, connector_id: str, target_ms: int, now: int | None = None, started_after: bool = False
     ) -> Facts:
-        """Fetch what decide() needs for ``target_ms``: one round trip, O(log n) reads."""
         pipe = self._facts_pipeline(connector_id, target_ms, now, started_after)
         return facts_from_results(await pipe.execute(), target_ms)
 
     async def connector(self, connector_id: str) -> ConnectorRecord | None:
-        """Return what the connectors hash holds of ``connector_id`` (None: never recorded)."""
         raw = await self.client.hget(connectors_key(self.prefix), connector_id)
         return None if raw is None else ConnectorRecord.decode(connector_id, raw)
 
     async def successes_page(
         self, connector_id: str, from_ms: int, offset: int, count: int
     ) -> list[Completion]:
-        """``count`` successes that ended at or after ``from_ms``, oldest first, skipping
-        the first ``offset`` (a watcher pages through a window)."""
+        """``count`` successes from ``from_ms``, oldest first, after the first ``offset``."""
         rows = await self.client.zrangebyscore(
             self.keys(connector_id).ok, from_ms, "+inf", start=offset, num=count, withscores=True
         )

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from bench.import_log import ROOT, log_row, write_export
 from bench.storage import events
-from fivetran_events.log_import import Columns, RowFilter, Summary, events_of
-from fivetran_events.log_sources import read_file
+from fivetran_events.log_import import Columns, RowFilter, Summary, events_of, read_file
 from fivetran_events.timeutil import now_ms
 
 

@@ -24,9 +24,10 @@ from fivetran_events.log_import import (
     RowFilter,
     Summary,
     events_of,
+    read_database,
+    read_file,
     record_events,
 )
-from fivetran_events.log_sources import read_database, read_file
 from fivetran_events.model import is_valid_id
 
 from ..state import State

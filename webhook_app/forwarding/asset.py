@@ -21,8 +21,7 @@ from __future__ import annotations
 import json
 import time
 
-from fivetran_events.asset_extra import SyncRef, extra_for
-from fivetran_events.deliveries import Delivery, DeliveryState
+from fivetran_events.deliveries import Delivery, DeliveryState, SyncRef, extra_for
 from fivetran_events.http import RetryableError
 from fivetran_events.timeutil import iso
 

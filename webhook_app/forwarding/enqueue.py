@@ -17,8 +17,7 @@ from redis.client import Pipeline
 from redis.typing import EncodableT
 
 from fivetran_events import Event, Settings
-from fivetran_events.asset_extra import SyncRef
-from fivetran_events.deliveries import DeliveryKind, DeliveryState
+from fivetran_events.deliveries import DeliveryKind, DeliveryState, SyncRef
 from fivetran_events.history.writer import TRIM_EVERY, trims
 from fivetran_events.keys import (
     deliveries_key,

@@ -28,8 +28,7 @@ import json
 import logging
 from typing import Any
 
-from fivetran_events.asset_extra import SyncRef, extra_for
-from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState
+from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState, SyncRef, extra_for
 from fivetran_events.destinations import DestinationTable, current
 from fivetran_events.exceptions import FivetranApiError, FivetranUnavailable
 from fivetran_events.fivetran_api import FivetranClient

@@ -25,7 +25,7 @@ from fivetran_events.exceptions import (
 )
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.fivetran_records import describe
-from fivetran_events.signature import SIGNATURE_HEADER, verify
+from fivetran_events.model import SIGNATURE_HEADER, verify
 from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.processes import poll_until
 from testkit.servers import serving_in_thread

@@ -16,7 +16,7 @@ import pytest
 from rq import Queue
 
 from fivetran_events import Settings
-from fivetran_events.asset_extra import SyncRef, extra_for
+from fivetran_events.deliveries import SyncRef, extra_for
 from fivetran_events.keys import delivery_id, due_key
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (

@@ -20,7 +20,7 @@ import redis
 from pytest_redis.executor import RedisExecutor
 
 from fivetran_events import Settings
-from fivetran_events.signature import SIGNATURE_HEADER
+from fivetran_events.model import SIGNATURE_HEADER
 from testkit.servers import webhook_server
 from testkit.support import payload, signed
 

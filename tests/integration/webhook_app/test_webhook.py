@@ -18,7 +18,7 @@ from rq.job import Job
 
 from fivetran_events import ConfigurationError, Settings, decide
 from fivetran_events.keys import due_key, sweep_wake_key
-from fivetran_events.signature import SIGNATURE_HEADER, sign
+from fivetran_events.model import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import to_ms
 from testkit.support import (
     OTHER_SECRET,

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from fivetran_events import Settings
-from fivetran_events.asset_extra import SyncRef, extra_for
+from fivetran_events.deliveries import SyncRef, extra_for
 from fivetran_events.keys import delivery_key, sync_deliveries_key
 from testkit.airflow_harness import AirflowServer
 from testkit.own_redis import OwnRedis, own_redis

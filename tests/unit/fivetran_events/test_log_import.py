@@ -24,9 +24,9 @@ from fivetran_events.log_import import (
     Summary,
     events_of,
     parse_time,
+    read_file,
     row_event,
 )
-from fivetran_events.log_sources import read_file
 from fivetran_events.model import SOURCE_IMPORTED, EventKind
 from fivetran_events.timeutil import to_ms
 from testkit.support import at, ev

@@ -7,7 +7,7 @@ import hmac
 
 import pytest
 
-from fivetran_events.signature import sign, verify
+from fivetran_events.model import sign, verify
 
 BODY = b'{"event":"test_event"}'
 
