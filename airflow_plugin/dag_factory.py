@@ -144,7 +144,7 @@ def recorded_schemas(redis_conn_id: str = "fivetran_events_redis") -> dict[str, 
     Fivetran names a connector's destination schema after the connector, so the names
     the webhook recorded tell which schema belongs to which connector.
     """
-    from .hooks.history import FivetranEventsRedisHook
+    from .hooks import FivetranEventsRedisHook
 
     rows = FivetranEventsRedisHook(redis_conn_id).reader().connectors()
     return {
@@ -165,7 +165,7 @@ def cached_tables(
     connectors: list[str], redis_conn_id: str = "fivetran_events_redis"
 ) -> dict[str, list[DestinationTable]]:
     """Each connector's cached destination tables (those with none cached are left out)."""
-    from .hooks.history import FivetranEventsRedisHook
+    from .hooks import FivetranEventsRedisHook
 
     hook = FivetranEventsRedisHook(redis_conn_id)
     out = {}

@@ -133,26 +133,26 @@ def get_provider_info() -> dict[str, Any]:
         "asset helpers.",
         "versions": [_version()],
         "integrations": [{"integration-name": INTEGRATION, "tags": ["service"]}],
-        "hooks": _modules("hooks.history", "hooks.fivetran_api"),
+        "hooks": _modules("hooks"),
         "sensors": _modules("sensors"),
         "operators": _modules("operators.sync", "operators.sql"),
         "triggers": _modules("triggers.decision", "triggers.sync", "triggers.watcher"),
         "connection-types": [
             {
                 "connection-type": CONN_TYPE,
-                "hook-class-name": "airflow_plugin.hooks.history.FivetranEventsRedisHook",
+                "hook-class-name": "airflow_plugin.hooks.FivetranEventsRedisHook",
                 "hook-name": HOOK_NAME,
                 "conn-fields": CONN_FIELDS,
                 "ui-field-behaviour": _ui_field_behaviour(UI_FIELD_BEHAVIOUR),
             },
             {
                 "connection-type": FIVETRAN_CONN_TYPE,
-                "hook-class-name": "airflow_plugin.hooks.fivetran_api.FivetranApiHook",
+                "hook-class-name": "airflow_plugin.hooks.FivetranApiHook",
                 "hook-name": FIVETRAN_API_HOOK_NAME,
                 "ui-field-behaviour": _ui_field_behaviour(FIVETRAN_API_UI_FIELD_BEHAVIOUR),
             },
         ],
-        "extra-links": ["airflow_plugin.links.FivetranConnectorLink"],
+        "extra-links": ["airflow_plugin.ui.FivetranConnectorLink"],
         "plugins": [
             {
                 "name": "fivetran_events",

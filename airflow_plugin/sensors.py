@@ -28,19 +28,18 @@ from .compat import (
     default_deferrable,
 )
 from .exceptions import FivetranHistoryUnavailable, FivetranSyncFailed
-from .hooks.history import (
+from .hooks import (
     DEFAULT_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,
-    read_retrying,
 )
-from .links import FivetranConnectorLink
 from .targets import resolve_target
 from .triggers.decision import (
     DEFAULT_RECHECK_INTERVAL,
     UNAVAILABLE,
     FivetranSyncDecisionTrigger,
 )
+from .ui import FivetranConnectorLink
 
 #: Below this, reschedule mode meets an Airflow 3.2-3.3 scheduler race that fails the
 #: sensor whatever it decided (apache/airflow#71172); the sensor warns at parse time.
@@ -83,7 +82,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
 
     template_fields = ("connector_id", "target_time", "connector_name", "destination_name")
     ui_color = "#e3f4fc"
-    #: The connector's page in the plugin's UI, at the run's target (links.py).
+    #: The connector's page in the plugin's UI, at the run's target.
     operator_extra_links = (FivetranConnectorLink(),)
 
     def __init__(
@@ -164,12 +163,10 @@ class FivetranDateTimeSensor(BaseSensorOperator):
 
     def _decide(self, target_ms: int) -> Decision:
         """Decide from the history; raise ``FivetranHistoryUnavailable`` after the retries."""
-        return read_retrying(
-            lambda: self.hook.reader().decide(self.connector_id, target_ms, **self._flags()),
-            what=f"the history of connector {self.connector_id}",
-            cfg=self.hook.config,
-            conn_id=self.redis_conn_id,
-            timeout=self.redis_retry_timeout,
+        return self.hook.read_retrying(
+            lambda r: r.decide(self.connector_id, target_ms, **self._flags()),
+            f"the history of connector {self.connector_id}",
+            self.redis_retry_timeout,
         )
 
     def _outcome(self, decision: Decision) -> dict[str, Any] | None:

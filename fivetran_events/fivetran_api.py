@@ -96,7 +96,7 @@ class FivetranClient:
     """Fivetran's REST API with one account's key and secret.
 
     Build it from settings (``from_settings``) on the server, or from an Airflow
-    connection on the Airflow side (``airflow_plugin.hooks.fivetran_api``). A ``requests``
+    connection on the Airflow side (``airflow_plugin.hooks``). A ``requests``
     session is kept (connections reused); ``close()`` or ``with`` releases it.
     """
 

@@ -45,14 +45,13 @@ from fivetran_events.timeutil import iso, now_ms, to_ms
 
 from ..compat import BaseOperator, Context, ShortCircuitOperator, default_deferrable
 from ..exceptions import ConnectorNameError, FivetranHistoryUnavailable, FivetranSyncFailed
-from ..hooks.fivetran_api import DEFAULT_FIVETRAN_CONN_ID, FivetranApiHook
-from ..hooks.history import (
+from ..hooks import (
     DEFAULT_CONN_ID,
+    DEFAULT_FIVETRAN_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
+    FivetranApiHook,
     FivetranEventsRedisHook,
-    read_retrying,
 )
-from ..links import FivetranConnectorLink
 from ..targets import resolve_target
 from ..triggers.decision import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE
 from ..triggers.sync import (
@@ -61,6 +60,7 @@ from ..triggers.sync import (
     DEFAULT_POLL_FREQUENCY,
     FivetranSyncRequestTrigger,
 )
+from ..ui import FivetranConnectorLink
 
 #: The history's retention when the Airflow side records a reconciled sync (the server's
 #: default; older events are refused, and this one is new).
@@ -117,15 +117,12 @@ def already_synced(op: Any, context: Context) -> Decision | None:
     sensor retries it, then ``FivetranHistoryUnavailable``.
     """
     target, source = resolve_target(op.target_time, context)
-    hook = FivetranEventsRedisHook(op.redis_conn_id)
-    decision = read_retrying(
-        lambda: hook.reader().decide(
+    decision = FivetranEventsRedisHook(op.redis_conn_id).read_retrying(
+        lambda r: r.decide(
             op.connector_id, to_ms(target), criterion=op.criterion, propagate_failures_forward=False
         ),
-        what=f"the history of connector {op.connector_id}",
-        cfg=hook.config,
-        conn_id=op.redis_conn_id,
-        timeout=op.redis_retry_timeout,
+        f"the history of connector {op.connector_id}",
+        op.redis_retry_timeout,
     )
     synced = decision.outcome is Outcome.SUCCESS
     op.log.info(
@@ -271,12 +268,10 @@ class FivetranSyncOperator(BaseOperator):
                 "connector %s: schedule_type %s -> %s", cid, conn.schedule_type, self.schedule_type
             )
             self.client.update_connection(cid, {"schedule_type": self.schedule_type})
-        recorded = read_retrying(
-            lambda: self.hook.reader().facts(cid, now_ms()).running,
-            what=f"the history of connector {cid}",
-            cfg=self.hook.config,
-            conn_id=self.redis_conn_id,
-            timeout=self.redis_retry_timeout,
+        recorded = self.hook.read_retrying(
+            lambda r: r.facts(cid, now_ms()).running,
+            f"the history of connector {cid}",
+            self.redis_retry_timeout,
         )
         running = conn.sync_state == "syncing" or recorded is not None
         asked = now_ms()

@@ -8,7 +8,7 @@ All triggers of the triggerer share one subscription and one small pool
 (``_wakeups.Hub``), so thousands of deferred sensors cost one socket for wake-ups
 and a handful for reads.
 
-An unreachable Redis is retried as a poke retries it (``hooks.history.aread_retrying``), then
+An unreachable Redis is retried as a poke retries it (``hooks.aread_retrying``), then
 reported in an event with status ``unavailable`` that ``execute_complete`` raises:
 never swallowed, so an outage shows on the task, not only in the triggerer's log.
 """
@@ -27,7 +27,7 @@ from fivetran_events.timeutil import now_ms
 
 from ..compat import BaseTrigger, TriggerEvent
 from ..exceptions import FivetranHistoryUnavailable
-from ..hooks.history import (
+from ..hooks import (
     DEFAULT_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,

@@ -30,10 +30,11 @@ from fivetran_events.timeutil import iso, now_ms
 
 from ..compat import TriggerEvent
 from ..exceptions import FivetranHistoryUnavailable
-from ..hooks.fivetran_api import DEFAULT_FIVETRAN_CONN_ID, FivetranApiHook
-from ..hooks.history import (
+from ..hooks import (
     DEFAULT_CONN_ID,
+    DEFAULT_FIVETRAN_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
+    FivetranApiHook,
     FivetranEventsRedisHook,
     HistoryConfig,
     aread_retrying,

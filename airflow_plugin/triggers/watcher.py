@@ -36,7 +36,7 @@ from fivetran_events.history import AsyncHistoryReader, ConnectorRecord
 from fivetran_events.redis_url import async_client_from_url
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 
-from ..hooks.history import DEFAULT_CONN_ID, FivetranEventsRedisHook
+from ..hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 from ._wakeups import changes
 
 log = logging.getLogger(__name__)

@@ -52,7 +52,7 @@ def _auth() -> Any:
 
 
 def _hook_reader() -> HistoryReader:
-    from ..hooks.history import FivetranEventsRedisHook
+    from ..hooks import FivetranEventsRedisHook
 
     return FivetranEventsRedisHook().reader()
 

@@ -179,7 +179,7 @@ class Flags:
     wait_when_paused: bool = False
 
     def as_params(self) -> dict[str, str]:
-        """Return the flags as query parameters (the URL contract of airflow_plugin.links)."""
+        """Return the flags as query parameters (the URL contract of airflow_plugin.ui)."""
         return {
             k: v.value if isinstance(v, Criterion) else str(v).lower()
             for k, v in asdict(self).items()
