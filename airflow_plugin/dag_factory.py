@@ -5,40 +5,8 @@ A DAG file of two lines in the DAGs folder::
     from airflow_plugin.dag_factory import dags_from_folder
     dags_from_folder("sql/sales")          # relative to this DAG file
 
-turns the folder into a DAG (``sales``). The layout (see sql_folder.py): top-level
-``.sql`` files are tasks, sub-folders are sequences of tasks in file-name order, names
-starting with ``__`` are left out. An optional ``dag.toml`` in the folder configures it::
-
-    dag_id = "sales"                  # default: the folder's name
-    conn_id = "warehouse"             # the SQL connection the tasks run on
-    schedule = "assets"               # or a cron string / preset: time-scheduled with sensors
-    assets = "all"                    # with schedule = "assets": wait for all, or "any"
-    start_date = "2026-01-01"
-    catchup = false
-    dialect = "snowflake"             # sqlglot dialect used to read table references
-    external = ["ref.*"]              # tables read but produced elsewhere
-    upstream = ["daily_revenue"]      # tables another factory DAG writes: wait for them too
-    output_uri = "sql://{conn_id}/{table}"   # dataset URI of each table a group writes
-    session_sql = ["SET search_path TO analytics"]   # run first, in each task's session
-
-    [connectors]                      # destination schema -> Fivetran connector id
-    salesforce = "assimilate_seem"
-    connectors_from_history = true    # also: each recorded connector's name is its schema
-    redis_conn_id = "fivetran_events_redis"   # where that history is
-    table_assets = true               # schedule on the table assets read (docs/tables.md);
-                                      # default: on when FIVETRAN_EVENTS_ASSET_GRANULARITY
-                                      # is "table" or "both"
-
-    [reset_allowed]                   # refuse a Fivetran re-sync's full refresh per table
-    "analytics.revenue" = false
-
-    [sensor]                          # FivetranDateTimeSensor options (time-scheduled DAGs)
-    mode = "reschedule"
-
-With ``table_assets`` an asset-scheduled DAG waits for the table assets it reads
-(``postgres://host:5432/db/salesforce/account``, named as the worker names them: the
-connector's cached table list, ``fivetran_events.destinations``) instead of the whole
-connector's; a table not in that list falls back to its connector's asset.
+turns the folder into a DAG (``sales``): the layout is sql_folder.py's; an optional
+``dag.toml`` configures it (docs/dag-factory.md lists every key).
 
 A group depends on a connector when it reads a table in the connector's destination
 schema; on another group when it reads what that group writes. Anything else it reads

@@ -1,12 +1,7 @@
 """``FivetranDateTimeSensor``: wait until a connector is synced as of the run's target.
 
-It answers from the history the webhook server records (no Fivetran API calls) with
-the project's one decision function, in ``poke``, ``reschedule`` and deferrable modes
-alike, every flag honoured in each.
-
-When Redis is unreachable, every mode follows one policy (docs/sensor.md, "When Redis
-is unreachable"): a check retries with backoff for ``redis_retry_timeout`` seconds, then
-raises ``FivetranHistoryUnavailable``, which Airflow treats as an error in ``poke``.
+It answers from the recorded history (no Fivetran API calls) with the one decision
+function, in ``poke``, ``reschedule`` and deferrable modes alike, every flag honoured.
 """
 
 from __future__ import annotations
@@ -57,7 +52,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         connectors of the same name apart (templated). Fivetran's webhooks carry the
         group's id (``destination_group_id``), so that is what it is matched against.
     :param target_time: datetime or ISO 8601 text (templated; naive is UTC). Default:
-        the run's ``data_interval_end``; for runs without one, see ``airflow_plugin.targets``.
+        ``airflow_plugin.targets.resolve_target`` (the run's ``data_interval_end``).
     :param propagate_failures_forward: FAIL when nothing completed at or after the target
         and the latest completion before it failed.
     :param always_wait_when_syncing: WAIT while a sync is running, whatever else holds.
@@ -71,7 +66,8 @@ class FivetranDateTimeSensor(BaseSensorOperator):
     :param recheck_interval: seconds between the trigger's re-checks when no change
         message arrives (deferrable only).
     :param redis_retry_timeout: seconds a check keeps retrying an unreachable Redis (with
-        backoff) before it raises ``FivetranHistoryUnavailable``; see the module docstring.
+        backoff) before it raises ``FivetranHistoryUnavailable``, an error in ``poke``
+        for Airflow (docs/sensor.md, "When Redis is unreachable").
 
     On success the task's return value (XCom) is the deciding sync with the target; a
     FAIL raises ``FivetranSyncFailed`` naming the sync, its time, its reason and the target.
@@ -141,11 +137,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return FivetranEventsRedisHook(self.redis_conn_id)
 
     def _resolve_connector(self) -> None:
-        """Turn ``connector_name`` into ``connector_id`` from the recorded connectors.
-
-        Once per process: a deferred sensor's resumed process resolves again (its
-        rendered ``connector_id`` is empty), so the link and messages name the id.
-        """
+        """Turn ``connector_name`` into ``connector_id`` (again in a resumed process)."""
         if self.connector_name is None or self.connector_id:
             return
         self.connector_id = self.hook.connector_id_for(
@@ -162,7 +154,6 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return {name: getattr(self, name) for name in FLAGS}
 
     def _decide(self, target_ms: int) -> Decision:
-        """Decide from the history; raise ``FivetranHistoryUnavailable`` after the retries."""
         return self.hook.read_retrying(
             lambda r: r.decide(self.connector_id, target_ms, **self._flags()),
             f"the history of connector {self.connector_id}",
@@ -210,11 +201,10 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return float(super()._get_next_poke_interval(started_at, run_duration, poke_count))
 
     def _unavailable(self, exc: FivetranHistoryUnavailable, *, may_wait: bool) -> None:
-        """Apply Airflow's convention for an error in poke where Airflow does not.
+        """Treat an outage as ``BaseSensorOperator.execute`` treats an error in ``poke``.
 
-        ``BaseSensorOperator.execute`` does this around ``poke``; the deferrable path
-        never runs it, so it calls this instead: skip under ``never_fail``, log and keep
-        waiting under ``silent_fail`` (return), otherwise raise (retries apply).
+        The deferrable path never runs that: skip under ``never_fail``, keep waiting
+        under ``silent_fail`` (return), otherwise raise (retries apply).
         """
         if getattr(self, "never_fail", False):
             raise AirflowSkipException(f"Skipping due to never_fail: {exc}") from exc
