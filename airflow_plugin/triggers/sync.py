@@ -89,9 +89,10 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         self.min_deferral = float(min_deferral)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        names = ("connector_id", "target_ms", "force", "running_at_ask", "fallback_after")
-        names += ("poll_frequency", "reschedule_wait_time", "fivetran_conn_id", "redis_conn_id")
-        names += ("recheck_interval", "retry_timeout", "deferred_ms", "min_deferral")
+        names: tuple[str, ...] = ("connector_id", "target_ms", "force", "running_at_ask")
+        names += ("fallback_after", "poll_frequency", "reschedule_wait_time", "fivetran_conn_id")
+        names += ("redis_conn_id", "recheck_interval", "retry_timeout", "deferred_ms")
+        names += ("min_deferral",)
         return (
             "airflow_plugin.triggers.sync.FivetranSyncRequestTrigger",
             {n: getattr(self, n) for n in names},
