@@ -235,10 +235,8 @@ class FivetranEventsRedisHook(BaseHook):
         return config_from_connection(await aget_connection(self.redis_conn_id))
 
     def read_retrying(self, read: Callable[[HistoryReader], T], what: str, timeout: float) -> T:
-        """Return ``read(reader)``, retried while Redis is unreachable for ``timeout`` s.
-
-        Then ``FivetranHistoryUnavailable``, naming ``what`` could not be read.
-        """
+        """Return ``read(reader)``, retried while Redis is unreachable for ``timeout`` s,
+        then ``FivetranHistoryUnavailable`` naming ``what``."""
         try:
             return Retrying(**_retry_policy(what, timeout))(lambda: read(self.reader()))
         except UNREACHABLE as exc:
@@ -283,10 +281,9 @@ class FivetranEventsRedisHook(BaseHook):
 
 
 def _retry_policy(what: str, timeout: float | None) -> dict[str, Any]:
-    """Keep trying while Redis is unreachable: exponential backoff, for ``timeout`` s.
+    """Retry while Redis is unreachable, with backoff, for ``timeout`` s.
 
-    ``timeout=None`` retries until cancelled (the trigger of a ``silent_fail`` sensor,
-    whose deferral timeout ends the wait as the sensor's timeout ends a poke loop).
+    ``None``: until cancelled (a ``silent_fail`` sensor's trigger, ended by its deferral timeout).
     """
 
     def warn(state: RetryCallState) -> None:
@@ -341,9 +338,8 @@ def resolve_connector_name(
 ) -> str:
     """Return the id of the one recorded connector called ``name`` (in that destination).
 
-    Fivetran's webhooks carry the destination's group id, not its display name, so
-    ``destination_name`` is matched against that group id. No match, or several without
-    a destination to tell them apart, raises ``ConnectorNameError`` naming the candidates.
+    ``destination_name`` is matched against the group id: Fivetran's webhooks carry no
+    destination's display name.
     """
     known = [(c.connector_id, c.name, c.group) for c in connectors]
     named = sorted(k for k in known if k[1] == name)
@@ -373,11 +369,8 @@ def _listing(candidates: list[tuple[str, Any, Any]]) -> str:
 
 
 def base_url_of(conn: Connection) -> str:
-    """Return the API's base URL a connection names: its host (and port), or Fivetran's.
-
-    A host with a scheme (``http://127.0.0.1:8080``, a proxy or a stand-in) is taken as
-    it is, one without gets ``https://``; the connection's port, if set, is added.
-    """
+    """Return the connection's host as a base URL (``https://`` unless it has a scheme,
+    plus its port), or Fivetran's own when it has none."""
     host = (conn.host or "").strip()
     if not host:
         return DEFAULT_FIVETRAN_API_URL

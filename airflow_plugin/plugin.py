@@ -1,15 +1,11 @@
 """What DAG authors use by name: connectors' assets, template macros, the ``AirflowPlugin``.
 
-``connector_asset`` builds a connector's asset (a dataset on Airflow 2) for
-``schedule=[...]`` with ``fivetran_events.uris.dataset_uri``, the function the forwarder
-posts events with, so nobody types a URI by hand and the two cannot drift apart.
-
-The plugin is registered through the ``airflow.plugins`` entry point, so installing the
-package is enough. In templates: ``{{ macros.fivetran_events.last_successful_sync(
-'my_connector', data_interval_end) }}`` and ``{{ macros.fivetran_events.asset_uri(
-'my_connector') }}``. Operators and sensors are not registered here: import them from
-their modules. On Airflow 3.3+ it also mounts the "Fivetran syncs" view (``ui/``) in the
-API server under ``/fivetran-events`` and puts it in the UI's navigation.
+``connector_asset`` builds a connector's asset (a dataset on Airflow 2) with the function
+the forwarder posts events with, so nobody types a URI and the two cannot drift apart.
+The plugin (entry point ``airflow.plugins``) adds the macros ``{{
+macros.fivetran_events.last_successful_sync('my_connector', data_interval_end) }}`` and
+``asset_uri``, and on Airflow 3.3+ mounts the "Fivetran syncs" view (``ui/``) under
+``/fivetran-events`` in the UI's navigation. Operators and sensors are not registered here.
 """
 
 from __future__ import annotations
@@ -27,11 +23,8 @@ from .ui import URL_PREFIX, LazyApp
 
 
 def asset_uri(connector_id: str, template: str | None = None) -> str:
-    """Return the connector's asset URI (the one the forwarder posts events for).
-
-    Without ``template`` it is the configured one (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE``
-    and mapping file, read from ``FIVETRAN_EVENTS_*`` exactly as the worker reads them).
-    """
+    """Return the connector's asset URI, from ``template`` or as the worker makes it
+    (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE`` and mapping file)."""
     return dataset_uri(connector_id, template=template) if template else dataset_uri(connector_id)
 
 

@@ -42,38 +42,25 @@ MIN_RESCHEDULE_POKE_INTERVAL = 15.0
 
 
 class FivetranDateTimeSensor(BaseSensorOperator):
-    """Succeed once ``connector_id`` has synced as of the run's target time.
+    """Succeed once ``connector_id`` has synced as of the run's target time (docs/sensor.md).
 
-    :param connector_id: the Fivetran connector id (templated). Give it or ``connector_name``.
-    :param connector_name: the connector's name in Fivetran (templated), resolved to its id
-        from the recorded connectors when the task runs; an unknown or ambiguous name
-        raises ``ConnectorNameError`` naming the candidates.
-    :param destination_name: with ``connector_name``, the destination group that tells
-        connectors of the same name apart (templated). Fivetran's webhooks carry the
-        group's id (``destination_group_id``), so that is what it is matched against.
+    :param connector_id: the Fivetran connector id (templated), or else:
+    :param connector_name: its name (templated), resolved from the recorded connectors when
+        the task runs, with ``destination_name`` (the group id Fivetran's webhooks carry)
+        when several share it; else ``ConnectorNameError`` names the candidates.
     :param target_time: datetime or ISO 8601 text (templated; naive is UTC). Default:
         ``airflow_plugin.targets.resolve_target`` (the run's ``data_interval_end``).
-    :param propagate_failures_forward: FAIL when nothing completed at or after the target
-        and the latest completion before it failed.
-    :param always_wait_when_syncing: WAIT while a sync is running, whatever else holds.
-    :param wait_when_paused: keep waiting when the connector is paused or deleted and no
-        sync counts for the target. Without it that is a FAIL naming the pause or
-        deletion: no sync will come.
-    :param criterion: ``ended_after`` (default) or ``started_after`` (the success must
-        also have started at or after the target).
-    :param redis_conn_id: the Airflow connection of the history's Redis.
-    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
-    :param recheck_interval: seconds between the trigger's re-checks when no change
-        message arrives (deferrable only).
-    :param redis_retry_timeout: seconds a check keeps retrying an unreachable Redis (with
-        backoff) before it raises ``FivetranHistoryUnavailable``, an error in ``poke``
-        for Airflow (docs/sensor.md, "When Redis is unreachable").
+    :param wait_when_paused: keep waiting on a paused or deleted connector, not FAIL;
+        with ``propagate_failures_forward``, ``always_wait_when_syncing`` and
+        ``criterion``, the flags of ``decide`` (docs/decision.md).
+    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``),
+        re-checking every ``recheck_interval`` seconds without a change message.
+    :param redis_retry_timeout: seconds a check retries an unreachable Redis before it
+        raises ``FivetranHistoryUnavailable`` (an error in ``poke`` for Airflow).
 
-    On success the task's return value (XCom) is the deciding sync with the target; a
-    FAIL raises ``FivetranSyncFailed`` naming the sync, its time, its reason and the target.
-    While the connector's latest end is RESCHEDULED, the sensor next looks at Fivetran's
-    ``rescheduledAt`` instead of after its poke interval (deferred: instead of its
-    re-check interval; poke and reschedule modes: not past the sensor's timeout).
+    Returns (XCom) the deciding sync with the target; a FAIL raises ``FivetranSyncFailed``
+    naming the sync, its reason and the target. While the latest end is RESCHEDULED, the
+    next look is at Fivetran's ``rescheduledAt`` (poke modes: not past the timeout).
     """
 
     template_fields = ("connector_id", "target_time", "connector_name", "destination_name")

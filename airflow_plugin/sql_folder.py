@@ -213,10 +213,8 @@ def resolve(
 ) -> Resolution:
     """Tie each group's reads to Fivetran connectors and to the groups that write them.
 
-    ``schema_to_connector`` maps a destination schema (Fivetran names it after the
-    connector) to a connector id. ``external`` lists tables (``schema.table``) or whole
-    schemas (``schema.*``) that are read but produced elsewhere. Anything else a group
-    reads is reported in ``unknown`` with the file that reads it.
+    ``external`` lists tables (``schema.table``) or schemas (``schema.*``) produced
+    elsewhere; anything else unknown is reported with the file that reads it.
     """
     schemas = {k.lower(): v for k, v in schema_to_connector.items()}
     ext = {e.lower() for e in external}

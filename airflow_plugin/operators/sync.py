@@ -64,13 +64,8 @@ def _sync_needed(**context: Any) -> bool:
 class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
     """Continue downstream only if no successful sync counts for the run's target yet.
 
-    :param connector_id: the Fivetran connector id (templated).
-    :param target_time: datetime or ISO 8601 text (templated); default: the run's target
-        as the sensor computes it (``data_interval_end``, with the same fallback).
-    :param criterion: ``ended_after`` (default) or ``started_after``.
-    :param redis_conn_id: the Airflow connection of the history's Redis.
-    :param redis_retry_timeout: seconds an unreachable Redis is retried (with backoff)
-        before the task fails with ``FivetranHistoryUnavailable``, as the sensor's.
+    ``connector_id``, ``target_time``, ``criterion``, ``redis_conn_id`` and
+    ``redis_retry_timeout`` mean what they mean to ``FivetranDateTimeSensor``.
     """
 
     template_fields = (*ShortCircuitOperator.template_fields, "connector_id", "target_time")
@@ -98,11 +93,7 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
 
 
 def already_synced(op: Any, context: Context) -> Decision | None:
-    """Return the SUCCESS that makes a sync needless for ``op``'s target, or None.
-
-    ``op`` names ``connector_id``, ``target_time``, ``criterion``, ``redis_conn_id`` and
-    ``redis_retry_timeout`` (the short-circuit and the sync operator both).
-    """
+    """Return the SUCCESS that makes a sync needless for ``op``'s target, or None."""
     target, source = resolve_target(op.target_time, context)
     decision = FivetranEventsRedisHook(op.redis_conn_id).read_retrying(
         lambda r: r.decide(
@@ -382,11 +373,8 @@ class FivetranSyncOperator(BaseOperator):
 
 
 class FivetranResyncOperator(FivetranSyncOperator):
-    """Start a historical resync (of ``scope`` only, when given) and wait for it.
-
-    :param scope: schema name -> table names to resync (``{"public": ["orders"]}``);
-        None resyncs the whole connection.
-    """
+    """Start a historical resync and wait for it; ``scope``: schema -> table names to
+    resync (``{"public": ["orders"]}``), None for the whole connection."""
 
     mode = "resync"
 

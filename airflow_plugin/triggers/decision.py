@@ -144,11 +144,8 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
             await hub.unregister(self.connector_id, changed)
 
     def _pause(self, decision: Decision) -> tuple[float, str]:
-        """Return the seconds until the next look without a change message, and why.
-
-        A ``rescheduledAt`` ahead replaces the re-check interval: nothing is expected
-        before it but a change, which wakes the trigger anyway.
-        """
+        """Return the seconds until the next look without a change message, and why (a
+        ``rescheduledAt`` ahead replaces the re-check interval)."""
         due = decision.recheck_at_ms
         if due is not None:
             until = (due - now_ms()) / 1000

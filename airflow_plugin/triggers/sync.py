@@ -161,14 +161,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
                     self.log.info(
                         "connector %s: %s: %s", self.connector_id, got.step.value, got.reason
                     )
-                    return _payload(
-                        self.connector_id,
-                        got.step,
-                        got.reason,
-                        got.decision,
-                        self.target_ms,
-                        reconciled=False,
-                    )
+                    return self._payload(got.step, got.reason, got.decision, reconciled=False)
                 if got.step is Step.FALL_BACK:
                     if api is None:
                         self.log.warning("connector %s: %s", self.connector_id, got.reason)
@@ -219,36 +212,22 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         self.log.warning("connector %s, from Fivetran's API: %s", self.connector_id, reason)
         outcome = {Step.SUCCESS: Outcome.SUCCESS, Step.FAIL: Outcome.FAIL}.get(step, Outcome.WAIT)
         decision = Decision(outcome, reason, self.target_ms, completion)
-        return _payload(
-            self.connector_id,
-            step,
-            reason,
-            decision,
-            self.target_ms,
-            reconciled=completion is not None,
-        )
+        return self._payload(step, reason, decision, reconciled=completion is not None)
+
+    def _payload(
+        self, step: Step, reason: str, decision: Decision, *, reconciled: bool
+    ) -> dict[str, Any]:
+        return {
+            "status": step.value,
+            "connector_id": self.connector_id,
+            "message": reason,
+            "decision": decision.to_dict(),
+            "asked_at": iso(self.target_ms),
+            "reconciled": reconciled,
+            # When the trigger fired (epoch s): times the wake-up itself (bench/sync.py).
+            "fired_at": time.time(),
+        }
 
 
 def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else int(seconds * 1000)
-
-
-def _payload(
-    connector_id: str,
-    step: Step,
-    reason: str,
-    decision: Decision,
-    asked_ms: int,
-    *,
-    reconciled: bool,
-) -> dict[str, Any]:
-    return {
-        "status": step.value,
-        "connector_id": connector_id,
-        "message": reason,
-        "decision": decision.to_dict(),
-        "asked_at": iso(asked_ms),
-        "reconciled": reconciled,
-        # When the trigger fired (epoch s): times the wake-up itself (bench/sync.py).
-        "fired_at": time.time(),
-    }

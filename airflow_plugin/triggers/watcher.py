@@ -86,11 +86,8 @@ class WatchState:
 
 @dataclass(eq=False)
 class Wake:
-    """One event of the shared stream, "re-read the history", and its broker payload.
-
-    Each watcher that sent events for it attaches a ``settle(persisted)``, told in
-    ``advance()`` whether Airflow confirmed them.
-    """
+    """One event of the shared stream, "re-read the history", and its broker payload: each
+    watcher that sent events for it attaches a ``settle(persisted)`` for ``advance()``."""
 
     connector_id: str | None  # None: every watcher re-reads (a tick, a reconnect)
     client: Any  # the poll's redis.asyncio client; watchers read through its pool
@@ -237,10 +234,7 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
         await self._store(self._state)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Watch without a shared stream (outside the triggerer's manager, e.g. a test).
-
-        A wake's events count as persisted once they left the trigger.
-        """
+        """Watch without a shared stream (a test); events count as persisted once sent."""
         producer = self.create_shared_stream_producer(self.serialize()[1])
 
         async def wakes() -> AsyncIterator[Any]:
@@ -292,11 +286,8 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
             await accessor.aset(key, value)
 
     async def _window(self, wake: Wake, floor_ms: int) -> AsyncIterator[Position]:
-        """Yield every success that ended at or after ``floor_ms``, a page at a time.
-
-        A success recorded meanwhile can shift a row into the next page (read twice,
-        handled once), never out of it.
-        """
+        """Yield every success that ended at or after ``floor_ms``, a page at a time (a
+        success recorded meanwhile shifts a row into the next page, never out of it)."""
         reader, offset = wake.reader, 0
         while True:
             rows = await reader.successes_page(self.connector_id, floor_ms, offset, PAGE)
@@ -309,10 +300,9 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
     async def _unhandled(self, wake: Wake) -> list[tuple[Position, dict[str, Any]]]:
         """Read the successes of the window neither handled nor in flight, oldest first.
 
-        A sync id read twice (a retried sync that succeeded twice) is sent for its first
-        success only. A repeat of a handled sync id updates its newest end in the state
-        at once; a repeat of one in flight (or chosen now) waits for a later wake, after
-        Airflow confirmed the first: noting it now would mark the id handled unconfirmed.
+        A sync id that succeeded twice is sent once. A repeat of a handled id updates its
+        end at once; one of an id in flight waits for a later wake, after Airflow
+        confirmed the first: noting it now would mark the id handled unconfirmed.
         """
         assert self._state is not None
         floor = self._state.position[0] - self._lookback_ms

@@ -1,14 +1,10 @@
 """The "Fivetran syncs" view: every connector's syncs and decisions in Airflow's UI.
 
-A FastAPI app that the ``AirflowPlugin`` mounts in Airflow's API server (3.3+) under
-``URL_PREFIX``, behind Airflow's own login. Server-rendered HTML with inline SVG:
-nothing to build with npm. ``app.py`` routes and checks requests, ``queries.py`` reads
-the history (bounded), ``render.py`` turns what it read into the page.
-
-Here too the links to it, built by one function so the sensor's extra link, a log line
-and the view agree on the URL contract: ``/fivetran-events/`` lists the connectors,
-``/fivetran-events/connectors/{connector_id}`` shows one, with the optional query
-parameters ``target`` (ISO 8601) and the decision flags (``fivetran_events.decision.FLAGS``).
+A FastAPI app (``app.py`` routes, ``queries.py`` reads, ``render.py`` draws) that the
+``AirflowPlugin`` mounts in Airflow's API server (3.3+) under ``URL_PREFIX``, behind
+Airflow's own login; and the links to it, built by one function so the extra link, a
+log line and the view agree on its URLs: ``/fivetran-events/connectors/{connector_id}``
+with the optional ``target`` (ISO 8601) and the decision flags as query parameters.
 """
 
 from __future__ import annotations
@@ -32,11 +28,9 @@ CONNECTORS_LIST_URL = f"{URL_PREFIX}/"
 
 
 class LazyApp:
-    """An ASGI app that builds the view on its first request.
+    """An ASGI app that builds the view on its first request, in the API server only.
 
-    The plugin module is imported by every Airflow process that wants its macros, task
-    processes included; building the app there would import FastAPI and Airflow's API
-    security for nothing. Only the API server ever calls this.
+    Every process that loads the plugin's macros imports this module, task processes too.
     """
 
     def __init__(self) -> None:
@@ -51,10 +45,8 @@ class LazyApp:
 
 
 def connector_view_url(connector_id: str, target: datetime | None = None, **flags: Any) -> str:
-    """Return the relative URL of one connector's page, showing the decision for ``target``.
-
-    ``flags`` are the sensor's decision flags; ``None`` leaves one at the page's default.
-    """
+    """Return the relative URL of one connector's page, showing the decision for ``target``
+    with the sensor's ``flags`` (``None`` leaves one at the page's default)."""
     unknown = sorted(set(flags) - set(FLAGS))
     if unknown:
         raise TypeError(f"unknown flag(s) {', '.join(unknown)}; expected some of {FLAGS}")
@@ -74,11 +66,8 @@ def connector_view_url(connector_id: str, target: datetime | None = None, **flag
 
 
 def under_base_url(relative: str) -> str:
-    """Prefix ``relative`` with the path of Airflow's ``[api] base_url``, if it has one.
-
-    Behind a proxy that serves Airflow at a sub-path (``https://host/airflow``) the
-    plugin's UI is under that path too; a bare ``/fivetran-events/...`` would miss it.
-    """
+    """Prefix ``relative`` with the path of Airflow's ``[api] base_url`` (a proxy's
+    sub-path such as ``https://host/airflow`` holds the plugin's UI too)."""
     from airflow.configuration import conf
 
     base = conf.get("api", "base_url", fallback="") or ""
@@ -88,11 +77,9 @@ def under_base_url(relative: str) -> str:
 class FivetranConnectorLink(BaseOperatorLink):
     """Open the sensor's connector in the fivetran-events UI, at the run's target.
 
-    Airflow 3 computes an extra link in the task's own process when the task ends (the
-    API server only reads the stored XCom back), so ``get_link`` sees the rendered
-    operator and the run's context: the link names the target the sensor judged, with
-    its flags. Airflow 2 computes it in the webserver without a context: the link then
-    opens the connector without a target.
+    Airflow 3 computes the link in the task's process when the task ends, with the run's
+    context: it names the target the sensor judged. Airflow 2 computes it in the
+    webserver without a context: it opens the connector without a target.
     """
 
     name = "Fivetran syncs"
