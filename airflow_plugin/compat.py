@@ -1,9 +1,7 @@
-"""The one place for imports that differ between Airflow 2.10+ and Airflow 3.x.
+"""The one place for imports and version checks that differ between Airflow 2.10+ and 3.x.
 
 Airflow 3 moved the authoring API to the Task SDK (``airflow.sdk``) and renamed
-datasets to assets; Airflow 2.10/2.11 keep the old paths. Everything else in
-``airflow_plugin`` imports these names from here, and reads Airflow's version only
-through the flags below (``AIRFLOW_V_3``, ``AIRFLOW_V_3_3``).
+datasets to assets; Airflow 2.10/2.11 keep the old paths.
 """
 
 from __future__ import annotations

@@ -5,40 +5,8 @@ A DAG file of two lines in the DAGs folder::
     from airflow_plugin.dag_factory import dags_from_folder
     dags_from_folder("sql/sales")          # relative to this DAG file
 
-turns the folder into a DAG (``sales``). The layout (see sql_folder.py): top-level
-``.sql`` files are tasks, sub-folders are sequences of tasks in file-name order, names
-starting with ``__`` are left out. An optional ``dag.toml`` in the folder configures it::
-
-    dag_id = "sales"                  # default: the folder's name
-    conn_id = "warehouse"             # the SQL connection the tasks run on
-    schedule = "assets"               # or a cron string / preset: time-scheduled with sensors
-    assets = "all"                    # with schedule = "assets": wait for all, or "any"
-    start_date = "2026-01-01"
-    catchup = false
-    dialect = "snowflake"             # sqlglot dialect used to read table references
-    external = ["ref.*"]              # tables read but produced elsewhere
-    upstream = ["daily_revenue"]      # tables another factory DAG writes: wait for them too
-    output_uri = "sql://{conn_id}/{table}"   # dataset URI of each table a group writes
-    session_sql = ["SET search_path TO analytics"]   # run first, in each task's session
-
-    [connectors]                      # destination schema -> Fivetran connector id
-    salesforce = "assimilate_seem"
-    connectors_from_history = true    # also: each recorded connector's name is its schema
-    redis_conn_id = "fivetran_events_redis"   # where that history is
-    table_assets = true               # schedule on the table assets read (docs/tables.md);
-                                      # default: on when FIVETRAN_EVENTS_ASSET_GRANULARITY
-                                      # is "table" or "both"
-
-    [reset_allowed]                   # refuse a Fivetran re-sync's full refresh per table
-    "analytics.revenue" = false
-
-    [sensor]                          # FivetranDateTimeSensor options (time-scheduled DAGs)
-    mode = "reschedule"
-
-With ``table_assets`` an asset-scheduled DAG waits for the table assets it reads
-(``postgres://host:5432/db/salesforce/account``, named as the worker names them: the
-connector's cached table list, ``fivetran_events.destinations``) instead of the whole
-connector's; a table not in that list falls back to its connector's asset.
+turns the folder into a DAG (``sales``): the layout is sql_folder.py's; an optional
+``dag.toml`` configures it (docs/dag-factory.md lists every key).
 
 A group depends on a connector when it reads a table in the connector's destination
 schema; on another group when it reads what that group writes. Anything else it reads
@@ -139,12 +107,8 @@ class FolderConfig:
 
 
 def recorded_schemas(redis_conn_id: str = "fivetran_events_redis") -> dict[str, str]:
-    """Map each recorded connector's name to its id.
-
-    Fivetran names a connector's destination schema after the connector, so the names
-    the webhook recorded tell which schema belongs to which connector.
-    """
-    from .hooks.history import FivetranEventsRedisHook
+    """Map each recorded connector's name, which Fivetran gives its schema, to its id."""
+    from .hooks import FivetranEventsRedisHook
 
     rows = FivetranEventsRedisHook(redis_conn_id).reader().connectors()
     return {
@@ -165,7 +129,7 @@ def cached_tables(
     connectors: list[str], redis_conn_id: str = "fivetran_events_redis"
 ) -> dict[str, list[DestinationTable]]:
     """Each connector's cached destination tables (those with none cached are left out)."""
-    from .hooks.history import FivetranEventsRedisHook
+    from .hooks import FivetranEventsRedisHook
 
     hook = FivetranEventsRedisHook(redis_conn_id)
     out = {}
@@ -179,11 +143,8 @@ def cached_tables(
 def read_tables(
     sql: SqlFolder, schemas: Mapping[str, str], tables: Mapping[str, list[DestinationTable]]
 ) -> tuple[list[str], set[str]]:
-    """Return the table URIs ``sql`` reads and the connectors it reads outside them (pure).
-
-    A read ``[db.]schema.table`` of a connector's schema is that connector's table of the
-    same schema and name (case-insensitive) when its cached list has it.
-    """
+    """Return the table URIs ``sql`` reads (a connector's cached tables, matched by schema
+    and name, any case) and the connectors it reads outside them."""
     schemas = {k.lower(): v for k, v in schemas.items()}
     named = {
         cid: {(t.schema.lower(), t.table.lower()): t.uri for t in ts} for cid, ts in tables.items()
@@ -207,8 +168,7 @@ def read_tables(
 def _caller_dir(depth: int = 2) -> Path:
     """Return the folder of the file ``depth`` frames up (the DAG file calling us).
 
-    ``sys._getframe`` reads one frame's code object; ``inspect.stack()`` would read the
-    source of every frame on the stack, on every parse of every DAG file.
+    Not ``inspect.stack()``: it reads the source of every frame, on every DAG parse.
     """
     return Path(sys._getframe(depth).f_code.co_filename).resolve().parent
 
@@ -243,9 +203,8 @@ def build_dag(
 ) -> Any:
     """Build one DAG from ``folder``; raise SqlFolderError (naming the file) on any problem.
 
-    ``schema_to_connector`` adds schema-to-connector mappings to the ``[connectors]``
-    table (for example read from the recorded connectors' names); ``tables`` gives the
-    connectors' destination tables instead of reading their cache (with table assets).
+    ``schema_to_connector`` adds to ``[connectors]``; ``tables`` gives the connectors'
+    destination tables instead of reading their cache (with table assets).
     """
     from airflow.sdk import DAG, Asset, AssetAll, AssetAny, TaskGroup, chain
 
@@ -262,9 +221,8 @@ def build_dag(
         except Exception as exc:  # a DAG file must fail with a sentence, not a traceback
             raise SqlFolderError(
                 root / CONFIG_FILE,
-                "connectors_from_history: cannot read "
-                f"the recorded connectors through connection "
-                f"'{cfg.redis_conn_id}': {exc}",
+                "connectors_from_history: cannot read the recorded connectors through "
+                f"connection '{cfg.redis_conn_id}': {exc}",
             ) from None
     mapping = {**recorded, **(schema_to_connector or {}), **cfg.connectors}
     sql: SqlFolder = scan_folder(root, cfg.dialect)
@@ -274,9 +232,9 @@ def build_dag(
         unknown = ", ".join(sorted({t for _, t in res.unknown}))
         raise SqlFolderError(
             path,
-            f"reads tables that no Fivetran connector, task or "
-            f"'external' entry provides: {unknown} (map the schema under "
-            f"[connectors] in {CONFIG_FILE}, or list it in 'external')",
+            f"reads tables that no Fivetran connector, task or 'external' entry provides: "
+            f"{unknown} (map the schema under [connectors] in {CONFIG_FILE}, or list it in "
+            "'external')",
         )
     _refuse_cycles(sql.groups, res.upstream_groups, root)
     connectors = sorted(set().union(*res.connectors.values()))
@@ -284,8 +242,8 @@ def build_dag(
     if not time_scheduled and not connectors and not cfg.upstream:
         raise SqlFolderError(
             root,
-            "schedule = 'assets' but no file reads a Fivetran "
-            "connector's schema: set a time schedule or map [connectors]",
+            "schedule = 'assets' but no file reads a Fivetran connector's schema: set a "
+            "time schedule or map [connectors]",
         )
 
     def connector_asset(cid: str) -> Any:
@@ -369,11 +327,8 @@ def build_dag(
 
 
 def dags_from_folder(folder: str | Path, **overrides: Any) -> Any:
-    """Build the DAG of ``folder`` (relative paths are relative to the calling DAG file).
-
-    The DAG registers itself with Airflow when built inside the DAG processor, so a DAG
-    file needs no assignment: import and call.
-    """
+    """Build the DAG of ``folder`` (relative to the calling DAG file), which registers
+    itself in the DAG processor: a DAG file needs no assignment."""
     root = Path(folder)
     if not root.is_absolute():
         root = _caller_dir() / root

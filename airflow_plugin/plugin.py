@@ -1,12 +1,11 @@
-"""The ``AirflowPlugin``: template macros over the sync history.
+"""What DAG authors use by name: connectors' assets, template macros, the ``AirflowPlugin``.
 
-Registered through the ``airflow.plugins`` entry point, so installing the package is
-enough. In templates: ``{{ macros.fivetran_events.last_successful_sync('my_connector',
-data_interval_end) }}`` and ``{{ macros.fivetran_events.asset_uri('my_connector') }}``.
-Operators and sensors are not registered here: import them from their modules.
-
-On Airflow 3.3+ it also mounts the "Fivetran syncs" view (``airflow_plugin/ui``) in the
-API server under ``/fivetran-events`` and puts it in the UI's navigation.
+``connector_asset`` builds a connector's asset (a dataset on Airflow 2) with the function
+the forwarder posts events with, so nobody types a URI and the two cannot drift apart.
+The plugin (entry point ``airflow.plugins``) adds the macros ``{{
+macros.fivetran_events.last_successful_sync('my_connector', data_interval_end) }}`` and
+``asset_uri``, and on Airflow 3.3+ mounts the "Fivetran syncs" view (``ui/``) under
+``/fivetran-events`` in the UI's navigation. Operators and sensors are not registered here.
 """
 
 from __future__ import annotations
@@ -15,13 +14,28 @@ from datetime import datetime
 from typing import Any
 
 from fivetran_events.timeutil import now_ms, to_ms
+from fivetran_events.uris import dataset_uri
 
-from .assets import asset_uri
-from .compat import AIRFLOW_V_3_3, AirflowPlugin
-from .hooks.history import DEFAULT_CONN_ID, FivetranEventsRedisHook
-from .links import URL_PREFIX
+from .compat import AIRFLOW_V_3_3, AirflowPlugin, Asset
+from .hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 from .targets import as_datetime
-from .ui import LazyApp
+from .ui import URL_PREFIX, LazyApp
+
+
+def asset_uri(connector_id: str, template: str | None = None) -> str:
+    """Return the connector's asset URI, from ``template`` or as the worker makes it
+    (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE`` and mapping file)."""
+    return dataset_uri(connector_id, template=template) if template else dataset_uri(connector_id)
+
+
+def connector_asset(connector_id: str, template: str | None = None, **asset_kwargs: Any) -> Asset:
+    """Return the asset the forwarder updates when ``connector_id`` syncs successfully."""
+    return Asset(uri=asset_uri(connector_id, template), **asset_kwargs)
+
+
+def connector_assets(*connector_ids: str, template: str | None = None) -> list[Asset]:
+    """Return the assets of several connectors (a DAG waiting on all of them)."""
+    return [connector_asset(c, template) for c in connector_ids]
 
 
 def last_successful_sync(

@@ -1,17 +1,10 @@
-"""fivetran-events as an Airflow provider: what ``get_provider_info`` tells Airflow.
+"""What ``get_provider_info`` tells Airflow (the ``apache_airflow_provider`` entry point).
 
-Registered through the ``apache_airflow_provider`` entry point, as Airflow's own
-providers are, so ``airflow providers list`` shows it and the connection UI offers its
-two connection types with their forms: ``fivetran_events`` (the history's Redis) and
-``fivetran`` (Fivetran's API key and secret). It imports nothing from Airflow:
-Airflow calls ``get_provider_info`` in every process that discovers providers,
-sometimes while ``airflow`` itself is still importing. The form is data here, read by
-Airflow 3.2+ from ``get_provider_info`` and turned into the hook's
-``get_connection_form_widgets`` / ``get_ui_field_behaviour`` for the UIs before 3.2.
-The plugin is listed here and also keeps its ``airflow.plugins`` entry point, as
-Airflow's own providers with plugins do: Airflow loads providers' plugins only with
-``[core] lazy_discover_providers = False``, and the entry point covers the default and
-Airflow 2.
+It imports nothing from Airflow: Airflow calls it in every process that discovers
+providers, sometimes while ``airflow`` itself is still importing. The connection forms
+are data here, read by Airflow 3.2+ and turned into the hooks' form methods for the UIs
+before 3.2. The plugin keeps its ``airflow.plugins`` entry point too: Airflow loads
+providers' plugins only with ``[core] lazy_discover_providers = False``.
 """
 
 from __future__ import annotations
@@ -109,7 +102,7 @@ def _version() -> str:
 
 
 def _ui_field_behaviour(behaviour: dict[str, Any]) -> dict[str, Any]:
-    """``behaviour`` (a hook's ``get_ui_field_behaviour`` shape) in provider_info's spelling."""
+    """Spell a hook's ``get_ui_field_behaviour`` as provider_info does."""
     return {
         "hidden-fields": list(behaviour["hidden_fields"]),
         "relabeling": dict(behaviour["relabeling"]),
@@ -133,26 +126,26 @@ def get_provider_info() -> dict[str, Any]:
         "asset helpers.",
         "versions": [_version()],
         "integrations": [{"integration-name": INTEGRATION, "tags": ["service"]}],
-        "hooks": _modules("hooks.history", "hooks.fivetran_api"),
+        "hooks": _modules("hooks"),
         "sensors": _modules("sensors"),
         "operators": _modules("operators.sync", "operators.sql"),
         "triggers": _modules("triggers.decision", "triggers.sync", "triggers.watcher"),
         "connection-types": [
             {
                 "connection-type": CONN_TYPE,
-                "hook-class-name": "airflow_plugin.hooks.history.FivetranEventsRedisHook",
+                "hook-class-name": "airflow_plugin.hooks.FivetranEventsRedisHook",
                 "hook-name": HOOK_NAME,
                 "conn-fields": CONN_FIELDS,
                 "ui-field-behaviour": _ui_field_behaviour(UI_FIELD_BEHAVIOUR),
             },
             {
                 "connection-type": FIVETRAN_CONN_TYPE,
-                "hook-class-name": "airflow_plugin.hooks.fivetran_api.FivetranApiHook",
+                "hook-class-name": "airflow_plugin.hooks.FivetranApiHook",
                 "hook-name": FIVETRAN_API_HOOK_NAME,
                 "ui-field-behaviour": _ui_field_behaviour(FIVETRAN_API_UI_FIELD_BEHAVIOUR),
             },
         ],
-        "extra-links": ["airflow_plugin.links.FivetranConnectorLink"],
+        "extra-links": ["airflow_plugin.ui.FivetranConnectorLink"],
         "plugins": [
             {
                 "name": "fivetran_events",

@@ -1,12 +1,7 @@
 """``FivetranDateTimeSensor``: wait until a connector is synced as of the run's target.
 
-It answers from the history the webhook server records (no Fivetran API calls) with
-the project's one decision function, in ``poke``, ``reschedule`` and deferrable modes
-alike, every flag honoured in each.
-
-When Redis is unreachable, every mode follows one policy (docs/sensor.md, "When Redis
-is unreachable"): a check retries with backoff for ``redis_retry_timeout`` seconds, then
-raises ``FivetranHistoryUnavailable``, which Airflow treats as an error in ``poke``.
+It answers from the recorded history (no Fivetran API calls) with the one decision
+function, in ``poke``, ``reschedule`` and deferrable modes alike, every flag honoured.
 """
 
 from __future__ import annotations
@@ -28,19 +23,18 @@ from .compat import (
     default_deferrable,
 )
 from .exceptions import FivetranHistoryUnavailable, FivetranSyncFailed
-from .hooks.history import (
+from .hooks import (
     DEFAULT_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,
-    read_retrying,
 )
-from .links import FivetranConnectorLink
 from .targets import resolve_target
 from .triggers.decision import (
     DEFAULT_RECHECK_INTERVAL,
     UNAVAILABLE,
     FivetranSyncDecisionTrigger,
 )
+from .ui import FivetranConnectorLink
 
 #: Below this, reschedule mode meets an Airflow 3.2-3.3 scheduler race that fails the
 #: sensor whatever it decided (apache/airflow#71172); the sensor warns at parse time.
@@ -48,42 +42,30 @@ MIN_RESCHEDULE_POKE_INTERVAL = 15.0
 
 
 class FivetranDateTimeSensor(BaseSensorOperator):
-    """Succeed once ``connector_id`` has synced as of the run's target time.
+    """Succeed once ``connector_id`` has synced as of the run's target time (docs/sensor.md).
 
-    :param connector_id: the Fivetran connector id (templated). Give it or ``connector_name``.
-    :param connector_name: the connector's name in Fivetran (templated), resolved to its id
-        from the recorded connectors when the task runs; an unknown or ambiguous name
-        raises ``ConnectorNameError`` naming the candidates.
-    :param destination_name: with ``connector_name``, the destination group that tells
-        connectors of the same name apart (templated). Fivetran's webhooks carry the
-        group's id (``destination_group_id``), so that is what it is matched against.
+    :param connector_id: the Fivetran connector id (templated), or else:
+    :param connector_name: its name (templated), resolved from the recorded connectors when
+        the task runs, with ``destination_name`` (the group id Fivetran's webhooks carry)
+        when several share it; else ``ConnectorNameError`` names the candidates.
     :param target_time: datetime or ISO 8601 text (templated; naive is UTC). Default:
-        the run's ``data_interval_end``; for runs without one, see ``airflow_plugin.targets``.
-    :param propagate_failures_forward: FAIL when nothing completed at or after the target
-        and the latest completion before it failed.
-    :param always_wait_when_syncing: WAIT while a sync is running, whatever else holds.
-    :param wait_when_paused: keep waiting when the connector is paused or deleted and no
-        sync counts for the target. Without it that is a FAIL naming the pause or
-        deletion: no sync will come.
-    :param criterion: ``ended_after`` (default) or ``started_after`` (the success must
-        also have started at or after the target).
-    :param redis_conn_id: the Airflow connection of the history's Redis.
-    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
-    :param recheck_interval: seconds between the trigger's re-checks when no change
-        message arrives (deferrable only).
-    :param redis_retry_timeout: seconds a check keeps retrying an unreachable Redis (with
-        backoff) before it raises ``FivetranHistoryUnavailable``; see the module docstring.
+        ``airflow_plugin.targets.resolve_target`` (the run's ``data_interval_end``).
+    :param wait_when_paused: keep waiting on a paused or deleted connector, not FAIL;
+        with ``propagate_failures_forward``, ``always_wait_when_syncing`` and
+        ``criterion``, the flags of ``decide`` (docs/decision.md).
+    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``),
+        re-checking every ``recheck_interval`` seconds without a change message.
+    :param redis_retry_timeout: seconds a check retries an unreachable Redis before it
+        raises ``FivetranHistoryUnavailable`` (an error in ``poke`` for Airflow).
 
-    On success the task's return value (XCom) is the deciding sync with the target; a
-    FAIL raises ``FivetranSyncFailed`` naming the sync, its time, its reason and the target.
-    While the connector's latest end is RESCHEDULED, the sensor next looks at Fivetran's
-    ``rescheduledAt`` instead of after its poke interval (deferred: instead of its
-    re-check interval; poke and reschedule modes: not past the sensor's timeout).
+    Returns (XCom) the deciding sync with the target; a FAIL raises ``FivetranSyncFailed``
+    naming the sync, its reason and the target. While the latest end is RESCHEDULED, the
+    next look is at Fivetran's ``rescheduledAt`` (poke modes: not past the timeout).
     """
 
     template_fields = ("connector_id", "target_time", "connector_name", "destination_name")
     ui_color = "#e3f4fc"
-    #: The connector's page in the plugin's UI, at the run's target (links.py).
+    #: The connector's page in the plugin's UI, at the run's target.
     operator_extra_links = (FivetranConnectorLink(),)
 
     def __init__(
@@ -142,11 +124,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return FivetranEventsRedisHook(self.redis_conn_id)
 
     def _resolve_connector(self) -> None:
-        """Turn ``connector_name`` into ``connector_id`` from the recorded connectors.
-
-        Once per process: a deferred sensor's resumed process resolves again (its
-        rendered ``connector_id`` is empty), so the link and messages name the id.
-        """
+        """Turn ``connector_name`` into ``connector_id`` (again in a resumed process)."""
         if self.connector_name is None or self.connector_id:
             return
         self.connector_id = self.hook.connector_id_for(
@@ -163,13 +141,10 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return {name: getattr(self, name) for name in FLAGS}
 
     def _decide(self, target_ms: int) -> Decision:
-        """Decide from the history; raise ``FivetranHistoryUnavailable`` after the retries."""
-        return read_retrying(
-            lambda: self.hook.reader().decide(self.connector_id, target_ms, **self._flags()),
-            what=f"the history of connector {self.connector_id}",
-            cfg=self.hook.config,
-            conn_id=self.redis_conn_id,
-            timeout=self.redis_retry_timeout,
+        return self.hook.read_retrying(
+            lambda r: r.decide(self.connector_id, target_ms, **self._flags()),
+            f"the history of connector {self.connector_id}",
+            self.redis_retry_timeout,
         )
 
     def _outcome(self, decision: Decision) -> dict[str, Any] | None:
@@ -213,11 +188,10 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return float(super()._get_next_poke_interval(started_at, run_duration, poke_count))
 
     def _unavailable(self, exc: FivetranHistoryUnavailable, *, may_wait: bool) -> None:
-        """Apply Airflow's convention for an error in poke where Airflow does not.
+        """Treat an outage as ``BaseSensorOperator.execute`` treats an error in ``poke``.
 
-        ``BaseSensorOperator.execute`` does this around ``poke``; the deferrable path
-        never runs it, so it calls this instead: skip under ``never_fail``, log and keep
-        waiting under ``silent_fail`` (return), otherwise raise (retries apply).
+        The deferrable path never runs that: skip under ``never_fail``, keep waiting
+        under ``silent_fail`` (return), otherwise raise (retries apply).
         """
         if getattr(self, "never_fail", False):
             raise AirflowSkipException(f"Skipping due to never_fail: {exc}") from exc

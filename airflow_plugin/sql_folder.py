@@ -25,58 +25,23 @@ from sqlglot import exp
 
 from fivetran_events.exceptions import FivetranEventsError
 
+# fmt: off
 _WRITE_KINDS = (
-    exp.Create,
-    exp.Insert,
-    exp.Merge,
-    exp.Update,
-    exp.Delete,
-    exp.TruncateTable,
-    exp.Drop,
+    exp.Create, exp.Insert, exp.Merge, exp.Update, exp.Delete, exp.TruncateTable, exp.Drop,
     exp.Alter,
 )
 #: What may stand as a statement. sqlglot reads a typo such as ``SELEC * FRM`` as the
 #: expression ``SELEC * FRM`` (a multiplication); that is not a statement, so it is refused
 #: here rather than failing in the warehouse at run time. ``Command`` is sqlglot's opaque
 #: fallback for dialect statements it does not model (CALL, VACUUM): accepted, no tables.
-_STATEMENTS = tuple(
-    k
-    for k in (
-        getattr(exp, name, None)
-        for name in (
-            "Query",
-            "Create",
-            "Insert",
-            "Merge",
-            "Update",
-            "Delete",
-            "Drop",
-            "Alter",
-            "TruncateTable",
-            "Copy",
-            "Grant",
-            "Revoke",
-            "Set",
-            "Use",
-            "Transaction",
-            "Commit",
-            "Rollback",
-            "Analyze",
-            "Command",
-            "Describe",
-            "Pragma",
-            "Comment",
-            "Cache",
-            "Uncache",
-            "Refresh",
-            "LoadData",
-            "Show",
-            "Execute",
-            "Declare",
-        )
-    )
-    if k is not None
+_STATEMENT_NAMES = (
+    "Query", "Create", "Insert", "Merge", "Update", "Delete", "Drop", "Alter", "TruncateTable",
+    "Copy", "Grant", "Revoke", "Set", "Use", "Transaction", "Commit", "Rollback", "Analyze",
+    "Command", "Describe", "Pragma", "Comment", "Cache", "Uncache", "Refresh", "LoadData",
+    "Show", "Execute", "Declare",
 )
+# fmt: on
+_STATEMENTS = tuple(k for k in (getattr(exp, n, None) for n in _STATEMENT_NAMES) if k is not None)
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_\-.]")
 
 
@@ -248,10 +213,8 @@ def resolve(
 ) -> Resolution:
     """Tie each group's reads to Fivetran connectors and to the groups that write them.
 
-    ``schema_to_connector`` maps a destination schema (Fivetran names it after the
-    connector) to a connector id. ``external`` lists tables (``schema.table``) or whole
-    schemas (``schema.*``) that are read but produced elsewhere. Anything else a group
-    reads is reported in ``unknown`` with the file that reads it.
+    ``external`` lists tables (``schema.table``) or schemas (``schema.*``) produced
+    elsewhere; anything else unknown is reported with the file that reads it.
     """
     schemas = {k.lower(): v for k, v in schema_to_connector.items()}
     ext = {e.lower() for e in external}
@@ -268,7 +231,7 @@ def resolve(
             schema = table.rsplit(".", 2)[-2] if "." in table else None
             if schema is not None and schema in schemas:
                 res.connectors[g.group_id].add(schemas[schema])
-            elif table in writers or (schema is None and table in writers):
+            elif table in writers:
                 if writers[table] != g.group_id:
                     res.upstream_groups[g.group_id].add(writers[table])
             elif table in ext or (schema is not None and f"{schema}.*" in ext):

@@ -1,14 +1,9 @@
 """The DAG factory's SQL task: the common.sql operator, aware of Fivetran re-syncs.
 
-When the run was triggered by a dataset event whose ``extra.full_refresh`` is true (the
-first successful sync after a ``resync_connector``/``resync_table``), templates see
-``full_refresh`` as true, so a task can truncate and reload instead of merging::
-
-    {% if full_refresh %} TRUNCATE TABLE analytics.revenue; {% endif %}
-
-With ``reset_allowed = false`` for a table the task writes, the request is refused the
-way dbt's ``full_refresh: false`` refuses ``--full-refresh``: the task runs
-incrementally and says so in its log.
+After a ``resync_connector``/``resync_table``, the triggering event's ``extra.full_refresh``
+is true and templates see ``full_refresh`` as true (``{% if full_refresh %} TRUNCATE
+...{% endif %}``), unless ``reset_allowed`` is false for a table the task writes: then it
+runs incrementally and logs the refusal, as dbt's ``full_refresh: false`` does.
 """
 
 from __future__ import annotations
@@ -26,11 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def full_refresh_event(context: Mapping[str, Any], uris: Iterable[str]) -> Mapping[str, Any] | None:
-    """Return the ``extra`` of a triggering event asking for a full refresh, if any.
-
-    Only events of ``uris`` (the connectors the task reads) count; with no ``uris`` any
-    triggering event does.
-    """
+    """Return the ``extra`` of a triggering event of ``uris`` (any, if none) asking for a
+    full refresh."""
     wanted = set(uris)
     events = (
         context.get("triggering_asset_events") or context.get("triggering_dataset_events") or {}

@@ -1,23 +1,12 @@
 """Start a Fivetran sync and wait for it by the webhook's push, not by polling.
 
 ``FivetranSyncOperator`` takes astronomer's ``FivetranOperator`` arguments where they
-mean the same thing, so migrating is a changed import (docs/sensor.md, "Triggering a
-sync"). It reads the connection once (paused? syncing? its schedule type), asks
-Fivetran for a sync (``POST /v1/connections/{id}/sync``; ``FivetranResyncOperator``:
-``.../resync``) and notes the moment it asked. It then waits, deferred by default, for
-the first sync that *started* at or after that moment to end, from the history the
-webhook server records: the history's change message wakes it, so the wait costs no
-API call. ``fivetran_events.sync_request`` decides which sync answers the request; a
-sync that was running when it asked makes it ask again once that one has ended (or,
-with ``force``, Fivetran stops it and runs a new one). When nothing is recorded for
-``fallback_after`` seconds it warns and reads the connection's ``succeeded_at`` /
-``failed_at`` every ``poll_frequency`` seconds, as astronomer's operator does; what it
-finds is recorded in the history with a derived (``~``-marked) sync id.
-
-``FivetranSyncShortCircuitOperator`` goes before a sync (this module's or the Fivetran
-provider's ``FivetranOperator``): when a successful sync counts for the run's target (by
-default at or after ``data_interval_end``), the downstream tasks are skipped and no sync
-is asked for; otherwise they run as usual. It reads the history, so it costs no API call.
+mean the same thing, so migrating is a changed import (docs/triggering.md). It asks
+Fivetran for a sync and waits for the first sync that *started* after it asked to end,
+from the history (``fivetran_events.sync_request`` decides which sync answers); only
+when nothing is recorded for ``fallback_after`` seconds does it read Fivetran's API, as
+astronomer's operator does. ``FivetranSyncShortCircuitOperator`` skips the sync (and
+what follows) when one already counts for the run's target, from the history alone.
 """
 
 from __future__ import annotations
@@ -45,14 +34,13 @@ from fivetran_events.timeutil import iso, now_ms, to_ms
 
 from ..compat import BaseOperator, Context, ShortCircuitOperator, default_deferrable
 from ..exceptions import ConnectorNameError, FivetranHistoryUnavailable, FivetranSyncFailed
-from ..hooks.fivetran_api import DEFAULT_FIVETRAN_CONN_ID, FivetranApiHook
-from ..hooks.history import (
+from ..hooks import (
     DEFAULT_CONN_ID,
+    DEFAULT_FIVETRAN_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
+    FivetranApiHook,
     FivetranEventsRedisHook,
-    read_retrying,
 )
-from ..links import FivetranConnectorLink
 from ..targets import resolve_target
 from ..triggers.decision import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE
 from ..triggers.sync import (
@@ -61,6 +49,7 @@ from ..triggers.sync import (
     DEFAULT_POLL_FREQUENCY,
     FivetranSyncRequestTrigger,
 )
+from ..ui import FivetranConnectorLink
 
 #: The history's retention when the Airflow side records a reconciled sync (the server's
 #: default; older events are refused, and this one is new).
@@ -75,13 +64,8 @@ def _sync_needed(**context: Any) -> bool:
 class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
     """Continue downstream only if no successful sync counts for the run's target yet.
 
-    :param connector_id: the Fivetran connector id (templated).
-    :param target_time: datetime or ISO 8601 text (templated); default: the run's target
-        as the sensor computes it (``data_interval_end``, with the same fallback).
-    :param criterion: ``ended_after`` (default) or ``started_after``.
-    :param redis_conn_id: the Airflow connection of the history's Redis.
-    :param redis_retry_timeout: seconds an unreachable Redis is retried (with backoff)
-        before the task fails with ``FivetranHistoryUnavailable``, as the sensor's.
+    ``connector_id``, ``target_time``, ``criterion``, ``redis_conn_id`` and
+    ``redis_retry_timeout`` mean what they mean to ``FivetranDateTimeSensor``.
     """
 
     template_fields = (*ShortCircuitOperator.template_fields, "connector_id", "target_time")
@@ -109,23 +93,14 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
 
 
 def already_synced(op: Any, context: Context) -> Decision | None:
-    """The SUCCESS that makes a sync needless for ``op``'s target, or None (sync).
-
-    ``op`` names ``connector_id``, ``target_time``, ``criterion``, ``redis_conn_id`` and
-    ``redis_retry_timeout`` (this operator, and ``FivetranSyncOperator``'s
-    ``skip_if_synced_after_data_interval_end``). An unreachable Redis is retried as the
-    sensor retries it, then ``FivetranHistoryUnavailable``.
-    """
+    """Return the SUCCESS that makes a sync needless for ``op``'s target, or None."""
     target, source = resolve_target(op.target_time, context)
-    hook = FivetranEventsRedisHook(op.redis_conn_id)
-    decision = read_retrying(
-        lambda: hook.reader().decide(
+    decision = FivetranEventsRedisHook(op.redis_conn_id).read_retrying(
+        lambda r: r.decide(
             op.connector_id, to_ms(target), criterion=op.criterion, propagate_failures_forward=False
         ),
-        what=f"the history of connector {op.connector_id}",
-        cfg=hook.config,
-        conn_id=op.redis_conn_id,
-        timeout=op.redis_retry_timeout,
+        f"the history of connector {op.connector_id}",
+        op.redis_retry_timeout,
     )
     synced = decision.outcome is Outcome.SUCCESS
     op.log.info(
@@ -143,37 +118,22 @@ def already_synced(op: Any, context: Context) -> Decision | None:
 class FivetranSyncOperator(BaseOperator):
     """Start a connector's sync; succeed when a sync started after the request succeeds.
 
-    :param connector_id: the Fivetran connection id (templated). Or ``connector_name``.
-    :param connector_name: the connection's name (its schema in Fivetran), with
-        ``destination_name``, the name of its destination group (both templated):
-        looked up through Fivetran's API once per task (one call each).
-    :param fivetran_conn_id: the Airflow connection with Fivetran's API key and secret.
+    Arguments as astronomer's (docs/triggering.md has the table), and:
+
     :param force: stop a running sync and start a new one (Fivetran's ``force``).
         Without it a running sync is left to end, and the sync is then asked for again.
-    :param schedule_type: ``manual`` (default, as astronomer's) or ``auto``: set on the
-        connection when it differs (one more call); None leaves it.
-    :param wait_for_completion: wait for the sync (default); False: return once asked.
-    :param deferrable: wait in the triggerer (default True, as astronomer's).
-    :param poll_frequency: seconds between reads of Fivetran's API on the fallback.
-    :param fallback_after: seconds without any record of the request before the
-        fallback starts (None: never).
-    :param reschedule_wait_time: seconds to wait after a RESCHEDULED end that gives no
-        ``rescheduledAt`` before asking again.
-    :param skip_if_synced_after_data_interval_end: start nothing and succeed when a sync
-        already succeeded at or after the run's ``data_interval_end`` (the history's
-        decision, as ``FivetranSyncShortCircuitOperator`` makes it).
-    :param redis_conn_id: the Airflow connection of the history's Redis.
-    :param recheck_interval: seconds between re-reads of the history when no change
-        message arrives.
+    :param fallback_after: seconds without any record of the request before Fivetran's
+        API is read every ``poll_frequency`` seconds (None: never).
+    :param skip_if_synced_after_data_interval_end: start nothing when a sync already
+        succeeded at or after the run's ``data_interval_end`` (as the short-circuit does).
+    :param recheck_interval: seconds between re-reads of the history without a change.
     :param min_deferral: deferred, the task is resumed no sooner than this many seconds
-        after it deferred (default 10): Airflow 3.2-3.3 can fail a task resumed before
-        its scheduler has read the task's exit on ``defer()`` (docs/triggering.md). A
-        sync that takes longer is not delayed; 0 resumes at once.
+        after it deferred: Airflow 3.2-3.3 can fail a task resumed before its scheduler
+        has read the task's exit on ``defer()`` (docs/triggering.md); 0 resumes at once.
 
-    Returns (XCom) the sync that answered: ``sync_id``, ``started_at``, ``ended_at``,
-    ``status``, with ``connector_id``, ``asked_at`` and ``reconciled`` (True when read
-    from Fivetran's API on the fallback). A failed sync raises ``FivetranSyncFailed``
-    with Fivetran's status and reason; so does a connector paused or deleted meanwhile.
+    Returns (XCom) the sync that answered with ``connector_id``, ``asked_at`` and
+    ``reconciled`` (True when read from Fivetran's API). A failed sync, or a connector
+    paused or deleted meanwhile, raises ``FivetranSyncFailed``.
     """
 
     template_fields: Sequence[str] = ("connector_id", "connector_name", "destination_name")
@@ -271,12 +231,10 @@ class FivetranSyncOperator(BaseOperator):
                 "connector %s: schedule_type %s -> %s", cid, conn.schedule_type, self.schedule_type
             )
             self.client.update_connection(cid, {"schedule_type": self.schedule_type})
-        recorded = read_retrying(
-            lambda: self.hook.reader().facts(cid, now_ms()).running,
-            what=f"the history of connector {cid}",
-            cfg=self.hook.config,
-            conn_id=self.redis_conn_id,
-            timeout=self.redis_retry_timeout,
+        recorded = self.hook.read_retrying(
+            lambda r: r.facts(cid, now_ms()).running,
+            f"the history of connector {cid}",
+            self.redis_retry_timeout,
         )
         running = conn.sync_state == "syncing" or recorded is not None
         asked = now_ms()
@@ -387,9 +345,8 @@ class FivetranSyncOperator(BaseOperator):
     def _record(self, decision: Decision) -> None:
         """Record the sync end read from Fivetran's API, as a delivery would have been.
 
-        Its sync id is derived (``~``-marked: Fivetran's API names no sync) and it is
-        marked reconciled, as ``fivetran-events reconcile`` marks what it records: a late
-        webhook of the same sync, or the server's reconcile, finds it already known.
+        Marked reconciled with a derived (``~``) sync id, as ``fivetran-events reconcile``
+        records it, so a late webhook of the same sync finds it already known.
         """
         sync = decision.sync
         if not isinstance(sync, Completion):
@@ -416,11 +373,8 @@ class FivetranSyncOperator(BaseOperator):
 
 
 class FivetranResyncOperator(FivetranSyncOperator):
-    """Start a historical resync (of ``scope`` only, when given) and wait for it.
-
-    :param scope: schema name -> table names to resync (``{"public": ["orders"]}``);
-        None resyncs the whole connection.
-    """
+    """Start a historical resync and wait for it; ``scope``: schema -> table names to
+    resync (``{"public": ["orders"]}``), None for the whole connection."""
 
     mode = "resync"
 

@@ -1,15 +1,10 @@
-"""Shared Redis resources of the triggerer: one pub/sub listener, one small pool.
+"""The triggerer's shared Redis resources: one pub/sub listener, one small pool.
 
-A triggerer may hold thousands of deferred sensors. Each owning a Redis subscription
-(one socket each) and a connection pool would cost thousands of sockets, so all
-triggers of one event loop that read the same Redis share one ``Hub``: a single
-PSUBSCRIBE on ``{prefix}changes:*`` (the webhook server publishes there inside every
-history write) wakes the triggers of the connector named in the channel, and a bounded
-pool serves their reads. The hub closes itself when its last trigger leaves.
-
-``changes()`` is that subscription as an async generator, the one pub/sub loop of the
-triggerer: the hub consumes it, and so does the history watcher's shared stream
-(``triggers.watcher.HistoryWakeProducer``).
+Thousands of deferred sensors each owning a subscription and a pool would cost thousands
+of sockets, so the triggers of one event loop that read one Redis share a ``Hub``: one
+PSUBSCRIBE on ``{prefix}changes:*`` (published inside every history write) wakes the
+triggers of the connector named in the channel, and a bounded pool serves their reads.
+``changes()`` is the one pub/sub loop; the watcher's shared stream consumes it too.
 """
 
 from __future__ import annotations
@@ -45,12 +40,9 @@ _hubs: dict[tuple[int, str, str], Hub] = {}
 def stop_if_cancelled() -> None:
     """Raise ``CancelledError`` when this task was cancelled but the cancel got lost.
 
-    Under load a cancel that lands while a Redis read is under way can be swallowed
-    below us or turned into a Redis error (seen with 1,000 triggers re-checking every
-    second on Python 3.11: a few went on after ``cancel()``, and so did the listener),
-    and Airflow cancels a trigger once: it would keep re-checking, and the listener
-    keep the subscription open, for ever. The task still counts the request
-    (``Task.cancelling()``, Python 3.11+), so the loops check it each turn.
+    A cancel landing during a Redis read can be swallowed below us or turned into a
+    Redis error, and Airflow cancels a trigger once: it would re-check for ever. The
+    task still counts the request (``Task.cancelling()``, Python 3.11+).
     """
     task = asyncio.current_task()
     cancelling = getattr(task, "cancelling", None)
@@ -62,10 +54,8 @@ def stop_if_cancelled() -> None:
 class Change:
     """One item of ``changes()``: re-read ``connector_id``'s history, or everyone's (None).
 
-    ``reason``: ``"message"`` (a history write named the connector), ``"subscribed"``
-    (after every (re)subscribe: what was published while nobody listened is lost),
-    ``"tick"`` (the caller's interval passed) or ``"lost"`` (Redis is gone, ``error``
-    says why; the next subscription is tried ``RECONNECT_DELAY`` later).
+    ``"subscribed"`` follows every (re)subscribe: what was published while nobody
+    listened is lost. ``"lost"``: Redis is gone (``error`` says why).
     """
 
     connector_id: str | None
@@ -74,11 +64,10 @@ class Change:
 
 
 async def changes(client: Any, prefix: str, tick: float | None = None) -> AsyncIterator[Change]:
-    """Subscribe to the history's change channels and yield what happens, for ever.
+    """Yield the history's changes for ever (a ``"tick"`` every ``tick`` s, if given).
 
-    Never raises a Redis error: on losing Redis it yields a ``"lost"`` change, waits
-    ``RECONNECT_DELAY`` and subscribes again. With ``tick``, a ``"tick"`` every ``tick``
-    seconds while subscribed. Checks each turn for a cancel that got lost.
+    Never raises a Redis error: it yields ``"lost"`` and subscribes again
+    ``RECONNECT_DELAY`` later.
     """
     pattern = changes_pattern(prefix)
     channel_prefix = pattern[:-1]
@@ -123,8 +112,7 @@ class Hub:
         self.messages = 0
 
     def register(self, connector_id: str) -> asyncio.Event:
-        """Return an event set whenever ``connector_id`` changes (or the listener loses or
-        regains Redis)."""
+        """Return an event set whenever ``connector_id`` changes (or Redis is lost or back)."""
         event = asyncio.Event()
         self._waiters[connector_id].add(event)
         self._count += 1
@@ -133,7 +121,7 @@ class Hub:
         return event
 
     async def subscribed(self, timeout: float) -> None:
-        """Wait until the subscription is active (a publish before it would be missed)."""
+        """Wait until subscribed (a publish before that would be missed)."""
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._subscribed.wait(), timeout)
 
@@ -201,11 +189,9 @@ def hub_for(url: str, prefix: str, redis_kwargs: dict[str, Any]) -> Hub:
 async def changed_within(changed: asyncio.Event, seconds: float) -> bool:
     """Wait until ``changed`` is set or ``seconds`` pass; return whether it was set.
 
-    A timer that sets the same event, rather than ``asyncio.wait_for``: no task per wait
-    (a thousand deferred triggers would make a thousand every interval), and a cancel
-    is never lost. Python 3.11's ``wait_for`` returns normally, dropping the cancel, when
-    the timeout and the cancel land together, so a cancelled trigger (its task timed
-    out, was cleared, the triggerer stops) would go on re-checking for ever.
+    A timer setting the same event, not ``asyncio.wait_for``: no task per wait, and no
+    lost cancel (Python 3.11's ``wait_for`` drops a cancel that lands with the timeout,
+    so a cancelled trigger would re-check for ever).
     """
     due = False
 

@@ -1,16 +1,10 @@
 """The trigger behind ``FivetranDateTimeSensor(deferrable=True)``.
 
-It decides exactly as the sensor's poke does (the same ``decide`` over the same
-history), with async Redis only. It wakes when the webhook server publishes a change
-for the connector and also re-checks at most ``recheck_interval`` seconds (with jitter)
-after its last read, so a lost publish delays the decision by at most one interval.
-All triggers of the triggerer share one subscription and one small pool
-(``_wakeups.Hub``), so thousands of deferred sensors cost one socket for wake-ups
-and a handful for reads.
-
-An unreachable Redis is retried as a poke retries it (``hooks.history.aread_retrying``), then
-reported in an event with status ``unavailable`` that ``execute_complete`` raises:
-never swallowed, so an outage shows on the task, not only in the triggerer's log.
+It decides as the sensor's poke does, with async Redis only. It wakes on the webhook
+server's change message for the connector and re-checks at most ``recheck_interval``
+seconds after its last read, so a lost message delays the decision by one interval at
+most. An unreachable Redis is retried as a poke retries it, then reported in an event
+with status ``unavailable`` that ``execute_complete`` raises, so it shows on the task.
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ from fivetran_events.timeutil import now_ms
 
 from ..compat import BaseTrigger, TriggerEvent
 from ..exceptions import FivetranHistoryUnavailable
-from ..hooks.history import (
+from ..hooks import (
     DEFAULT_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
     FivetranEventsRedisHook,
@@ -75,16 +69,10 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
         self.retry_timeout = None if retry_timeout is None else float(retry_timeout)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        names = ("connector_id", "target_ms", *FLAGS, "redis_conn_id", "recheck_interval")
         return (
             "airflow_plugin.triggers.decision.FivetranSyncDecisionTrigger",
-            {
-                "connector_id": self.connector_id,
-                "target_ms": self.target_ms,
-                **{name: getattr(self, name) for name in FLAGS},
-                "redis_conn_id": self.redis_conn_id,
-                "recheck_interval": self.recheck_interval,
-                "retry_timeout": self.retry_timeout,
-            },
+            {**{n: getattr(self, n) for n in names}, "retry_timeout": self.retry_timeout},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -156,12 +144,8 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
             await hub.unregister(self.connector_id, changed)
 
     def _pause(self, decision: Decision) -> tuple[float, str]:
-        """Seconds until the next look without a change message, and what it is.
-
-        Fivetran's ``rescheduledAt``, when the decision waits for one ahead, replaces the
-        re-check interval: nothing is expected before it but a change, which wakes the
-        trigger anyway.
-        """
+        """Return the seconds until the next look without a change message, and why (a
+        ``rescheduledAt`` ahead replaces the re-check interval)."""
         due = decision.recheck_at_ms
         if due is not None:
             until = (due - now_ms()) / 1000

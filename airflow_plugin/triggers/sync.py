@@ -1,19 +1,16 @@
 """The wait of ``FivetranSyncOperator``: a sync request answered from the history.
 
-``FivetranSyncRequestTrigger`` is the sensor's trigger (``FivetranSyncDecisionTrigger``:
-the same hub of change messages, the same Redis retries and re-check interval) with the
-request's decision (``fivetran_events.sync_request.answer``) in place of the sensor's:
-it fires on SUCCESS, FAIL or ASK_AGAIN (the operator asks Fivetran again and defers
-anew). When nothing of the request is recorded for ``fallback_after`` seconds, it logs a
-warning and also reads the connection from Fivetran's API every ``poll_frequency``
-seconds (in a thread: the client blocks), so a broken webhook degrades to polling
-instead of hanging. The operator runs the same ``wait`` in its own process when it is
-not deferrable.
+``FivetranSyncRequestTrigger`` is the sensor's trigger with the request's decision
+(``fivetran_events.sync_request.answer``): it fires on SUCCESS, FAIL or ASK_AGAIN (the
+operator asks again and defers anew). After ``fallback_after`` seconds with nothing of
+the request recorded, it also reads the connection from Fivetran's API every
+``poll_frequency`` seconds (in a thread: the client blocks), so a broken webhook degrades
+to polling instead of hanging. Not deferrable, the operator runs the same ``wait``.
 
 Deferred, the answer is held until ``min_deferral`` seconds after the task deferred:
 Airflow 3.2-3.3's scheduler fails a task resumed before it has read the executor's
 report of the task's exit on ``defer()`` (apache/airflow#67287, #72716), and that report
-can lag by seconds on a loaded scheduler. A sync longer than the hold pays nothing.
+can lag by seconds on a loaded scheduler.
 """
 
 from __future__ import annotations
@@ -30,10 +27,11 @@ from fivetran_events.timeutil import iso, now_ms
 
 from ..compat import TriggerEvent
 from ..exceptions import FivetranHistoryUnavailable
-from ..hooks.fivetran_api import DEFAULT_FIVETRAN_CONN_ID, FivetranApiHook
-from ..hooks.history import (
+from ..hooks import (
     DEFAULT_CONN_ID,
+    DEFAULT_FIVETRAN_CONN_ID,
     DEFAULT_REDIS_RETRY_TIMEOUT,
+    FivetranApiHook,
     FivetranEventsRedisHook,
     HistoryConfig,
     aread_retrying,
@@ -91,23 +89,13 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         self.min_deferral = float(min_deferral)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        names: tuple[str, ...] = ("connector_id", "target_ms", "force", "running_at_ask")
+        names += ("fallback_after", "poll_frequency", "reschedule_wait_time", "fivetran_conn_id")
+        names += ("redis_conn_id", "recheck_interval", "retry_timeout", "deferred_ms")
+        names += ("min_deferral",)
         return (
             "airflow_plugin.triggers.sync.FivetranSyncRequestTrigger",
-            {
-                "connector_id": self.connector_id,
-                "target_ms": self.target_ms,
-                "force": self.force,
-                "running_at_ask": self.running_at_ask,
-                "fallback_after": self.fallback_after,
-                "poll_frequency": self.poll_frequency,
-                "reschedule_wait_time": self.reschedule_wait_time,
-                "fivetran_conn_id": self.fivetran_conn_id,
-                "redis_conn_id": self.redis_conn_id,
-                "recheck_interval": self.recheck_interval,
-                "retry_timeout": self.retry_timeout,
-                "deferred_ms": self.deferred_ms,
-                "min_deferral": self.min_deferral,
-            },
+            {n: getattr(self, n) for n in names},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -128,8 +116,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         yield TriggerEvent(event)
 
     async def wait(self, cfg: HistoryConfig, client: Callable[[], Any]) -> dict[str, Any]:
-        """Wait for the answer; return the event's payload (``client`` makes the API client,
-        awaited if it returns an awaitable: the triggerer resolves connections async)."""
+        """Return the answer's event payload; ``client()`` makes the API client (or awaits it)."""
         try:
             return await self._until_answered(cfg, client)
         except FivetranHistoryUnavailable as exc:
@@ -174,14 +161,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
                     self.log.info(
                         "connector %s: %s: %s", self.connector_id, got.step.value, got.reason
                     )
-                    return _payload(
-                        self.connector_id,
-                        got.step,
-                        got.reason,
-                        got.decision,
-                        self.target_ms,
-                        reconciled=False,
-                    )
+                    return self._payload(got.step, got.reason, got.decision, reconciled=False)
                 if got.step is Step.FALL_BACK:
                     if api is None:
                         self.log.warning("connector %s: %s", self.connector_id, got.reason)
@@ -203,8 +183,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
                 api.close()
 
     def _pause_for(self, got: Answer) -> float:
-        """Until the next look without a change message: a rescheduledAt, the fallback's
-        due time, or the re-check interval, whichever comes first."""
+        """Return the seconds to the next look: ``_pause``, or sooner the fallback's due time."""
         pause, _ = self._pause(got.decision)
         if self.fallback_after is not None:
             # Only ahead of it: once due and not taken (a sync of the request was seen),
@@ -215,7 +194,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         return pause
 
     async def _read_connection(self, api: FivetranClient) -> dict[str, Any] | None:
-        """Read the connection once (the fallback); the payload when it answers."""
+        """Read the connection once (the fallback); return the payload when it answers."""
         conn = await asyncio.to_thread(api.connection, self.connector_id)
         step, reason, completion = answer_from_connection(
             asked_ms=self.target_ms,
@@ -233,36 +212,22 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         self.log.warning("connector %s, from Fivetran's API: %s", self.connector_id, reason)
         outcome = {Step.SUCCESS: Outcome.SUCCESS, Step.FAIL: Outcome.FAIL}.get(step, Outcome.WAIT)
         decision = Decision(outcome, reason, self.target_ms, completion)
-        return _payload(
-            self.connector_id,
-            step,
-            reason,
-            decision,
-            self.target_ms,
-            reconciled=completion is not None,
-        )
+        return self._payload(step, reason, decision, reconciled=completion is not None)
+
+    def _payload(
+        self, step: Step, reason: str, decision: Decision, *, reconciled: bool
+    ) -> dict[str, Any]:
+        return {
+            "status": step.value,
+            "connector_id": self.connector_id,
+            "message": reason,
+            "decision": decision.to_dict(),
+            "asked_at": iso(self.target_ms),
+            "reconciled": reconciled,
+            # When the trigger fired (epoch s): times the wake-up itself (bench/sync.py).
+            "fired_at": time.time(),
+        }
 
 
 def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else int(seconds * 1000)
-
-
-def _payload(
-    connector_id: str,
-    step: Step,
-    reason: str,
-    decision: Decision,
-    asked_ms: int,
-    *,
-    reconciled: bool,
-) -> dict[str, Any]:
-    return {
-        "status": step.value,
-        "connector_id": connector_id,
-        "message": reason,
-        "decision": decision.to_dict(),
-        "asked_at": iso(asked_ms),
-        "reconciled": reconciled,
-        # When the trigger fired (epoch s): times the wake-up itself (bench/sync.py).
-        "fired_at": time.time(),
-    }

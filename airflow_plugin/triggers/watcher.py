@@ -1,10 +1,11 @@
 """Airflow 3.3+ listens to the history itself: ``FivetranSyncWatcherTrigger``.
 
-Use it in an ``AssetWatcher``::
+In an ``AssetWatcher``::
 
     Asset(uri, watchers=[AssetWatcher(name="pg", trigger=FivetranSyncWatcherTrigger(
         connector_id="my_connector"))])
 
+<<<<<<< HEAD
 and the triggerer turns every successful sync recorded for the connector into one asset
 event whose payload is the ``extra`` the REST forwarder posts (``fivetran_events.
 deliveries``), with no Airflow user, password or REST call.
@@ -14,6 +15,12 @@ Airflow's asset state store; every watcher of a triggerer shares one poll of the
 history's change channels; a sync counts as handled only once Airflow confirmed its
 event persisted. docs/internals.md, "The watcher (Airflow 3.3+)", gives the design
 and where it can send an event twice or skip one.
+=======
+the triggerer turns every successful sync recorded for the connector into one asset event
+whose payload is the ``extra`` the REST forwarder posts, with no REST call. docs/internals.md,
+"The watcher (Airflow 3.3+)", gives the design and where it can send an event twice or
+skip one.
+>>>>>>> h-ap
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from fivetran_events.history import AsyncHistoryReader, ConnectorRecord
 from fivetran_events.redis_url import async_client_from_url
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 
-from ..hooks.history import DEFAULT_CONN_ID, FivetranEventsRedisHook
+from ..hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 from ._wakeups import changes
 
 log = logging.getLogger(__name__)
@@ -57,22 +64,20 @@ Position = tuple[int, str]
 
 @dataclass
 class WatchState:
-    """What a watcher has handled: enough to send each success once, bounded in size.
+    """What a watcher has handled: each sync id in the window -> the newest end seen.
 
-    ``handled`` maps each sync id handled in the window to the newest end seen for it, so
-    a retried sync stays known while any of its successes can still be read.
+    A retried sync stays known while any of its successes can still be read.
     """
 
     position: Position
     handled: dict[str, int]
 
     def note(self, ended_ms: int, sync_id: str) -> None:
-        """Count a success as handled (sent, or a repeat of a sync id already handled)."""
         self.handled[sync_id] = max(ended_ms, self.handled.get(sync_id, ended_ms))
         self.position = max(self.position, (ended_ms, sync_id))
 
     def pruned(self, lookback_ms: int) -> WatchState:
-        """A copy without the sync ids no wake can read again (all ended before the window)."""
+        """Return a copy without the sync ids that ended before the window."""
         floor = self.position[0] - lookback_ms
         return WatchState(self.position, {s: e for s, e in self.handled.items() if e >= floor})
 
@@ -85,7 +90,7 @@ class WatchState:
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> tuple[WatchState, bool]:
-        """Read a stored state, and whether it has ``handled`` (one stored before did not)."""
+        """Return a stored state, and whether it has ``handled`` (older ones did not)."""
         position = (int(value["ended_ms"]), str(value["sync_id"]))
         handled = value.get("handled")
         return cls(position, {str(s): int(e) for s, e in handled or ()}), handled is not None
@@ -93,11 +98,8 @@ class WatchState:
 
 @dataclass(eq=False)
 class Wake:
-    """One raw event of the shared stream: "re-read the history" for one connector or all.
-
-    It is also the broker payload handed back to ``advance()``: each watcher that sent
-    events for it attaches a ``settle(persisted)``, told whether Airflow confirmed them.
-    """
+    """One event of the shared stream, "re-read the history", and its broker payload: each
+    watcher that sent events for it attaches a ``settle(persisted)`` for ``advance()``."""
 
     connector_id: str | None  # None: every watcher re-reads (a tick, a reconnect)
     client: Any  # the poll's redis.asyncio client; watchers read through its pool
@@ -106,7 +108,7 @@ class Wake:
 
     @property
     def reader(self) -> AsyncHistoryReader:
-        """The history read through the poll's client (a watcher asks no running sync)."""
+        # A watcher asks for no running sync: no maximum sync duration.
         return AsyncHistoryReader(self.client, self.prefix, max_sync_duration_ms=0)
 
 
@@ -154,9 +156,9 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
     """Turn each successful sync recorded for ``connector_id`` into one asset event.
 
     ``start``: where a watcher without a stored state begins, ``"now"`` or an ISO time
-    (to replay the history since then, once). ``poll_interval``: seconds between re-reads
-    when no change message arrives (a lost message costs at most that). ``lookback``:
-    seconds before the newest handled success in which a late delivery is still sent.
+    (replaying the history since then). ``poll_interval``: seconds between re-reads
+    without a change message. ``lookback``: seconds before the newest handled success in
+    which a late delivery is still sent.
     """
 
     def __init__(
@@ -189,15 +191,10 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
         return int(self.lookback * 1000)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        names = ("connector_id", "redis_conn_id", "start", "poll_interval", "lookback")
         return (
             "airflow_plugin.triggers.watcher.FivetranSyncWatcherTrigger",
-            {
-                "connector_id": self.connector_id,
-                "redis_conn_id": self.redis_conn_id,
-                "start": self.start,
-                "poll_interval": self.poll_interval,
-                "lookback": self.lookback,
-            },
+            {n: getattr(self, n) for n in names},
         )
 
     def shared_stream_key(self) -> Hashable | None:
@@ -232,7 +229,7 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
                 wake.settles.append(lambda persisted, s=tuple(sent): self._settle(s, persisted))
 
     async def _settle(self, sent: Sequence[Position], persisted: bool) -> None:
-        """Airflow's word on the events sent for one wake: handled and stored, or unsent."""
+        """Store the events of one wake as handled, or forget them if Airflow did not confirm."""
         for _, sync_id in sent:
             self._in_flight.pop(sync_id, None)
         if not persisted:
@@ -249,11 +246,7 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
         await self._store(self._state)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Watch without a shared stream (outside the triggerer's manager, e.g. a test).
-
-        A wake's events count as persisted as soon as they left the trigger (the next wake
-        is asked for), so the state is stored then, not once Airflow persisted them.
-        """
+        """Watch without a shared stream (a test); events count as persisted once sent."""
         producer = self.create_shared_stream_producer(self.serialize()[1])
 
         async def wakes() -> AsyncIterator[Any]:
@@ -266,8 +259,6 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
                 yield event
         finally:
             await producer.aclose()
-
-    # --- the state ---------------------------------------------------------------------
 
     def _accessors(self) -> list[Any]:
         store = self.asset_state_store
@@ -306,14 +297,9 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
         for accessor in self._accessors():
             await accessor.aset(key, value)
 
-    # --- the history -------------------------------------------------------------------
-
     async def _window(self, wake: Wake, floor_ms: int) -> AsyncIterator[Position]:
-        """Yield every success that ended at or after ``floor_ms``, a page at a time.
-
-        Paged by offset: a success recorded meanwhile can shift one row into the next
-        page (read twice, handled once), never out of it.
-        """
+        """Yield every success that ended at or after ``floor_ms``, a page at a time (a
+        success recorded meanwhile shifts a row into the next page, never out of it)."""
         reader, offset = wake.reader, 0
         while True:
             rows = await reader.successes_page(self.connector_id, floor_ms, offset, PAGE)
@@ -326,10 +312,9 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
     async def _unhandled(self, wake: Wake) -> list[tuple[Position, dict[str, Any]]]:
         """Read the successes of the window neither handled nor in flight, oldest first.
 
-        A sync id read twice (a retried sync that succeeded twice) is sent for its first
-        success only. A repeat of a handled sync id updates its newest end in the state
-        at once; a repeat of one in flight (or chosen now) waits for a later wake, after
-        Airflow confirmed the first: noting it now would mark the id handled unconfirmed.
+        A sync id that succeeded twice is sent once. A repeat of a handled id updates its
+        end at once; one of an id in flight waits for a later wake, after Airflow
+        confirmed the first: noting it now would mark the id handled unconfirmed.
         """
         assert self._state is not None
         floor = self._state.position[0] - self._lookback_ms

@@ -1,22 +1,36 @@
 """The "Fivetran syncs" view: every connector's syncs and decisions in Airflow's UI.
 
-A FastAPI app that the ``AirflowPlugin`` mounts in Airflow's API server (3.3+) under
-``links.URL_PREFIX``, behind Airflow's own login. Server-rendered HTML with inline SVG:
-nothing to build with npm. ``app.py`` routes and checks requests, ``queries.py`` reads
-the history (bounded), ``render.py`` turns what it read into the page.
+A FastAPI app (``app.py`` routes, ``queries.py`` reads, ``render.py`` draws) that the
+``AirflowPlugin`` mounts in Airflow's API server (3.3+) under ``URL_PREFIX``, behind
+Airflow's own login; and the links to it, built by one function so the extra link, a
+log line and the view agree on its URLs: ``/fivetran-events/connectors/{connector_id}``
+with the optional ``target`` (ISO 8601) and the decision flags as query parameters.
 """
 
 from __future__ import annotations
 
+import logging
+from datetime import datetime
 from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from fivetran_events.decision import FLAGS
+from fivetran_events.timeutil import iso
+
+from ..compat import BaseOperatorLink
+from ..targets import resolve_target
+
+log = logging.getLogger(__name__)
+
+#: Where the AirflowPlugin mounts the view's FastAPI app in Airflow's API server.
+URL_PREFIX = "/fivetran-events"
+CONNECTORS_LIST_URL = f"{URL_PREFIX}/"
 
 
 class LazyApp:
-    """An ASGI app that builds the view on its first request.
+    """An ASGI app that builds the view on its first request, in the API server only.
 
-    The plugin module is imported by every Airflow process that wants its macros, task
-    processes included; building the app there would import FastAPI and Airflow's API
-    security for nothing. Only the API server ever calls this.
+    Every process that loads the plugin's macros imports this module, task processes too.
     """
 
     def __init__(self) -> None:
@@ -28,3 +42,68 @@ class LazyApp:
 
             self._app = create_app()
         await self._app(scope, receive, send)
+
+
+def connector_view_url(connector_id: str, target: datetime | None = None, **flags: Any) -> str:
+    """Return the relative URL of one connector's page, showing the decision for ``target``
+    with the sensor's ``flags`` (``None`` leaves one at the page's default)."""
+    unknown = sorted(set(flags) - set(FLAGS))
+    if unknown:
+        raise TypeError(f"unknown flag(s) {', '.join(unknown)}; expected some of {FLAGS}")
+    params: dict[str, str] = {}
+    if target is not None:
+        params["target"] = str(iso(target))
+    for name in FLAGS:
+        value = flags.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            params[name] = "true" if value else "false"
+        else:
+            params[name] = str(getattr(value, "value", value))
+    path = f"{URL_PREFIX}/connectors/{quote(connector_id, safe='')}"
+    return f"{path}?{urlencode(params)}" if params else path
+
+
+def under_base_url(relative: str) -> str:
+    """Prefix ``relative`` with the path of Airflow's ``[api] base_url`` (a proxy's
+    sub-path such as ``https://host/airflow`` holds the plugin's UI too)."""
+    from airflow.configuration import conf
+
+    base = conf.get("api", "base_url", fallback="") or ""
+    return f"{urlsplit(base).path.rstrip('/')}{relative}"
+
+
+class FivetranConnectorLink(BaseOperatorLink):
+    """Open the sensor's connector in the fivetran-events UI, at the run's target.
+
+    Airflow 3 computes the link in the task's process when the task ends, with the run's
+    context: it names the target the sensor judged. Airflow 2 computes it in the
+    webserver without a context: it opens the connector without a target.
+    """
+
+    name = "Fivetran syncs"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        connector_id = getattr(operator, "connector_id", None)
+        if not connector_id or "{{" in str(connector_id):
+            # A name that did not resolve, or an unrendered template (Airflow 2's webserver).
+            return under_base_url(CONNECTORS_LIST_URL)
+        target = None
+        context_of = getattr(ti_key, "get_template_context", None)
+        if context_of is not None:  # Airflow 3: the task's own RuntimeTaskInstance
+            try:
+                target, _ = resolve_target(getattr(operator, "target_time", None), context_of())
+            except (TypeError, ValueError) as exc:
+                log.warning("extra link without a target: %s", exc)
+        return under_base_url(
+            connector_view_url(
+                str(connector_id),
+                target,
+                # A sensor from before wait_when_paused decides as if it were False.
+                **{
+                    f: getattr(operator, f, False if f == "wait_when_paused" else None)
+                    for f in FLAGS
+                },
+            )
+        )

@@ -1,13 +1,9 @@
 """The view's FastAPI app: a list of connectors and one page per connector.
 
-Every route sits behind Airflow's own auth dependency (``requires_access_view`` on the
-website view, which any logged-in role holds): the session cookie ``_token`` that
-Airflow's UI sets, or an ``Authorization: Bearer`` JWT from ``/auth/token``. Without
-either Airflow answers 401, with an invalid one 403; this app never sees the request.
-
-Bad query parameters get a 400 page that names the parameter, an unknown connector
-404, and a Redis that cannot be read 503: the view only reads, so a refused request
-changes nothing.
+Every route sits behind Airflow's own auth dependency (the website view, which any
+logged-in role holds), so this app never sees an unauthenticated request. Bad query
+parameters get a 400 page naming the parameter, an unknown connector 404, an unreadable
+Redis 503.
 """
 
 from __future__ import annotations
@@ -52,7 +48,7 @@ def _auth() -> Any:
 
 
 def _hook_reader() -> HistoryReader:
-    from ..hooks.history import FivetranEventsRedisHook
+    from ..hooks import FivetranEventsRedisHook
 
     return FivetranEventsRedisHook().reader()
 
@@ -191,11 +187,7 @@ def _day(raw: str | None, name: str) -> date | None:
 
 
 def _shift(day: date, days: int, name: str) -> date:
-    """Return ``day`` moved by ``days``; a 400 naming ``name`` when that leaves the calendar.
-
-    ``date`` ends at 0001-01-01 and 9999-12-31: a default range counted from a day near
-    either end does not fit, and the request says which parameter to change.
-    """
+    """Return ``day`` moved by ``days``; a 400 naming ``name`` past 0001-01-01 or 9999-12-31."""
     try:
         return day + timedelta(days=days)
     except OverflowError:

@@ -1,10 +1,8 @@
 """Bounded reads of the sync history for the "Fivetran syncs" view.
 
-A page must cost the same on a connector with ten syncs as on one with a year of hourly
-syncs, so nothing here walks a history: the list reads one page of connectors (three
-O(log n) reads each, plus the deliveries of each one's last success), the timeline at
-most ``MAX_SYNCS`` syncs of a range, and the calendar one ``facts()`` (five or six
-``LIMIT``-ed reads) per day, for at most ``MAX_DAYS`` days.
+A page costs the same on a connector with ten syncs as on one with a year of hourly
+syncs: nothing here walks a history (one page of connectors, at most ``MAX_SYNCS``
+syncs, at most ``MAX_DAYS`` decisions, each ``LIMIT``-ed).
 """
 
 from __future__ import annotations
@@ -60,12 +58,7 @@ class ConnectorRow:
 def connector_page(
     reader: HistoryReader, offset: int, limit: int, now: int | None = None
 ) -> tuple[list[ConnectorRow], int]:
-    """Return one page of connectors, sorted by id, and how many there are in all.
-
-    Three pipelined round trips whatever the history's size: the page's metadata and
-    newest success, failure and running sync; the delivery ids of each newest success;
-    their states.
-    """
+    """Return one page of connectors, sorted by id, and how many there are in all."""
     ids = reader.connector_ids()
     page = ids[offset : offset + limit]
     newest = reader.newest_of(page, now)
@@ -146,10 +139,8 @@ def timeline(
     now: int | None = None,
     limit: int = MAX_SYNCS,
 ) -> tuple[list[Bar], bool]:
-    """Return the syncs that ended (or, running, started) in the range, and if more did.
-
-    Newest first, at most ``limit``: two ``LIMIT``-ed reads (the history's listing).
-    """
+    """Return the newest ``limit`` syncs that ended (or, running, started) in the range,
+    and whether more did."""
     rows = reader.syncs(connector_id, since_ms, until_ms, limit=limit + 1, now=now)
     bars = [
         Bar(
@@ -179,7 +170,7 @@ class Flags:
     wait_when_paused: bool = False
 
     def as_params(self) -> dict[str, str]:
-        """Return the flags as query parameters (the URL contract of airflow_plugin.links)."""
+        """Return the flags as query parameters (the URL contract of airflow_plugin.ui)."""
         return {
             k: v.value if isinstance(v, Criterion) else str(v).lower()
             for k, v in asdict(self).items()
@@ -194,10 +185,7 @@ def decide_at(
 
 
 def day_targets(first: date, last: date) -> list[int]:
-    """Return midnight UTC of each day from ``first`` to ``last``: a @daily DAG's targets.
-
-    Its ``data_interval_end`` (the sensor's default target) is that midnight.
-    """
+    """Return midnight UTC of each day from ``first`` to ``last``: a @daily DAG's targets."""
     days = (last - first).days + 1
     if days < 1 or days > MAX_DAYS:
         raise ValueError(f"the range must hold 1 to {MAX_DAYS} days, not {days}")

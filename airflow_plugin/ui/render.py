@@ -1,8 +1,6 @@
 """Turn what queries.py read into the view's HTML: the timeline's geometry, the calendar.
 
-Kept apart from the routes so the drawing (pure arithmetic on milliseconds) can be read
-and changed without the request handling around it. Templates live in ``templates/``
-and are autoescaped: connector names and failure reasons come from Fivetran.
+Templates are autoescaped: connector names and failure reasons come from Fivetran.
 """
 
 from __future__ import annotations

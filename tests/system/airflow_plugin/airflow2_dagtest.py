@@ -129,9 +129,9 @@ def misc() -> dict[str, Any]:
     from airflow.utils.module_loading import import_string
 
     import airflow_plugin
-    from airflow_plugin.assets import connector_asset, connector_assets
     from airflow_plugin.compat import AIRFLOW_V_3
     from airflow_plugin.operators.sync import FivetranSyncShortCircuitOperator
+    from airflow_plugin.plugin import connector_asset, connector_assets
     from airflow_plugin.triggers.decision import FivetranSyncDecisionTrigger
 
     out: dict[str, Any] = {"airflow_v_3": AIRFLOW_V_3, "plugin_file": airflow_plugin.__file__}

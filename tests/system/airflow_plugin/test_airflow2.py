@@ -283,7 +283,7 @@ class TestOperatorAssetPluginOnAirflow2:
         assert len(ours) == 1, listed
         assert ours[0]["macros"] == [
             "airflow_plugin.plugin.last_successful_sync",
-            "airflow_plugin.assets.asset_uri",
+            "airflow_plugin.plugin.asset_uri",
         ]
         source = ours[0]["source"]
         assert source.startswith("fivetran-events==") and "group='airflow.plugins'" in source

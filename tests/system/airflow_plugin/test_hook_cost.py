@@ -41,7 +41,7 @@ class TestSettingsOncePerProcess:
         self, dagtest_airflow: Path, settings_built: list[str], monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Hooks in one process read the FIVETRAN_EVENTS_* defaults once, again on a change."""
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         monkeypatch.setenv("FIVETRAN_EVENTS_KEY_PREFIX", "once:")
         first = config_from_connection(connection("redis://127.0.0.1/0"))
@@ -56,7 +56,7 @@ class TestSettingsOncePerProcess:
         self, dagtest_airflow: Path, settings_built: list[str]
     ) -> None:
         """A connection whose extras give prefix and staleness reads no settings at all."""
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         cfg = config_from_connection(
             connection("redis://127.0.0.1/0?key_prefix=x%3A&max_sync_duration_hours=2")
@@ -70,7 +70,7 @@ class TestSettingsOncePerProcess:
         """Without FIVETRAN_EVENTS_* variables the defaults come without building a model."""
         import os
 
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
         from fivetran_events.keys import DEFAULT_PREFIX
 
         for name in [k for k in os.environ if k.upper().startswith("FIVETRAN_EVENTS_")]:
@@ -87,7 +87,7 @@ class TestSettingsOncePerProcess:
         self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A bad variable only the worker reads (its Airflow URL) does not fail the hook."""
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         monkeypatch.setenv("FIVETRAN_EVENTS_AIRFLOW_URL", "ftp://not-http")
         monkeypatch.setenv("FIVETRAN_EVENTS_MAX_SYNC_DURATION_HOURS", "6")
@@ -98,7 +98,7 @@ class TestSettingsOncePerProcess:
         self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A bad FIVETRAN_EVENTS_KEY_PREFIX fails every read, not only the first."""
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
         from fivetran_events import ConfigurationError
 
         monkeypatch.setenv("FIVETRAN_EVENTS_KEY_PREFIX", "has space")
@@ -117,7 +117,7 @@ class TestExtrasReadOnce:
         """
         import airflow.sdk.log
 
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         masked: list[object] = []
         monkeypatch.setattr(airflow.sdk.log, "mask_secret", lambda s, n=None: masked.append(s))
@@ -130,7 +130,7 @@ class TestExtrasReadOnce:
     def test_extras_that_are_not_an_object(self, dagtest_airflow: Path) -> None:
         """Unparsable extras read as none (as extra_dejson reads them); a JSON list is refused."""
         from airflow_plugin.compat import Connection
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
         from fivetran_events.keys import DEFAULT_PREFIX
 
         def conn(extra: str) -> Connection:
@@ -146,7 +146,7 @@ class TestOneConnectionOneRead:
         self, dagtest_airflow: Path, client: redis.Redis
     ) -> None:
         """A task's fresh connection sends its read alone: no HELLO, CLIENT SETINFO or PING."""
-        from airflow_plugin.hooks.history import FivetranEventsRedisHook
+        from airflow_plugin.hooks import FivetranEventsRedisHook
         from fivetran_events import Outcome
 
         client.config_resetstat()

@@ -46,7 +46,7 @@ class TestHookThroughSentinel:
         self, dagtest_airflow: Path, nodes: SentinelSetup, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Both spellings give the server's URL; the reader decides from the primary."""
-        from airflow_plugin.hooks.history import FivetranEventsRedisHook
+        from airflow_plugin.hooks import FivetranEventsRedisHook
 
         record(nodes.url(), "c1", "s1")
         hosts = ",".join(f"127.0.0.1:{p}" for p in nodes.sentinel_ports)
@@ -68,7 +68,7 @@ class TestHookThroughSentinel:
     ) -> None:
         """Password, TLS with a private CA, the sentinels' own password and TLS: the form's
         fields make the URL the server takes, and the reader decides through it."""
-        from airflow_plugin.hooks.history import FivetranEventsRedisHook
+        from airflow_plugin.hooks import FivetranEventsRedisHook
 
         with sentinel_setup(
             tmp_path / "redis", password="p@ss word", sentinel_password="spw", tls=True
@@ -94,7 +94,7 @@ class TestHookThroughSentinel:
     def test_a_bad_sentinel_url_names_the_connection(
         self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from airflow_plugin.hooks.history import FivetranEventsRedisHook
+        from airflow_plugin.hooks import FivetranEventsRedisHook
 
         conn = {"conn_type": "fivetran_events", "extra": {"sentinels": "127.0.0.1:1"}}
         monkeypatch.setenv("AIRFLOW_CONN_HA_BAD", json.dumps(conn))
@@ -106,7 +106,7 @@ class TestHookThroughSentinel:
     ) -> None:
         """After the primary's SIGKILL the hub subscribes on the promoted replica, and a
         write there wakes the connector's trigger."""
-        from airflow_plugin.hooks.history import HistoryConfig
+        from airflow_plugin.hooks import HistoryConfig
         from airflow_plugin.triggers._wakeups import hub_for
 
         cfg = HistoryConfig(url=nodes.url(), key_prefix=PREFIX, max_sync_duration_ms=1)

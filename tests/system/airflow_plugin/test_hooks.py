@@ -21,7 +21,7 @@ def connection(uri: str, conn_id: str = "x"):  # type: ignore[no-untyped-def]
 class TestConfigFromConnection:
     def test_uri_with_password_db_and_prefix(self, dagtest_airflow: Path) -> None:
         """A redis:// URI carries auth, database number and the key prefix (URL-encoded)."""
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         cfg = config_from_connection(
             connection(
@@ -36,7 +36,7 @@ class TestConfigFromConnection:
         self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Without extras the prefix and staleness limit are the FIVETRAN_EVENTS_* ones."""
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         monkeypatch.setenv("FIVETRAN_EVENTS_KEY_PREFIX", "shared:")
         cfg = config_from_connection(connection("redis://127.0.0.1"))
@@ -46,7 +46,7 @@ class TestConfigFromConnection:
 
     def test_tls(self, dagtest_airflow: Path) -> None:
         """rediss:// or extra ssl=true gives a TLS URL."""
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         assert config_from_connection(connection("rediss://h:1/0")).url.startswith("rediss://")
         assert config_from_connection(connection("redis://h:1/0?ssl=true")).url.startswith(
@@ -54,7 +54,7 @@ class TestConfigFromConnection:
         )
 
     def test_bad_db(self, dagtest_airflow: Path) -> None:
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         with pytest.raises(ValueError, match="database number"):
             config_from_connection(connection("redis://h:1/zero"))
@@ -65,7 +65,7 @@ class TestHook:
         self, dagtest_airflow: Path, http: FlaskClient
     ) -> None:
         """AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS (a redis:// URI) is the default connection."""
-        from airflow_plugin.hooks.history import DEFAULT_CONN_ID, FivetranEventsRedisHook
+        from airflow_plugin.hooks import DEFAULT_CONN_ID, FivetranEventsRedisHook
 
         sync(http, "c1", at(3, 5), sync_id="s1")
         hook = FivetranEventsRedisHook()
@@ -77,7 +77,7 @@ class TestHook:
 
     def test_last_success(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """last_success finds the newest success at or before a time, ignoring failures."""
-        from airflow_plugin.hooks.history import FivetranEventsRedisHook
+        from airflow_plugin.hooks import FivetranEventsRedisHook
         from fivetran_events.timeutil import to_ms
 
         sync(http, "c1", at(3), sync_id="ok1")
@@ -93,7 +93,7 @@ class TestHook:
         self, dagtest_airflow: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """test_connection says why when Redis does not answer."""
-        from airflow_plugin.hooks.history import FivetranEventsRedisHook
+        from airflow_plugin.hooks import FivetranEventsRedisHook
 
         monkeypatch.setenv("AIRFLOW_CONN_NOWHERE", conn_uri("redis://127.0.0.1:1/0", "p:"))
         ok, message = FivetranEventsRedisHook("nowhere").test_connection()

@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
-from airflow_plugin.assets import connector_asset
+from airflow_plugin.plugin import connector_asset
 from airflow_plugin.sensors import FivetranDateTimeSensor
 
 for name, recheck in (("live_wake", 300), ("live_lost", 4)):

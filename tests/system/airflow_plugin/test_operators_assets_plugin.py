@@ -84,7 +84,7 @@ class TestShortCircuit:
 
 class TestAssets:
     def test_connector_asset_uses_the_forwarder_uri(self) -> None:
-        from airflow_plugin.assets import connector_asset, connector_assets
+        from airflow_plugin.plugin import connector_asset, connector_assets
         from fivetran_events.uris import dataset_uri
 
         assert (
@@ -101,7 +101,7 @@ class TestAssets:
         from airflow.sdk import DAG
         from airflow.sdk import timezone as tz
 
-        from airflow_plugin.assets import connector_asset
+        from airflow_plugin.plugin import connector_asset
 
         from .dagtest import serialize
 

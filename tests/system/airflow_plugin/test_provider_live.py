@@ -51,7 +51,7 @@ def test_hook_meta_lists_the_connection_form(airflow3: AirflowServer) -> None:
     resp = airflow3.get("/ui/connections/hook_meta")
     assert resp.status_code == 200, resp.text
     (meta,) = [m for m in resp.json() if m["connection_type"] == "fivetran_events"]
-    assert meta["hook_class_name"] == "airflow_plugin.hooks.history.FivetranEventsRedisHook"
+    assert meta["hook_class_name"] == "airflow_plugin.hooks.FivetranEventsRedisHook"
     assert meta["hook_name"] == "Fivetran events history (Redis)"
     extra = meta["extra_fields"]
     sentinel = {"sentinels", "sentinel_service", "sentinel_password", "sentinel_ssl"}
@@ -70,7 +70,7 @@ def test_hook_meta_offers_the_fivetran_api_form(airflow3: AirflowServer) -> None
     resp = airflow3.get("/ui/connections/hook_meta")
     assert resp.status_code == 200, resp.text
     (meta,) = [m for m in resp.json() if m["connection_type"] == "fivetran"]
-    assert meta["hook_class_name"] == "airflow_plugin.hooks.fivetran_api.FivetranApiHook"
+    assert meta["hook_class_name"] == "airflow_plugin.hooks.FivetranApiHook"
     assert meta["hook_name"] == "Fivetran API (fivetran-events)"
     standard = meta["standard_fields"]
     assert (standard["login"]["title"], standard["password"]["title"]) == ("API key", "API secret")

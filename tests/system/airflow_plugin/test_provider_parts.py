@@ -78,7 +78,7 @@ class TestConnectionExtras:
 
     def test_form_extras_with_airflows_prefix(self, dagtest_airflow: Path) -> None:
         """A form's extras stored as extra__fivetran_events__<name> are read as <name>."""
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         extra = {
             "extra__fivetran_events__key_prefix": "prod:",
@@ -106,7 +106,7 @@ class TestConnectionExtras:
         """The private CA file is what redis-py loads: a missing one is a clear error."""
         import redis
 
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         missing = tmp_path / "nope.pem"
         cfg = config_from_connection(
@@ -125,7 +125,7 @@ class TestConnectionExtras:
     @pytest.mark.parametrize("hours", ["abc", 0, -3])
     def test_bad_max_sync_duration(self, dagtest_airflow: Path, hours: Any) -> None:
         """A max sync duration that is not a positive number says which field is wrong."""
-        from airflow_plugin.hooks.history import config_from_connection
+        from airflow_plugin.hooks import config_from_connection
 
         conn = self.connection(
             conn_type="fivetran_events", extra=json.dumps({"max_sync_duration_hours": hours})
@@ -137,7 +137,7 @@ class TestConnectionExtras:
 class TestConnectorViewUrl:
     def test_connector_target_and_flags(self) -> None:
         """The page of one connector at a target, with the decision's flags as the UI reads them."""
-        from airflow_plugin.links import connector_view_url
+        from airflow_plugin.ui import connector_view_url
 
         url = connector_view_url(
             "sales db",
@@ -155,7 +155,7 @@ class TestConnectorViewUrl:
         assert connector_view_url("c1") == "/fivetran-events/connectors/c1"
 
     def test_a_misspelt_flag_is_refused(self) -> None:
-        from airflow_plugin.links import connector_view_url
+        from airflow_plugin.ui import connector_view_url
 
         with pytest.raises(TypeError, match="propagate_failure_forward"):
             connector_view_url("c1", propagate_failure_forward=True)
@@ -165,7 +165,7 @@ class TestConnectorNames:
     def test_resolution(self, dagtest_airflow: Path, http: FlaskClient) -> None:
         """A unique name resolves; a repeated one needs the group; unknown ones name the rest."""
         from airflow_plugin.exceptions import ConnectorNameError
-        from airflow_plugin.hooks.history import FivetranEventsRedisHook
+        from airflow_plugin.hooks import FivetranEventsRedisHook
 
         record_connector(http, "pg_eu", "orders", "group_eu", at(3))
         record_connector(http, "pg_us", "orders", "group_us", at(3))

@@ -73,7 +73,7 @@ def reader(url: str) -> HistoryReader:
 
 
 def wait(url: str, api: FivetranStandIn, connector_id: str, asked: int, **kwargs: Any) -> Any:
-    from airflow_plugin.hooks.history import HistoryConfig
+    from airflow_plugin.hooks import HistoryConfig
     from airflow_plugin.triggers.sync import FivetranSyncRequestTrigger
 
     trigger = FivetranSyncRequestTrigger(connector_id, asked, recheck_interval=30, **kwargs)

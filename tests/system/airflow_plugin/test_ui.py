@@ -15,7 +15,7 @@ import redis
 import requests
 from flask.testing import FlaskClient
 
-from airflow_plugin.links import connector_view_url
+from airflow_plugin.ui import connector_view_url
 from fivetran_events import HistoryWriter, parse_event
 from testkit.airflow_harness import ROLE_USERS, AirflowServer
 from testkit.calendars import SCENARIO_A, SCENARIO_B

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from airflow_plugin.hooks.fivetran_api import FivetranApiHook
+from airflow_plugin.hooks import FivetranApiHook
 from fivetran_events import ConfigurationError
 
 

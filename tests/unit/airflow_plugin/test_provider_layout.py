@@ -62,7 +62,7 @@ class TestProviderInfo:
         assert set(types) == {"fivetran_events", "fivetran"}
         for conn_type, conn in types.items():
             hook = import_string(conn["hook-class-name"])
-            assert hook.__module__.startswith("airflow_plugin.hooks.")
+            assert hook.__module__ == "airflow_plugin.hooks"
             assert (hook.conn_type, hook.hook_name) == (conn_type, conn["hook-name"])
             assert (
                 hook.get_ui_field_behaviour()["hidden_fields"]

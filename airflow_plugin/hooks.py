@@ -1,11 +1,14 @@
-"""The Redis that holds the sync history, as an Airflow connection.
+"""The provider's hooks: the history's Redis and Fivetran's REST API, as connections.
 
-Default connection id: ``fivetran_events_redis``, of the provider's type
-``fivetran_events``, of type ``redis`` or a URI; Sentinel too. docs/airflow-setup.md
-lists the fields and extras ``config_from_connection`` reads. A connector named by its
-Fivetran name is resolved from the recorded connectors by ``resolve_connector_name``,
-pure, so it is tested without Redis; ``connector_id_for`` reads the connectors hash and
-calls it.
+``FivetranEventsRedisHook`` (connection type ``fivetran_events``, default id
+``fivetran_events_redis``) reads the history the webhook server records, in Redis of
+type ``redis`` or a URI, Sentinel too; docs/airflow-setup.md lists the fields and extras
+``config_from_connection`` reads. Its ``read_retrying`` and ``aread_retrying`` are the
+one outage policy of the sensor, its trigger and the operators.
+
+``FivetranApiHook`` (connection type ``fivetran``) reads the connection Fivetran's
+providers use, ``fivetran_default`` (login = API key, password = API secret), whatever
+its type: ``AIRFLOW_CONN_FIVETRAN_DEFAULT='fivetran://KEY:SECRET@'``.
 """
 
 from __future__ import annotations
@@ -31,18 +34,34 @@ from tenacity import (
     wait_exponential,
 )
 
-from fivetran_events import HistoryReader
+from fivetran_events import ConfigurationError, HistoryReader
 from fivetran_events.decision import Completion
+from fivetran_events.fivetran_api import FivetranApiError, FivetranClient
 from fivetran_events.history import ConnectorRecord
-from fivetran_events.redis_url import check_url, client_from_url, is_sentinel, parse_sentinel_url
-from fivetran_events.settings import history_defaults
+from fivetran_events.redis_url import (
+    check_url,
+    client_from_url,
+    is_sentinel,
+    parse_flag,
+    parse_sentinel_url,
+)
+from fivetran_events.settings import DEFAULT_FIVETRAN_API_URL, history_defaults
 
-from ..compat import AIRFLOW_V_3, BaseHook, Connection, aget_connection
-from ..exceptions import ConnectorNameError, FivetranHistoryUnavailable
-from ..provider import CONN_FIELDS, CONN_TYPE, HOOK_NAME, UI_FIELD_BEHAVIOUR
+from .compat import AIRFLOW_V_3, BaseHook, Connection, aget_connection
+from .exceptions import ConnectorNameError, FivetranHistoryUnavailable
+from .provider import (
+    CONN_FIELDS,
+    CONN_TYPE,
+    FIVETRAN_API_HOOK_NAME,
+    FIVETRAN_API_UI_FIELD_BEHAVIOUR,
+    FIVETRAN_CONN_TYPE,
+    HOOK_NAME,
+    UI_FIELD_BEHAVIOUR,
+)
 
 DEFAULT_CONN_ID = "fivetran_events_redis"
-_TRUE = {"1", "true", "yes", "on"}
+#: The connection id Fivetran's providers use by default.
+DEFAULT_FIVETRAN_CONN_ID = "fivetran_default"
 #: Seconds a check keeps retrying an unreachable Redis before it reports the outage.
 DEFAULT_REDIS_RETRY_TIMEOUT = 60.0
 #: First pause between two attempts; it doubles after each failed one, up to the cap.
@@ -54,10 +73,9 @@ RETRY_MAX_DELAY = 10.0
 UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
 #: A task process's client connects once and reads once, so nothing on connect but the
 #: connection: RESP2 (no HELLO, nor the CLIENT MAINT_NOTIFICATIONS redis-py 8 sends over
-#: RESP3 and Redis before 8 refuses; the reads' replies are the same), no CLIENT SETINFO
-#: (``driver_info`` from redis-py 7.1, ``lib_name`` before), no health check PING. A
-#: connection that died idle between two pokes fails its read, which redis-py's retry
-#: and ``read_retrying`` send again on a new connection.
+#: RESP3 and Redis before 8 refuses), no CLIENT SETINFO (``driver_info`` from redis-py
+#: 7.1, ``lib_name`` before), no health check PING. A connection that died idle between
+#: two pokes fails its read, which redis-py's retry and ``read_retrying`` send again.
 TASK_CLIENT_KWARGS: dict[str, Any] = {
     "protocol": 2,
     "health_check_interval": 0,
@@ -104,7 +122,10 @@ class HistoryConfig:
 def config_from_connection(conn: Connection) -> HistoryConfig:
     """Build the history config from an Airflow connection's fields and extras."""
     extra = _extras(conn)
-    tls = str(extra.get("ssl", "")).lower() in _TRUE or (conn.conn_type or "").lower() == "rediss"
+    ssl = extra.get("ssl")
+    tls = (conn.conn_type or "").lower() == "rediss" or (
+        ssl is not None and parse_flag(str(ssl), f"connection {conn.conn_id}: extra ssl")
+    )
     db = extra.get("db", conn.schema if conn.schema not in (None, "") else 0)
     try:
         db = int(db)
@@ -136,7 +157,6 @@ def config_from_connection(conn: Connection) -> HistoryConfig:
         defaults = history_defaults()
         raw_prefix = raw_prefix or defaults.key_prefix
         raw_hours = defaults.max_sync_duration_hours if raw_hours is None else raw_hours
-    prefix = str(raw_prefix)
     try:
         hours = float(raw_hours)
     except (TypeError, ValueError):
@@ -148,7 +168,7 @@ def config_from_connection(conn: Connection) -> HistoryConfig:
         )
     return HistoryConfig(
         url=url,
-        key_prefix=prefix,
+        key_prefix=str(raw_prefix),
         max_sync_duration_ms=int(hours * 3600 * 1000),
         ssl_ca_certs=str(extra["ssl_ca_certs"]) if tls and extra.get("ssl_ca_certs") else None,
     )
@@ -159,9 +179,9 @@ def _extras(conn: Connection) -> dict[str, Any]:
     raw = getattr(conn, "extra", None)
     extra: Any
     if AIRFLOW_V_3 and isinstance(raw, str):
-        # Airflow 3's lookup has masked these extras already (the text, and the parsed
-        # object when a secrets backend gave it); every read of ``extra_dejson`` asks the
-        # task's supervisor process to mask them again, a blocking round trip.
+        # Airflow 3's lookup has masked these extras already; every read of
+        # ``extra_dejson`` asks the task's supervisor to mask them again, a blocking
+        # round trip.
         try:
             extra = json.loads(raw) if raw else {}
         except ValueError:
@@ -198,7 +218,6 @@ class FivetranEventsRedisHook(BaseHook):
         return config_from_connection(self.get_connection(self.redis_conn_id))
 
     def get_conn(self) -> redis.Redis:
-        """Return the (cached) synchronous Redis client."""
         return self._client
 
     @cached_property
@@ -208,7 +227,6 @@ class FivetranEventsRedisHook(BaseHook):
         )
 
     def reader(self) -> HistoryReader:
-        """Return a synchronous history reader (sensors in poke and reschedule mode)."""
         cfg = self.config
         return HistoryReader(self.get_conn(), cfg.key_prefix, cfg.max_sync_duration_ms)
 
@@ -216,12 +234,19 @@ class FivetranEventsRedisHook(BaseHook):
         """Resolve the connection without blocking the event loop (triggers)."""
         return config_from_connection(await aget_connection(self.redis_conn_id))
 
+    def read_retrying(self, read: Callable[[HistoryReader], T], what: str, timeout: float) -> T:
+        """Return ``read(reader)``, retried while Redis is unreachable for ``timeout`` s,
+        then ``FivetranHistoryUnavailable`` naming ``what``."""
+        try:
+            return Retrying(**_retry_policy(what, timeout))(lambda: read(self.reader()))
+        except UNREACHABLE as exc:
+            raise _unavailable(what, self.config, self.redis_conn_id, timeout, exc) from exc
+
     def last_success(self, connector_id: str, as_of_ms: int) -> Completion | None:
         """Return the newest successful sync that ended at or before ``as_of_ms``."""
         return self.reader().last_success(connector_id, as_of_ms)
 
     def test_connection(self) -> tuple[bool, str]:
-        """Ping Redis (the UI's Test button)."""
         try:
             self.get_conn().ping()
         except redis.RedisError as exc:
@@ -231,17 +256,9 @@ class FivetranEventsRedisHook(BaseHook):
     def connector_id_for(
         self, name: str, destination_name: str | None = None, *, timeout: float = 0.0
     ) -> str:
-        """Return the id of the connector ``name`` from the recorded connectors.
-
-        Reads the connectors hash, retried for ``timeout`` s while Redis is unreachable.
-        """
-        cfg = self.config
-        connectors = read_retrying(
-            lambda: self.reader().connector_records(),
-            what="the recorded connectors",
-            cfg=cfg,
-            conn_id=self.redis_conn_id,
-            timeout=timeout,
+        """Return the id of the connector ``name`` from the recorded connectors."""
+        connectors = self.read_retrying(
+            lambda r: r.connector_records(), "the recorded connectors", timeout
         )
         return resolve_connector_name(connectors, name, destination_name)
 
@@ -264,10 +281,9 @@ class FivetranEventsRedisHook(BaseHook):
 
 
 def _retry_policy(what: str, timeout: float | None) -> dict[str, Any]:
-    """Keep trying while Redis is unreachable: exponential backoff, for ``timeout`` s.
+    """Retry while Redis is unreachable, with backoff, for ``timeout`` s.
 
-    ``timeout=None`` retries until cancelled (the trigger of a ``silent_fail`` sensor,
-    whose deferral timeout ends the wait as the sensor's timeout ends a poke loop).
+    ``None``: until cancelled (a ``silent_fail`` sensor's trigger, ended by its deferral timeout).
     """
 
     def warn(state: RetryCallState) -> None:
@@ -299,16 +315,6 @@ def _unavailable(
     )
 
 
-def read_retrying(
-    read: Callable[[], T], *, what: str, cfg: HistoryConfig, conn_id: str, timeout: float
-) -> T:
-    """Return ``read()``, retried while Redis is unreachable (poke and reschedule mode)."""
-    try:
-        return Retrying(**_retry_policy(what, timeout))(read)
-    except UNREACHABLE as exc:
-        raise _unavailable(what, cfg, conn_id, timeout, exc) from exc
-
-
 async def aread_retrying(
     read: Callable[[], Awaitable[T]],
     *,
@@ -317,7 +323,7 @@ async def aread_retrying(
     conn_id: str,
     timeout: float | None,
 ) -> T:
-    """Await ``read()``, retried while Redis is unreachable, as ``read_retrying`` (triggers)."""
+    """Await ``read()``, retried as ``FivetranEventsRedisHook.read_retrying`` (triggers)."""
     try:
         async for attempt in AsyncRetrying(**_retry_policy(what, timeout)):
             with attempt:
@@ -332,11 +338,8 @@ def resolve_connector_name(
 ) -> str:
     """Return the id of the one recorded connector called ``name`` (in that destination).
 
-    ``connectors`` are the history's records (``HistoryReader.connector_records``).
-    Fivetran's webhooks carry the destination's group id, not its display
-    name, so ``destination_name`` is matched against that group id. No match, or several
-    without a destination to tell them apart, raises ``ConnectorNameError`` naming the
-    candidates.
+    ``destination_name`` is matched against the group id: Fivetran's webhooks carry no
+    destination's display name.
     """
     known = [(c.connector_id, c.name, c.group) for c in connectors]
     named = sorted(k for k in known if k[1] == name)
@@ -363,3 +366,72 @@ def resolve_connector_name(
 
 def _listing(candidates: list[tuple[str, Any, Any]]) -> str:
     return ", ".join(f"{cid} (group {group})" for cid, _, group in candidates)
+
+
+def base_url_of(conn: Connection) -> str:
+    """Return the connection's host as a base URL (``https://`` unless it has a scheme,
+    plus its port), or Fivetran's own when it has none."""
+    host = (conn.host or "").strip()
+    if not host:
+        return DEFAULT_FIVETRAN_API_URL
+    url = host if "://" in host else f"https://{host}"
+    if conn.port and urlsplit(url).port is None:
+        parts = urlsplit(url)
+        url = parts._replace(netloc=f"{parts.netloc}:{conn.port}").geturl()
+    return url
+
+
+def client_from_connection(conn: Connection, **kwargs: Any) -> FivetranClient:
+    """Build the client from a connection's login (key), password (secret) and host."""
+    if not conn.login or not conn.password:
+        raise ConfigurationError(
+            f"Airflow connection {conn.conn_id!r} needs the Fivetran API key as its login "
+            "and the API secret as its password"
+        )
+    try:
+        return FivetranClient(conn.login, conn.password, base_url_of(conn), **kwargs)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"Airflow connection {conn.conn_id!r}: {exc}") from None
+
+
+class FivetranApiHook(BaseHook):
+    """Call Fivetran's REST API; ``client_kwargs`` go to ``FivetranClient`` (``timeout``, ...)."""
+
+    conn_name_attr = "fivetran_conn_id"
+    default_conn_name = DEFAULT_FIVETRAN_CONN_ID
+    conn_type = FIVETRAN_CONN_TYPE
+    hook_name = FIVETRAN_API_HOOK_NAME
+
+    def __init__(
+        self, fivetran_conn_id: str = DEFAULT_FIVETRAN_CONN_ID, **client_kwargs: Any
+    ) -> None:
+        super().__init__()
+        self.fivetran_conn_id = fivetran_conn_id
+        self.client_kwargs = client_kwargs
+
+    def get_conn(self) -> FivetranClient:
+        return self._client
+
+    @cached_property
+    def _client(self) -> FivetranClient:
+        return client_from_connection(
+            self.get_connection(self.fivetran_conn_id), **self.client_kwargs
+        )
+
+    async def aget_conn(self) -> FivetranClient:
+        """Build a client, resolving the connection without blocking the loop (triggers)."""
+        conn = await aget_connection(self.fivetran_conn_id)
+        return client_from_connection(conn, **self.client_kwargs)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """List the account's groups (the UI's Test button): one API call."""
+        try:
+            groups = self.get_conn().groups()
+        except (ConfigurationError, FivetranApiError) as exc:
+            return False, f"Fivetran's API refused or failed: {exc}"
+        return True, f"Fivetran's API answered: {len(groups)} destination group(s)"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Return ``FIVETRAN_API_UI_FIELD_BEHAVIOUR`` (the UIs of Airflow before 3.2)."""
+        return copy.deepcopy(FIVETRAN_API_UI_FIELD_BEHAVIOUR)
