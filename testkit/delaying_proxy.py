@@ -32,7 +32,13 @@ class Holds:
     holds: int = 1
     #: (monotonic time the hold began, the held event's ``extra.sync_id``) per hold.
     held: list[tuple[float, str | None]] = field(default_factory=list)
+    #: Event POSTs received and not yet answered by Airflow (held ones included).
+    in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def track(self, delta: int) -> None:
+        with self.lock:
+            self.in_flight += delta
 
     def take(self, body: bytes) -> bool:
         """Count one event POST; return whether to hold it."""
@@ -58,14 +64,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.command == "POST" and self.path == EVENTS_PATH and self.state.take(body):
-            time.sleep(self.state.delay)
-        conn = http.client.HTTPConnection(*self.upstream, timeout=60)
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        resp = conn.getresponse()
-        data = resp.read()
-        conn.close()
+        event = self.command == "POST" and self.path == EVENTS_PATH
+        if event:
+            self.state.track(+1)
+        try:
+            if event and self.state.take(body):
+                time.sleep(self.state.delay)
+            conn = http.client.HTTPConnection(*self.upstream, timeout=60)
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+            conn.request(self.command, self.path, body=body or None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            conn.close()
+        finally:
+            if event:
+                self.state.track(-1)
         try:
             self.send_response(resp.status)
             for k, v in resp.getheaders():

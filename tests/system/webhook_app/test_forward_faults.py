@@ -24,7 +24,7 @@ from freezegun import freeze_time
 
 from fivetran_events import Settings
 from testkit.airflow_harness import AirflowServer
-from testkit.delaying_proxy import delaying_proxy
+from testkit.delaying_proxy import Holds, delaying_proxy
 from testkit.forward_support import post_event
 from testkit.processes import poll_until
 from testkit.servers import webhook_server
@@ -40,11 +40,11 @@ pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture
-def proxy(airflow3: AirflowServer) -> Iterator[str]:
+def proxy(airflow3: AirflowServer) -> Iterator[tuple[str, Holds]]:
     """A delaying proxy on a free 127.0.0.1 port in front of the suite's api-server: it
     holds the first event POST 2.5 s."""
-    with delaying_proxy(airflow3.port, 2.5) as (url, _):
-        yield url
+    with delaying_proxy(airflow3.port, 2.5) as served:
+        yield served
 
 
 def through(settings: Settings, url: str) -> Settings:
@@ -60,7 +60,7 @@ class TestLateCommit:
         airflow3: AirflowServer,
         af_settings: Settings,
         fw: Forwarder,
-        proxy: str,
+        proxy: tuple[str, Holds],
         workers: list[WorkerProcess],
         tmp_path: Path,
     ) -> None:
@@ -71,7 +71,7 @@ class TestLateCommit:
         # Airflow (behind the proxy) commits up to ~1.5 s after the timeout: 3 s covers it.
         workers.append(
             start_worker(
-                through(af_settings, proxy),
+                through(af_settings, proxy[0]),
                 tmp_path,
                 "late",
                 airflow_timeout_seconds=1,
@@ -83,7 +83,8 @@ class TestLateCommit:
         sid = f"late-{uuid.uuid4()}"
         post_event(http, connector_id=cid, sync_id=sid)
         d = wait_state(fw, cid, sid, DeliveryState.DELIVERED, timeout=60, worker=workers[0])
-        time.sleep(1.0)  # anything still in flight lands
+        # Anything still in flight (the held POST, a second one) lands before counting.
+        poll_until(lambda: proxy[1].in_flight == 0, "no event POST in flight at the proxy")
         found = events_of(airflow3, cid, sid)
         print(
             f"late commit on Airflow 3: {len(found)} event(s) for ({sid}, {uri(cid)}), "
