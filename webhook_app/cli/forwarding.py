@@ -21,9 +21,8 @@ from .. import logs
 from ..forwarding import DeliveryState
 from ..forwarding.forwarder import Forwarder
 from ..forwarding.tables import common_prefix
-from ..jobs import ForwardingWorker, build_forwarder
 from ..reconciling import start_schedule
-from ..worker_pool import WorkerPool, serve_metrics
+from ..workers import ForwardingWorker, WorkerPool, build_forwarder, serve_metrics
 from .helpers import (
     CliError,
     ExitCode,
@@ -54,7 +53,7 @@ def run_pool(
     burst: bool,
     as_json: bool,
 ) -> int:
-    """Run ``size`` single workers under this process (worker_pool.py); return its exit code.
+    """Run ``size`` single workers under this process (workers.py); return its exit code.
 
     With a metrics port the members share a ``PROMETHEUS_MULTIPROC_DIR`` (the environment's,
     or a temporary one) and this process serves their sum on that port.

@@ -10,7 +10,7 @@ from fivetran_events import load_settings
 from fivetran_events.decision import Criterion, Outcome
 from fivetran_events.reconcile import fivetran_side
 
-from ..jobs import build_forwarder
+from ..workers import build_forwarder
 from .helpers import (
     ExitCode,
     check_connector,

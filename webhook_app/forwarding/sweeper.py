@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The dotted path of the job; a string, so the web process never imports the worker side.
-FORWARD_JOB = "webhook_app.jobs.forward_sync"
+FORWARD_JOB = "webhook_app.workers.forward_sync"
 #: How long RQ keeps a finished attempt's job and result: the delivery record holds the
 #: outcome, so only long enough to look at one (``rq info``) while it is fresh.
 RESULT_TTL = 300

@@ -1,0 +1,322 @@
+"""The forwarding worker processes: the RQ job, the worker class, a pool of them.
+
+``ForwardingWorker`` (an RQ SimpleWorker: jobs run in its process) holds one Forwarder
+and hands it to each job, so the JWT and asset ids it caches live as long as the worker
+and no module-level state decides which Forwarder a job uses (two workers in one
+process, as in the tests, each use their own). A job run by any other RQ worker builds
+its Forwarder from the ``FIVETRAN_EVENTS_*`` environment. RQ imports jobs by their
+dotted path (``forwarding.FORWARD_JOB``).
+
+``WorkerPool`` runs N of them, each a ``fivetran-events worker --concurrency 1`` process
+of its own, and restarts one that dies: a POST waiting for its timeout holds one
+delivery, not every one queued behind it. Not RQ's ``WorkerPool``: it builds each worker
+as ``worker_class(queues, name=..., connection=...)``, so it cannot hand it a Forwarder,
+and it forks the pool's process rather than starting a fresh one. SIGTERM or SIGINT to
+the pool is passed once, as SIGTERM, to every member (RQ's warm shutdown); members still
+running after ``stop_timeout`` get SIGKILL (the lease and the in-flight mark cover
+that). Members run in process groups of their own, so a terminal's Ctrl-C reaches them
+only through the pool (twice would be RQ's cold shutdown), and get SIGTERM should the
+pool die (Linux ``PR_SET_PDEATHSIG``), so a killed pool leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import redis
+from rq import Queue, SimpleWorker
+from rq.exceptions import StopRequested
+from rq.job import Job, get_current_job
+
+from fivetran_events import ConfigurationError, Settings, load_settings
+from fivetran_events.destinations import DestinationTable, current
+from fivetran_events.exceptions import FivetranApiError
+from fivetran_events.fivetran_api import FivetranClient
+from fivetran_events.uris import UriMap
+
+from . import logs
+from .airflow_client import AirflowClient
+from .forwarding.enqueue import Enqueuer, delivery_store
+from .forwarding.forwarder import Forwarder, Sender
+from .forwarding.recorder import Recorder
+from .lineage import lineage_enabled
+
+log = logging.getLogger(__name__)
+
+#: Seconds between the first two looks at a Redis the work loop lost; doubled up to the max.
+REDIS_RETRY_S = 1.0
+REDIS_RETRY_MAX_S = 30.0
+
+
+def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
+    """Build a Forwarder (without Airflow: replay and listings only).
+
+    With OpenLineage on a worker needs no Airflow URL: then it sends lineage alone.
+    """
+    client = settings.redis_client()
+    store = delivery_store(settings, client)
+    lineage = lineage_enabled(settings)
+    fivetran = (
+        FivetranClient.from_settings(settings)
+        if settings.fivetran_api_key and settings.fivetran_api_secret
+        else None
+    )
+    sender = None
+    if with_airflow and lineage:
+        sender = lineage_sender(settings, client, fivetran)
+    airflow = None
+    if with_airflow and (settings.airflow_url or not lineage):
+        airflow = AirflowClient.from_settings(settings)
+    return Forwarder(
+        settings,
+        store,
+        Enqueuer(settings, store, UriMap.from_settings(settings), lineage=lineage),
+        Queue(settings.queue_name, connection=client),
+        airflow,
+        lineage=sender,
+        fivetran=fivetran,
+    )
+
+
+def lineage_sender(
+    settings: Settings, client: redis.Redis, fivetran: FivetranClient | None
+) -> Callable[[Recorder], Sender]:
+    """Return what builds the OpenLineage sender, or say the ``lineage`` extra is missing.
+
+    A run's outputs are the connector's cached destination tables (refreshed when due
+    with a Fivetran key); none while they are unknown or Fivetran cannot be read."""
+    try:
+        from .forwarding.lineage import LineageSender, table_outputs
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"OpenLineage is on but its client is not installed ({exc}): "
+            "pip install 'fivetran-events[lineage]', or set FIVETRAN_EVENTS_LINEAGE=off"
+        ) from None
+
+    def tables(connector_id: str) -> list[DestinationTable] | None:
+        try:
+            return current(client, settings, fivetran, connector_id)
+        except FivetranApiError as exc:
+            log.warning(
+                "connector %s: its run has no outputs, Fivetran failed: %s", connector_id, exc
+            )
+            return None
+
+    def sender(recorder: Recorder) -> Sender:
+        return LineageSender.from_settings(recorder, settings, outputs=table_outputs(tables))
+
+    return sender
+
+
+class ForwardingJob(Job):
+    """An RQ job that carries, in memory only, the Forwarder of the worker running it."""
+
+    #: Set by ``ForwardingWorker`` before the job runs; never saved to Redis.
+    forwarder: Forwarder | None = None
+
+
+class ForwardingWorker(SimpleWorker):
+    """A SimpleWorker that runs every job with its own Forwarder (a kill of this process
+    is a kill mid-delivery: the lease and sweeper recover it)."""
+
+    job_class = ForwardingJob
+
+    def __init__(self, forwarder: Forwarder, name: str | None = None) -> None:
+        super().__init__([forwarder.queue], connection=forwarder.redis, name=name)
+        self.forwarder = forwarder
+        #: Set on SIGTERM/SIGINT (RQ's warm shutdown): the work loop ends for good.
+        self.stop_signalled = False
+
+    def handle_warm_shutdown_request(self) -> None:
+        self.stop_signalled = True
+        super().handle_warm_shutdown_request()  # type: ignore[no-untyped-call]
+
+    def work_until_stopped(self, burst: bool = False, with_scheduler: bool = False) -> bool:
+        """Run RQ's work loop until told to stop, and again after it quit on Redis.
+
+        RQ's loop retries a refused connection but quits on ``redis.TimeoutError`` (a
+        Redis that stopped answering, a reconnect that timed out). A pool starts a member
+        that quit again; so does this, in process, for a lone worker. A burst worker's
+        loop ends as RQ's does (its caller runs it again).
+        """
+        worked = False
+        while True:
+            try:
+                worked = self.work(burst=burst, with_scheduler=with_scheduler) or worked
+            except redis.RedisError:  # its teardown could not reach Redis either
+                log.warning("worker %s: left Redis without deregistering", self.name)
+            if burst or self.stop_signalled:
+                return worked
+            log.warning("worker %s: its work loop ended; starting it again", self.name)
+            try:
+                self._wait_for_redis()
+            except StopRequested:  # RQ's handler, on a signal while no job runs
+                return worked
+            if self.stop_signalled:
+                return worked
+
+    def _wait_for_redis(self) -> None:
+        """Return once Redis answers (or a stop was signalled), this worker deregistered."""
+        delay = REDIS_RETRY_S
+        while not self.stop_signalled:
+            time.sleep(delay)
+            try:
+                # Else RQ refuses this name as an active worker's when it registers again.
+                self.register_death()  # type: ignore[no-untyped-call]
+                return
+            except redis.RedisError as exc:
+                log.warning("worker %s: Redis still unavailable: %s", self.name, exc)
+                delay = min(delay * 2, REDIS_RETRY_MAX_S)
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        if isinstance(job, ForwardingJob):
+            job.forwarder = self.forwarder
+        super().execute_job(job, queue)
+
+
+def job_forwarder() -> Forwarder:
+    """The running worker's Forwarder, or one built from the environment."""
+    job = get_current_job()
+    if isinstance(job, ForwardingJob) and job.forwarder is not None:
+        return job.forwarder
+    return build_forwarder(load_settings())
+
+
+def forward_sync(delivery: str) -> dict[str, Any]:
+    """Make one attempt at a delivery; every line it logs names the delivery."""
+    connector_id, sync_id, _ = [*delivery.split(":", 2), "", ""][:3]
+    with logs.bound(delivery_id=delivery, connector_id=connector_id, sync_id=sync_id):
+        return job_forwarder().attempt(delivery).to_dict()
+
+
+# --- The pool ----------------------------------------------------------------------
+
+#: Seconds before a member that died is started again (a crash loop stays slow).
+RESTART_DELAY_S = 1.0
+#: Seconds between two looks at the members.
+POLL_S = 0.2
+#: prctl(2)'s option naming the signal a process gets when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
+def member_setup() -> None:
+    """In the member before exec: a process group of its own, SIGTERM when the pool dies."""
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def serve_metrics(port: int, directory: str) -> None:
+    """Serve the members' metrics (``PROMETHEUS_MULTIPROC_DIR`` ``directory``), summed,
+    on 127.0.0.1:``port``: one target per pool."""
+    from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    start_http_server(port, addr="127.0.0.1", registry=registry)
+
+
+@dataclass
+class Member:
+    """One worker process of the pool, and how many times its slot was started."""
+
+    slot: int
+    proc: subprocess.Popen[bytes]
+    starts: int = 1
+
+
+class WorkerPool:
+    """Start ``size`` members from ``argv_of(slot, start)``, keep them running, stop them."""
+
+    def __init__(
+        self,
+        size: int,
+        argv_of: Callable[[int, int], list[str]],
+        *,
+        env: dict[str, str] | None = None,
+        burst: bool = False,
+        stop_timeout: float = 60.0,
+    ) -> None:
+        self.size = size
+        self.argv_of = argv_of
+        self.env = env
+        self.burst = burst
+        self.stop_timeout = stop_timeout
+        self.members: dict[int, Member] = {}
+        self.stopping = False
+
+    def _start(self, slot: int, starts: int) -> Member:
+        proc = subprocess.Popen(  # noqa: S603  (our own command line, no shell)
+            self.argv_of(slot, starts),
+            stdin=subprocess.DEVNULL,
+            env=self.env,
+            preexec_fn=member_setup,  # the pool starts members from its only thread
+        )
+        log.info("worker pool: member %d started (pid %d)", slot, proc.pid)
+        return Member(slot, proc, starts)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if not self.stopping:
+            log.info("worker pool: %s, stopping its members", signal.Signals(signum).name)
+            self.stopping = True
+
+    def run(self) -> int:
+        """Run until stopped (burst: until every member is done); 1 if a burst member failed."""
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        failed = False
+        try:
+            self.members = {slot: self._start(slot, 1) for slot in range(self.size)}
+            while self.members and not self.stopping:
+                time.sleep(POLL_S)
+                for slot, m in list(self.members.items()):
+                    code = m.proc.poll()
+                    if code is None:
+                        continue
+                    if self.burst:
+                        failed |= code != 0
+                        del self.members[slot]
+                    elif not self.stopping:
+                        log.warning(
+                            "worker pool: member %d (pid %d) exited with %d; starting it again",
+                            slot,
+                            m.proc.pid,
+                            code,
+                        )
+                        time.sleep(RESTART_DELAY_S)
+                        self.members[slot] = self._start(slot, m.starts + 1)
+        finally:
+            self.stop()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        return 1 if failed else 0
+
+    def stop(self) -> None:
+        """SIGTERM every member once, SIGKILL whoever outlives ``stop_timeout``; reap all."""
+        live = [m.proc for m in self.members.values() if m.proc.poll() is None]
+        for p in live:
+            _signal(p, signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout
+        for p in live:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("worker pool: member pid %d still busy; killing it", p.pid)
+                _signal(p, signal.SIGKILL)
+                p.wait()
+        self.members = {}
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it just exited by itself
+        os.kill(proc.pid, sig)
