@@ -34,12 +34,11 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep "status"/"decision" first
     app.extensions[EXTENSION] = State.from_settings(settings)
 
-    from . import api, health, logs, openapi, webhook
+    from . import api, logs, openapi, webhook
 
     logs.init_app(app)
     app.register_blueprint(webhook.bp)
     app.register_blueprint(api.bp)
-    app.register_blueprint(health.bp)
     openapi.init_app(app)  # GET /api/openapi.json
     _register_errors(app, settings)
     return app

@@ -1,4 +1,5 @@
-"""``POST /webhooks/fivetran``: verify, parse, record; answer fast.
+"""``POST /webhooks/fivetran``: verify, parse, record; answer fast. And the probes:
+``/healthz``, ``/readyz`` (would a delivery be taken now?) and ``/metrics``.
 
 With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n > 0 the webhook answers 2xx only after n
 replicas confirmed the write (Redis ``WAIT``), else 503 so that Fivetran delivers again:
@@ -16,6 +17,7 @@ import logging
 import time
 from typing import Any
 
+import redis
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -23,11 +25,13 @@ from fivetran_events import Event, EventKind, InvalidPayload, WriteStatus, parse
 from fivetran_events.destinations import STALE_EVENTS, mark_stale
 from fivetran_events.keys import ConnectorKeys, readiness_key
 from fivetran_events.model import KNOWN_STATUSES, UNCHECKED_KINDS, lifecycle_name
+from fivetran_events.reconcile import fivetran_side
 from fivetran_events.signature import SIGNATURE_HEADER, verify
 from fivetran_events.timeutil import now_ms
 
 from . import logs, metrics
-from .errors import ApiError
+from .errors import ApiError, redis_refusal
+from .gauges import RedisGauges
 from .state import State, state
 
 bp = Blueprint("webhook", __name__)
@@ -164,8 +168,9 @@ def _drain(stream: Any) -> None:
             left -= len(chunk)
 
 
-#: Life of the marker written before WAIT (the readiness probe's key, overwritten).
-MARK_TTL_MS = 60_000
+#: Life of the readiness key, written by /readyz and before WAIT: it never accumulates,
+#: yet shows up in a MONITOR.
+PROBE_TTL_MS = 60_000
 
 
 def confirm_replicas(st: State, event: Event, status: WriteStatus) -> None:
@@ -201,7 +206,7 @@ def missing_replicas(st: State, seen: tuple[str, str] | None = None) -> str | No
     pipe = st.redis.pipeline(transaction=False)
     if seen is not None:
         pipe.zscore(*seen)
-    pipe.set(readiness_key(st.settings.key_prefix), now_ms(), px=MARK_TTL_MS)
+    pipe.set(readiness_key(st.settings.key_prefix), now_ms(), px=PROBE_TTL_MS)
     pipe.wait(wanted, timeout_ms)
     replies = pipe.execute()
     if seen is not None and replies[0] is None:
@@ -213,3 +218,55 @@ def missing_replicas(st: State, seen: tuple[str, str] | None = None) -> str | No
         f"only {confirmed} of {wanted} Redis replicas confirmed it within {timeout_ms} ms "
         "(FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS)"
     )
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    return jsonify({"status": "ok"})
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    """Ready means Redis takes a write: a replica, a full memory or a failed save answer
+    PING but refuse every delivery, so a PING would keep sending Fivetran here."""
+    reason = write_refusal(state())
+    if reason == "unreachable":
+        raise ApiError(503, "not ready: Redis is unreachable")
+    if reason is not None:
+        raise ApiError(503, f"not ready: Redis refuses writes ({reason})")
+    short = missing_replicas(state())
+    if short is not None:
+        raise ApiError(503, f"not ready: a write was taken, but {short}")
+    body: dict[str, object] = {"status": "ready"}
+    # What the last reconcile found (read from Redis, never from Fivetran per call): an
+    # inactive webhook does not make this server unready, it is why nothing arrives.
+    try:
+        side = fivetran_side(state().redis, state().settings.key_prefix)
+    except redis.RedisError:  # Redis took the probe's write: readiness is decided
+        side = None
+    if side is not None:
+        body["fivetran"] = side
+    return jsonify(body)
+
+
+def write_refusal(st: State) -> str | None:
+    """Write the probe key; return why Redis refused (``errors.redis_refusal``), or None.
+
+    Errors that are not a refusal are raised: they are bugs, not an unready Redis. The
+    message never carries Redis's address, which /readyz would otherwise show anyone.
+    """
+    try:
+        st.redis.set(readiness_key(st.settings.key_prefix), now_ms(), px=PROBE_TTL_MS)
+    except redis.RedisError as exc:
+        reason = redis_refusal(exc)
+        if reason is None:
+            raise
+        return reason
+    return None
+
+
+@bp.get("/metrics")
+def prometheus() -> Response:
+    st = state()
+    body, content_type = metrics.render(RedisGauges(st.redis, st.settings.key_prefix))
+    return Response(body, content_type=content_type)

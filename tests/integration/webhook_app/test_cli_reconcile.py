@@ -242,11 +242,11 @@ def test_readyz_stays_ready_when_the_detail_cannot_be_read(
     http: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Redis took the probe's write, then failed the detail's read: ready, without it."""
-    from webhook_app import health
+    from webhook_app import webhook
 
     def fails(client: redis.Redis, prefix: str) -> None:
         raise redis.ConnectionError("gone")
 
-    monkeypatch.setattr(health, "fivetran_side", fails)
+    monkeypatch.setattr(webhook, "fivetran_side", fails)
     resp = http.get("/readyz")
     assert resp.status_code == 200 and resp.get_json() == {"status": "ready"}
