@@ -31,7 +31,6 @@ from fivetran_events.timeutil import now_ms
 
 from . import logs, metrics
 from .errors import ApiError, redis_refusal
-from .gauges import RedisGauges
 from .state import State, state
 
 bp = Blueprint("webhook", __name__)
@@ -268,5 +267,5 @@ def write_refusal(st: State) -> str | None:
 @bp.get("/metrics")
 def prometheus() -> Response:
     st = state()
-    body, content_type = metrics.render(RedisGauges(st.redis, st.settings.key_prefix))
+    body, content_type = metrics.render(metrics.RedisGauges(st.redis, st.settings.key_prefix))
     return Response(body, content_type=content_type)
