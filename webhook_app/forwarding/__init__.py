@@ -11,9 +11,9 @@ a delivery record holds, its kinds, its states and its reader are
 - ``sweeper``: queues the RQ jobs of due deliveries (the jobs' names and options).
 
 The worker side talks to Airflow and OpenLineage and is imported only by the worker and
-the CLI: ``forwarder`` (the ``Forwarder``: a lease per attempt, one sender per kind),
+the CLI: ``forwarder`` (the ``Forwarder``: a lease per attempt, one sender per kind, replay),
 ``recorder`` (the state changes every sender records), the senders ``asset``, ``tables``
-and ``lineage``, and ``replay``. This ``__init__`` does not import them, so
+and ``lineage``. This ``__init__`` does not import them, so
 ``import webhook_app.forwarding`` stays free of ``requests``.
 """
 

@@ -24,21 +24,28 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import redis
-from redis.exceptions import LockError
+from redis.exceptions import LockError, WatchError
 from rq import Queue
 
-from fivetran_events import Settings
-from fivetran_events.deliveries import FINAL, Delivery, DeliveryKind
+from fivetran_events import Event, HistoryReader, Settings, as_text
+from fivetran_events.deliveries import FINAL, Delivery, DeliveryKind, DeliveryState
 from fivetran_events.fivetran_api import FivetranClient
-from fivetran_events.keys import asset_id_key, delivery_lock_key
-from fivetran_events.timeutil import now_ms
+from fivetran_events.keys import (
+    asset_id_key,
+    deliveries_key,
+    delivery_lock_key,
+    due_key,
+    sweep_wake_key,
+    undelivered_key,
+)
+from fivetran_events.model import EventKind
+from fivetran_events.timeutil import from_ms, iso, now_ms
 
 from .. import metrics
 from ..airflow_client import AirflowClient
 from ..airflow_errors import AirflowError
-from . import replay as _replay
 from .asset import AssetSender
-from .enqueue import Enqueuer
+from .enqueue import Enqueuer, record_ttl_ms
 from .recorder import AttemptOutcome, AttemptResult, Recorder
 from .store import DeliveryStore
 from .sweeper import SWEEP_BATCH, Sweeper
@@ -182,12 +189,95 @@ class Forwarder:
         return self.sweeper.sweep(now, limit)
 
     def replay(self, ids: Iterable[str]) -> list[str]:
-        """Replay deliveries that were not delivered (replay.py)."""
-        return _replay.replay(self.enqueuer, ids, self.recorder.clock)
+        """Give given-up (or stuck) deliveries a new retry window, due now (``replay``)."""
+        return [did for did in ids if self._replay_one(did)]
+
+    def _replay_one(self, did: str) -> bool:
+        """Reset ``did`` unless Airflow has its event, in one optimistic transaction.
+
+        The delivery is WATCHed before it is read: a worker that records the event between
+        this read and the write below aborts the write, and the read is made again.
+        """
+        key = self.store.key(did)
+        prefix = self.settings.key_prefix
+        with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    d = self.store.get(did)
+                    if d is None or d.state is DeliveryState.DELIVERED or d.get("event_id"):
+                        return False
+                    now = self.recorder.clock()
+                    pipe.multi()
+                    pipe.hset(
+                        key,
+                        mapping={
+                            "state": DeliveryState.PENDING.value,
+                            "window_ms": str(now),
+                            "reason": f"replayed at {iso(now)}",
+                            "updated_ms": str(now),
+                        },
+                    )
+                    pipe.hdel(key, "next_attempt_ms")
+                    pipe.zrem(undelivered_key(prefix), did)
+                    # Due now; the sweeper claims it unless its last job is still queued.
+                    pipe.zadd(due_key(prefix), {did: now})
+                    # A new window: listed as new, and its record (and its sync's set)
+                    # lives a whole window again.
+                    pipe.zadd(deliveries_key(prefix), {did: now})
+                    fresh = Delivery(did, {**d.fields, "window_ms": str(now)})
+                    self.store.expire(pipe, fresh, record_ttl_ms(self.settings))
+                    self.store.index_state(pipe, fresh, DeliveryState.PENDING)
+                    # Wake a sweeper; the list keeps one element however many replays.
+                    pipe.rpush(sweep_wake_key(prefix), 1)
+                    pipe.ltrim(sweep_wake_key(prefix), 0, 0)
+                    pipe.execute()
+                    return True
+                except WatchError:
+                    continue
 
     def forward_since(self, since_ms: int) -> tuple[list[str], list[str], int]:
-        """Forward every success that ended at or after ``since_ms`` (replay.py)."""
-        return _replay.forward_since(self.enqueuer, since_ms, self.recorder.clock)
+        """Forward every success that ended at or after ``since_ms`` (``replay --since``).
+
+        Creates the deliveries that do not exist (successes recorded while forwarding was
+        off) and replays existing ones that were not delivered, all due now. Returns
+        (created, replayed, already delivered).
+        """
+        enq = self.enqueuer
+        now = self.recorder.clock()
+        created: list[str] = []
+        existing: list[str] = []
+        reader = HistoryReader(
+            self.redis, self.settings.key_prefix, self.settings.max_sync_duration_ms
+        )
+        for rec in reader.connector_records():
+            for c in reader.successes_since(rec.connector_id, since_ms):
+                event = Event(
+                    kind=EventKind.SYNC_END,
+                    event="sync_end",
+                    created=from_ms(c.ended_ms),
+                    connector_id=rec.connector_id,
+                    connector_name=rec.name,
+                    connector_type=rec.type,
+                    group_id=rec.group,
+                    sync_id=c.sync_id,
+                    status=c.status,
+                )
+                for target in enq.targets(event):
+                    did = self.store.id_of(event, target[0])
+                    if self.redis.exists(self.store.key(did)):
+                        existing.append(did)
+                        continue
+                    created.append(enq.create(event, target, now))
+        replayed = self.replay(existing)
+        return created, replayed, len(existing) - len(replayed)
 
     def deliveries_of_sync(self, sync_id: str, connector_id: str | None = None) -> list[str]:
-        return _replay.deliveries_of_sync(self.store, sync_id, connector_id)
+        """Return the delivery ids of ``sync_id`` (of any connector unless one is named)."""
+        ids = [as_text(m) for m in self.redis.zrange(deliveries_key(self.store.prefix), 0, -1)]
+        return [
+            i
+            for i in ids
+            if i.split(":")[1] == sync_id
+            and (connector_id is None or i.split(":")[0] == connector_id)
+        ]
