@@ -11,8 +11,7 @@ from fivetran_events import HistoryReader, HistoryWriter, Settings
 from fivetran_events.uris import UriMap
 
 from .forwarding import Enqueuer
-from .forwarding.enqueue import delivery_store
-from .lineage import lineage_enabled
+from .forwarding.enqueue import delivery_store, lineage_enabled
 
 EXTENSION = "fivetran_events"
 

@@ -47,10 +47,9 @@ from fivetran_events.uris import UriMap
 
 from . import logs
 from .airflow_client import AirflowClient
-from .forwarding.enqueue import Enqueuer, delivery_store
+from .forwarding.enqueue import Enqueuer, delivery_store, lineage_enabled
 from .forwarding.forwarder import Forwarder, Sender
 from .forwarding.recorder import Recorder
-from .lineage import lineage_enabled
 
 log = logging.getLogger(__name__)
 

@@ -5,12 +5,19 @@ script (``HistoryWriter.record``'s ``on_success``), which makes them due now and
 the workers' sweepers; a sweeper queues their RQ jobs (sweeper.py). So the webhook does
 no RQ work, and a crash after its script loses nothing: the deliveries stay due until a
 sweep queues them. Each record carries its ``kind`` (``DeliveryKind``), which picks the
-sender that attempts it; this module imports no HTTP client.
+sender that attempts it; this module imports no HTTP client and no OpenLineage client.
+
+A lineage delivery (kind ``lineage``) targets ``openlineage:<EVENT TYPE>`` instead of a
+dataset URI: its id (connector, sync id, target) makes each transition of a sync one
+delivery, so a redelivered webhook sends nothing twice; the worker's sender
+(``lineage.py``) builds and sends the run event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import redis
 from redis.client import Pipeline
@@ -27,14 +34,29 @@ from fivetran_events.keys import (
     sweep_wake_key,
     sync_deliveries_key,
 )
+from fivetran_events.model import (
+    FAILURE_STATUSES,
+    SOURCE_RECONCILED,
+    SOURCE_WEBHOOK,
+    SUCCESS_STATUSES,
+    EventKind,
+)
 from fivetran_events.timeutil import now_ms
 from fivetran_events.uris import UriMap
 
-from ..lineage import targets as lineage_targets
 from .store import DeliveryStore
 
 #: The scheme of a sync's table-level delivery's URI (``tables_uri``).
 TABLES_SCHEME = "fivetran-tables://connector/"
+#: A lineage delivery's target starts with this (a dataset URI never does: no "//").
+LINEAGE_PREFIX = "openlineage:"
+#: Statuses that stop a sync for good without success or failure.
+ABORT_STATUSES = frozenset({"CANCELED", "CANCELLED"})
+#: The variables with which the OpenLineage client finds its transport
+#: (``OpenLineageClient()``'s own lookup); any of them set turns lineage on in ``auto``.
+CLIENT_VARIABLES = ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG")
+#: Dynamic transport configuration (``OPENLINEAGE__TRANSPORT__TYPE=http`` ...).
+CLIENT_PREFIX = "OPENLINEAGE__TRANSPORT"
 
 
 # Create each delivery of a sync unless it exists (a second success under one sync id
@@ -147,7 +169,7 @@ class Enqueuer:
 
         ``airflow``: successes get a delivery per dataset URI (default: when
         ``FIVETRAN_EVENTS_AIRFLOW_URL`` is set); ``lineage``: every sync_start and
-        sync_end gets its OpenLineage delivery (``webhook_app/lineage.py``), so the
+        sync_end gets its OpenLineage delivery (``lineage_targets``), so the
         history writer calls this for every sync event (``every_sync``).
         """
         self.settings = settings
@@ -259,3 +281,67 @@ def _sync_of(event: Event) -> SyncRef:
         connector_type=event.connector_type,
         group_id=event.group_id,
     )
+
+
+def lineage_enabled(
+    settings: Settings,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    home: Path | None = None,
+) -> bool:
+    """Return whether syncs are sent as OpenLineage runs.
+
+    ``FIVETRAN_EVENTS_LINEAGE`` = on or off decides; ``auto`` (the default) is on when
+    the OpenLineage client would find a transport: ``OPENLINEAGE_URL``,
+    ``OPENLINEAGE_CONFIG``, ``OPENLINEAGE__TRANSPORT__*`` or an ``openlineage.yml`` in
+    the working directory or ``~/.openlineage``, unless ``OPENLINEAGE_DISABLED=true``.
+    """
+    if settings.lineage != "auto":
+        return settings.lineage == "on"
+    env = os.environ if environ is None else environ
+    if env.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
+        return False
+    if any(env.get(v) for v in CLIENT_VARIABLES):
+        return True
+    if any(k.startswith(CLIENT_PREFIX) for k in env):
+        return True
+    cwd = Path.cwd() if cwd is None else cwd
+    home = Path.home() if home is None else home
+    return (cwd / "openlineage.yml").is_file() or (home / ".openlineage/openlineage.yml").is_file()
+
+
+def event_type(kind: EventKind, status: str) -> str:
+    """Return the OpenLineage event type of a sync_start, or of a sync_end's status.
+
+    SUCCESSFUL: COMPLETE; FAILURE, FAILURE_WITH_TASK, FAILED: FAIL; CANCELED: ABORT (the
+    sync was stopped and will not finish); RESCHEDULED and any status nobody knows yet:
+    OTHER, which leaves the run open (Fivetran resumes a rescheduled sync later; its
+    real end closes the run).
+    """
+    if kind is EventKind.SYNC_START:
+        return "START"
+    if status in SUCCESS_STATUSES:
+        return "COMPLETE"
+    if status in FAILURE_STATUSES:
+        return "FAIL"
+    if status in ABORT_STATUSES:
+        return "ABORT"
+    return "OTHER"
+
+
+def lineage_targets(event: Event) -> list[str]:
+    """Return the lineage deliveries ``event`` makes: one for a start or an end, else none.
+
+    An OTHER carries its status in the target, so a RESCHEDULED and a later unknown
+    status of one sync are two deliveries; the other types are one per sync. Only what
+    happens now is sent: webhook deliveries and reconciled ends (a webhook Fivetran never
+    delivered), never an import of the LOG table's past.
+    """
+    if event.kind not in (EventKind.SYNC_START, EventKind.SYNC_END) or event.sync_id is None:
+        return []
+    if event.source not in (SOURCE_WEBHOOK, SOURCE_RECONCILED):
+        return []
+    kind = event_type(event.kind, event.status or "")
+    if kind == "OTHER":
+        return [f"{LINEAGE_PREFIX}OTHER:{event.status or ''}"]
+    return [LINEAGE_PREFIX + kind]

@@ -1,6 +1,6 @@
-"""The worker's half of OpenLineage: build a sync's run event, send it, record the outcome.
+"""OpenLineage's sender: build a sync's run event, send it, record the outcome.
 
-A lineage delivery (``webhook_app/lineage.py``) is attempted under the same lease as a
+A lineage delivery (created by ``enqueue.lineage_targets``) is attempted under the same lease as a
 dataset delivery (the forwarder holds it and hands it to this sender): the event is built
 from the delivery record alone, so every attempt sends the same event (same run id,
 event type and time), and sent with ``openlineage-python``'s client, which reads its own
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -34,7 +35,7 @@ from fivetran_events.http import RetryableError, retry_after_seconds
 from fivetran_events.keys import delivery_id
 from fivetran_events.timeutil import iso
 
-from ..lineage import TARGET_PREFIX, job_namespace, run_id, target_type
+from .enqueue import LINEAGE_PREFIX
 from .recorder import AttemptResult, Recorder, retry_at
 
 log = logging.getLogger(__name__)
@@ -46,12 +47,35 @@ PRODUCER = f"urn:fivetran-events:{__version__}"
 FACET_SCHEMA_URL = (
     "urn:fivetran-events:schema:FivetranSyncRunFacet:1-0-0#/$defs/FivetranSyncRunFacet"
 )
+#: Run ids are UUID v5 in this namespace, of "<connector id>:<sync id>": START and the
+#: end of one sync carry the same id whichever worker builds them, and a retry too.
+RUN_NAMESPACE = uuid.UUID("6b1f3c1e-5f0a-5d4e-9a57-0c2f1b7d9e41")
 #: How long an end waits for its START's delivery before it looks again, in ms.
 START_FIRST_MS = 1000
 
 #: Table names of a connector: (namespace, name) pairs of OpenLineage datasets, or None
 #: when nothing is known (then a run has no outputs).
 Outputs = Callable[[str], "list[tuple[str, str]] | None"]
+
+
+def target_type(target: str) -> str:
+    """Return the OpenLineage event type a lineage target sends."""
+    return target[len(LINEAGE_PREFIX) :].split(":", 1)[0]
+
+
+def run_id(connector_id: str, sync_id: str) -> str:
+    """Return the run id of one sync: the same for its START, its end and every retry."""
+    return str(uuid.uuid5(RUN_NAMESPACE, f"{connector_id}:{sync_id}"))
+
+
+def job_namespace(template: str, connector_id: str, group_id: str) -> str:
+    """Return the job namespace of a connector's runs (``FIVETRAN_EVENTS_LINEAGE_NAMESPACE``).
+
+    Default ``fivetran://{group_id}``: Fivetran's connection ids are unique only within
+    an account; a connector whose group is unknown (an old payload) is in
+    ``fivetran://default``.
+    """
+    return template.format(connector_id=connector_id, group_id=group_id or "default")
 
 
 class LineageUnavailable(RetryableError):
@@ -216,7 +240,7 @@ class LineageSender:
         if target_type(d.uri) != "START":
             f = d.fields
             start = self.recorder.store.get(
-                delivery_id(f["connector_id"], f["sync_id"], TARGET_PREFIX + "START")
+                delivery_id(f["connector_id"], f["sync_id"], LINEAGE_PREFIX + "START")
             )
             if start is not None and start.state not in FINAL:
                 return max(self.recorder.clock() + START_FIRST_MS, start.ms("next_attempt_ms") or 0)
