@@ -28,7 +28,7 @@ from fivetran_events.exceptions import FivetranApiError, FivetranAuthFailed, Fiv
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import parse_iso, to_ms
 
-from ..airflow_errors import AirflowError, AirflowRejected, AirflowUnavailable
+from ..airflow_client import AirflowError, AirflowRejected, AirflowUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 

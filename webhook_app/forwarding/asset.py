@@ -27,8 +27,14 @@ from fivetran_events.http import RetryableError
 from fivetran_events.timeutil import iso
 
 from .. import metrics
-from ..airflow_client import AirflowClient, AirflowEvent, lookup_window_start
-from ..airflow_errors import AirflowRejected, AirflowUnavailable, AssetNotFound
+from ..airflow_client import (
+    AirflowClient,
+    AirflowEvent,
+    AirflowRejected,
+    AirflowUnavailable,
+    AssetNotFound,
+    lookup_window_start,
+)
 from .recorder import MARKS, AttemptOutcome, AttemptResult, Recorder, retry_at
 
 

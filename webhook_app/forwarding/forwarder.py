@@ -42,8 +42,7 @@ from fivetran_events.model import EventKind
 from fivetran_events.timeutil import from_ms, iso, now_ms
 
 from .. import metrics
-from ..airflow_client import AirflowClient
-from ..airflow_errors import AirflowError
+from ..airflow_client import AirflowClient, AirflowError
 from .asset import AssetSender
 from .enqueue import Enqueuer, record_ttl_ms
 from .recorder import AttemptOutcome, AttemptResult, Recorder

@@ -34,8 +34,7 @@ from fivetran_events.destinations import DestinationTable, current
 from fivetran_events.exceptions import FivetranApiError, FivetranUnavailable
 from fivetran_events.fivetran_api import FivetranClient
 
-from ..airflow_client import AirflowClient
-from ..airflow_errors import AirflowRejected, AirflowUnavailable
+from ..airflow_client import AirflowClient, AirflowRejected, AirflowUnavailable
 from .enqueue import Enqueuer
 from .recorder import AttemptResult, Recorder, retry_at
 from .sweeper import Sweeper
