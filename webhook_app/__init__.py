@@ -11,7 +11,6 @@ from werkzeug.exceptions import HTTPException
 
 from fivetran_events import ConfigurationError, Settings, load_settings
 
-from .errors import ApiError, redis_refusal
 from .state import EXTENSION, State
 
 log = logging.getLogger(__name__)
@@ -34,12 +33,12 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep "status"/"decision" first
     app.extensions[EXTENSION] = State.from_settings(settings)
 
-    from . import api, logs, openapi, webhook
+    from . import api, logs, webhook
 
     logs.init_app(app)
     app.register_blueprint(webhook.bp)
     app.register_blueprint(api.bp)
-    openapi.init_app(app)  # GET /api/openapi.json
+    api.init_app(app)  # GET /api/openapi.json
     _register_errors(app, settings)
     return app
 
@@ -66,6 +65,9 @@ def _allowed_methods(app: Flask, exc: HTTPException) -> str:
 
 
 def _register_errors(app: Flask, settings: Settings) -> None:
+    from .api import ApiError
+    from .webhook import redis_refusal
+
     retry = {"Retry-After": str(settings.retry_after_seconds)}
 
     @app.errorhandler(ApiError)

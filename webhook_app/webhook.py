@@ -30,7 +30,7 @@ from fivetran_events.signature import SIGNATURE_HEADER, verify
 from fivetran_events.timeutil import now_ms
 
 from . import logs, metrics
-from .errors import ApiError, redis_refusal
+from .api import ApiError
 from .state import State, state
 
 bp = Blueprint("webhook", __name__)
@@ -167,6 +167,31 @@ def _drain(stream: Any) -> None:
             left -= len(chunk)
 
 
+#: Redis error codes that mean "not now": the server is up but refuses writes for a
+#: while (out of memory under noeviction, a replica after a failover, a failed save, a
+#: busy script, loading its data set, no reachable primary or replicas). The same write
+#: succeeds once it recovers, so the answer is 503 and Fivetran retries.
+REFUSAL_CODES = frozenset(
+    {"OOM", "READONLY", "MISCONF", "BUSY", "LOADING", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN"}
+)
+
+
+def redis_refusal(exc: BaseException) -> str | None:
+    """Name why Redis cannot take a write now (an error code, or ``unreachable``), else None.
+
+    redis-py strips the code from the errors it has a class for (``OutOfMemoryError``,
+    ``ReadOnlyError``, ...) and keeps it in ``status_code``; others (``BUSY``,
+    ``MISCONF``) come as a plain ``ResponseError`` whose message starts with it.
+    """
+    code = getattr(exc, "status_code", None)
+    if isinstance(exc, redis.ResponseError):
+        code = code or str(exc).split(" ", 1)[0]
+        return code if code in REFUSAL_CODES else None
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return code if code in REFUSAL_CODES else "unreachable"  # LOADING is a ConnectionError
+    return None
+
+
 #: Life of the readiness key, written by /readyz and before WAIT: it never accumulates,
 #: yet shows up in a MONITOR.
 PROBE_TTL_MS = 60_000
@@ -249,7 +274,7 @@ def readyz() -> Response:
 
 
 def write_refusal(st: State) -> str | None:
-    """Write the probe key; return why Redis refused (``errors.redis_refusal``), or None.
+    """Write the probe key; return why Redis refused (``redis_refusal``), or None.
 
     Errors that are not a refusal are raised: they are bugs, not an unready Redis. The
     message never carries Redis's address, which /readyz would otherwise show anyone.
