@@ -1,4 +1,4 @@
-"""The forwarding worker processes: the RQ job, the worker class, a pool of them.
+"""The worker processes: the forwarding and reconcile RQ jobs, the worker class, a pool.
 
 ``ForwardingWorker`` (an RQ SimpleWorker: jobs run in its process) holds one Forwarder
 and hands it to each job, so the JWT and asset ids it caches live as long as the worker
@@ -17,6 +17,11 @@ running after ``stop_timeout`` get SIGKILL (the lease and the in-flight mark cov
 that). Members run in process groups of their own, so a terminal's Ctrl-C reaches them
 only through the pool (twice would be RQ's cold shutdown), and get SIGTERM should the
 pool die (Linux ``PR_SET_PDEATHSIG``), so a killed pool leaves no orphans.
+
+A worker reconciles every ``FIVETRAN_EVENTS_RECONCILE_MINUTES`` through RQ's scheduler:
+the next run is a job enqueued at the start of the next period (``Queue.enqueue_at``),
+scheduled when a worker starts and again by each run, once whatever the number of
+workers.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -31,6 +37,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from types import FrameType
 from typing import Any
 
@@ -43,13 +50,17 @@ from fivetran_events import ConfigurationError, Settings, load_settings
 from fivetran_events.destinations import DestinationTable, current
 from fivetran_events.exceptions import FivetranApiError
 from fivetran_events.fivetran_api import FivetranClient
+from fivetran_events.keys import reconcile_period_key
+from fivetran_events.reconcile import Outcome, reconcile
+from fivetran_events.timeutil import iso, now_ms
 from fivetran_events.uris import UriMap
 
-from . import logs
+from . import logs, metrics
 from .airflow_client import AirflowClient
 from .forwarding.enqueue import Enqueuer, delivery_store, lineage_enabled
 from .forwarding.forwarder import Forwarder, Sender
 from .forwarding.recorder import Recorder
+from .state import State
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +208,98 @@ def forward_sync(delivery: str) -> dict[str, Any]:
     connector_id, sync_id, _ = [*delivery.split(":", 2), "", ""][:3]
     with logs.bound(delivery_id=delivery, connector_id=connector_id, sync_id=sync_id):
         return job_forwarder().attempt(delivery).to_dict()
+
+
+# --- Reconciling -------------------------------------------------------------------
+
+#: RQ's id of the job of one period: the same period never gets two jobs.
+RECONCILE_JOB_ID = "fivetran-events-reconcile-{period}"
+
+
+def reconcile_enabled(settings: Settings) -> bool:
+    """Whether the worker reconciles: with an API key and secret, and a period."""
+    return bool(
+        settings.fivetran_api_key and settings.fivetran_api_secret and settings.reconcile_minutes
+    )
+
+
+def reconcile_run(settings: Settings, forward: bool = True) -> Outcome:
+    """Reconcile once (fivetran_events/reconcile.py) with forwarding, metric and log lines:
+    recorded successes are forwarded when ``forward`` and forwarding is on."""
+    st = State.from_settings(settings)
+    on_success = st.on_success if forward else None
+    with FivetranClient.from_settings(settings) as fivetran:
+        outcome = reconcile(
+            st.redis,
+            fivetran,
+            settings.key_prefix,
+            settings.retention_ms,
+            settings.max_clock_skew_ms,
+            on_success=on_success,
+        )
+    for event in outcome.recorded:
+        metrics.count_reconciled(event.connector_id)
+        log.warning(
+            "reconciled a %s sync of %s that the webhook never delivered, ended %s",
+            event.status,
+            event.connector_id,
+            iso(event.created_ms),
+        )
+    for webhook in outcome.inactive_webhooks:
+        log.error("Fivetran reports webhook %s (%s) inactive", webhook["id"], webhook["url"])
+    log.info(
+        "reconciled %d connections: %d recorded, %d already known",
+        outcome.connections,
+        len(outcome.recorded),
+        outcome.known,
+    )
+    return outcome
+
+
+def schedule_next(settings: Settings, queue: Queue, now: int | None = None) -> bool:
+    """Enqueue the reconcile of the next period at its start, unless another worker did
+    (whoever sets the period's key first); return whether this call did."""
+    every = max(1, int(settings.reconcile_minutes * 60_000))
+    now = now_ms() if now is None else now
+    period = now // every + 1
+    key = reconcile_period_key(settings.key_prefix, period)
+    if not queue.connection.set(key, now, nx=True, px=2 * every):
+        return False
+    when = datetime.fromtimestamp(period * every / 1000, tz=timezone.utc)
+    queue.enqueue_at(
+        when,
+        reconcile_job,
+        job_id=RECONCILE_JOB_ID.format(period=period),
+        result_ttl=math.ceil(every / 1000),
+        failure_ttl=24 * 3600,
+    )
+    return True
+
+
+def reconcile_job() -> dict[str, object]:
+    """The worker's RQ job: schedule the next period first (a failing run does not stop
+    the schedule), then run."""
+    settings = load_settings()
+    if not reconcile_enabled(settings):
+        return {"skipped": "no Fivetran API key, or FIVETRAN_EVENTS_RECONCILE_MINUTES is 0"}
+    schedule_next(settings, Queue(settings.queue_name, connection=settings.redis_client()))
+    outcome = reconcile_run(settings)
+    return {k: v for k, v in outcome.to_dict().items() if k != "reconciled"}
+
+
+def start_schedule(settings: Settings, queue: Queue) -> bool:
+    """Called as a worker starts: schedule the next period, or say once why not; return
+    whether the worker needs RQ's scheduler."""
+    if not reconcile_enabled(settings):
+        log.info(
+            "not reconciling against Fivetran: %s",
+            "FIVETRAN_EVENTS_RECONCILE_MINUTES is 0"
+            if settings.fivetran_api_key and settings.fivetran_api_secret
+            else "no FIVETRAN_EVENTS_FIVETRAN_API_KEY and _SECRET",
+        )
+        return False
+    schedule_next(settings, queue)
+    return True
 
 
 # --- The pool ----------------------------------------------------------------------

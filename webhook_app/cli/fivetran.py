@@ -24,7 +24,7 @@ from fivetran_events.fivetran_records import Webhook, describe
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import iso
 
-from .. import reconciling
+from ..workers import reconcile_run
 from .helpers import (
     CliError,
     ExitCode,
@@ -260,7 +260,7 @@ def reconcile(forward: bool, as_json: bool) -> None:
     nothing new. Webhooks Fivetran reports inactive are listed.
     """
     s = load_settings()
-    outcome = reconciling.run(s, forward=forward)
+    outcome = reconcile_run(s, forward=forward)
     if as_json:
         emit_json(outcome.to_dict())
         return

@@ -21,8 +21,7 @@ from .. import logs
 from ..forwarding import DeliveryState
 from ..forwarding.forwarder import Forwarder
 from ..forwarding.tables import common_prefix
-from ..reconciling import start_schedule
-from ..workers import ForwardingWorker, WorkerPool, build_forwarder, serve_metrics
+from ..workers import ForwardingWorker, WorkerPool, build_forwarder, serve_metrics, start_schedule
 from .helpers import (
     CliError,
     ExitCode,
@@ -140,7 +139,7 @@ def worker(
     )
     sweeper.start()
     w = ForwardingWorker(forwarder, name=name)
-    # RQ's scheduler only runs the reconcile schedule (reconciling.py): off without it.
+    # RQ's scheduler only runs the reconcile schedule (workers.py): off without it.
     scheduler = not burst and start_schedule(forwarder.settings, forwarder.queue)
     try:
         w.work_until_stopped(burst=burst, with_scheduler=scheduler)
