@@ -1,18 +1,10 @@
 """The worker's view of forwarding: one object with a store, a recorder, senders, a queue.
 
-A delivery's record carries its kind (``DeliveryKind``), and the forwarder holds one
-sender per kind: ``asset.AssetSender`` (Airflow's asset events),
-``tables.TablesSender`` (a sync's table-level delivery, expanded into asset deliveries)
-and ``lineage.LineageSender`` (OpenLineage run events). An attempt takes the delivery's
-lock (a lease: a dead worker's lock expires), tidies a delivery that is gone or final,
-waits (not due) until the sender's ``not_before``, and hands the delivery to its sender,
-which records what happened through the ``Recorder``. The sweeper (sweeper.py) queues
-the attempts.
-
-A worker pool's processes share Airflow's asset ids through Redis (``RedisAssetIds``):
-without it each process's first delivery to a URI (and each one's again when its cache
-runs out) asks Airflow for the id; with it one lookup serves the pool for the cache
-period (``AirflowClient.asset_cache_seconds``).
+The forwarder holds one sender per delivery kind (``DeliveryKind``): asset events,
+table-level deliveries and OpenLineage run events. An attempt takes the delivery's lease
+(a dead worker's lock expires), tidies a delivery that is gone or final, waits until the
+sender's ``not_before``, and hands the delivery to its sender, which records what
+happened through the ``Recorder``. Replays make deliveries due again.
 """
 
 from __future__ import annotations
@@ -72,7 +64,7 @@ class Sender(Protocol):
 
 
 class RedisAssetIds:
-    """``airflow_client.SharedAssetIds`` in Redis: one string per URI, with an expiry."""
+    """``airflow_client.SharedAssetIds`` in Redis: one lookup serves a worker pool."""
 
     def __init__(self, client: redis.Redis, prefix: str) -> None:
         self.redis = client
@@ -95,13 +87,9 @@ class RedisAssetIds:
 class Forwarder:
     """Make forwarding attempts, sweep due deliveries, replay.
 
-    It has a delivery store, a recorder of state changes, an enqueuer (to create
-    deliveries), the RQ queue its sweeper fills, and a sender per kind it can attempt:
-    asset and table-level deliveries with an Airflow client (None: replay and listings
-    only, or lineage alone; ``fivetran``: where table lists are refreshed, None: cached
-    only), lineage ones with what ``lineage`` builds from the recorder (None: lineage
-    off). The recorder's clock and jitter and the sweeper's clock are read at each call,
-    so a test can swap them.
+    Asset and table-level deliveries need ``airflow`` (None: replay and listings only, or
+    lineage alone; ``fivetran``: where table lists are refreshed, None: cached only),
+    lineage ones what ``lineage`` builds from the recorder (None: lineage off).
     """
 
     def __init__(
@@ -140,11 +128,8 @@ class Forwarder:
             self.senders[DeliveryKind.LINEAGE] = lineage(self.recorder)
 
     def warm_up(self) -> bool:
-        """Fetch Airflow's version and a token now, so the first delivery does not wait.
-
-        Called as a worker starts; a failure is only logged (the first attempt tries
-        again and retries as usual). Return whether it succeeded.
-        """
+        """Fetch Airflow's version and a token as a worker starts; a failure is only logged
+        (the first attempt tries again). Return whether it succeeded."""
         if self.airflow is None:
             return False
         try:
@@ -155,7 +140,7 @@ class Forwarder:
         return True
 
     def attempt(self, did: str) -> AttemptResult:
-        """Make one attempt at delivery ``did`` under its lease; return what happened."""
+        """Make one attempt at delivery ``did`` under its lease."""
         lock = self.redis.lock(
             delivery_lock_key(self.settings.key_prefix, did),
             timeout=self.lease_ms / 1000,
@@ -184,7 +169,6 @@ class Forwarder:
                 log.warning("delivery %s: lease expired during the attempt", did)
 
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
-        """Queue every due delivery (``Sweeper.sweep``)."""
         return self.sweeper.sweep(now, limit)
 
     def replay(self, ids: Iterable[str]) -> list[str]:
@@ -192,11 +176,8 @@ class Forwarder:
         return [did for did in ids if self._replay_one(did)]
 
     def _replay_one(self, did: str) -> bool:
-        """Reset ``did`` unless Airflow has its event, in one optimistic transaction.
-
-        The delivery is WATCHed before it is read: a worker that records the event between
-        this read and the write below aborts the write, and the read is made again.
-        """
+        """Reset ``did`` unless Airflow has its event: WATCHed before it is read, so a
+        worker recording the event in between aborts the write, and the read is made again."""
         key = self.store.key(did)
         prefix = self.settings.key_prefix
         with self.redis.pipeline(transaction=True) as pipe:
@@ -236,12 +217,9 @@ class Forwarder:
                     continue
 
     def forward_since(self, since_ms: int) -> tuple[list[str], list[str], int]:
-        """Forward every success that ended at or after ``since_ms`` (``replay --since``).
-
-        Creates the deliveries that do not exist (successes recorded while forwarding was
-        off) and replays existing ones that were not delivered, all due now. Returns
-        (created, replayed, already delivered).
-        """
+        """Forward every success that ended at or after ``since_ms`` (``replay --since``):
+        create missing deliveries (recorded while forwarding was off), replay undelivered
+        ones. Returns (created, replayed, already delivered)."""
         enq = self.enqueuer
         now = self.recorder.clock()
         created: list[str] = []
