@@ -17,11 +17,8 @@ log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
-    """Build the app from ``settings`` (default: the ``FIVETRAN_EVENTS_*`` environment).
-
-    Refuses to build without a webhook secret: an unsigned webhook target would record
-    whatever anyone sends it.
-    """
+    """Build the app from ``settings`` (default: the ``FIVETRAN_EVENTS_*`` environment);
+    never without a webhook secret, or it would record whatever anyone sends it."""
     settings = settings or load_settings(**overrides)
     if not settings.webhook_secrets:
         raise ConfigurationError(
@@ -54,10 +51,7 @@ def _json_error(
 
 
 def _allowed_methods(app: Flask, exc: HTTPException) -> str:
-    """The ``Allow`` header a 405 must carry (RFC 9110, 15.5.6): the URL's methods.
-
-    Routing's MethodNotAllowed knows them; a 405 raised any other way asks the URL map.
-    """
+    """The ``Allow`` header a 405 must carry (RFC 9110, 15.5.6): the URL's methods."""
     methods = getattr(exc, "valid_methods", None)
     if not methods:
         methods = app.url_map.bind_to_environ(request.environ).allowed_methods()

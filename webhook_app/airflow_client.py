@@ -1,17 +1,11 @@
 """A small client of Airflow's REST API: post dataset (asset) events and find them again.
 
-Airflow 3 (``/api/v2``): ``POST /auth/token`` with ``{"username", "password"}`` answers
-201 ``{"access_token"}`` (a JWT, 24 h by default); the token is cached and fetched anew on
-a 401. Events are posted by asset id, so the exact URI is looked up first
-(``GET /api/v2/assets?uri_pattern=`` is a substring match: filter the exact ``uri``) and
-the id cached. Airflow 2.9-2.11 (``/api/v1``): basic auth, events posted by
-``dataset_uri``. Airflow has no idempotency key, so ``find_event`` lets the caller look
-an event up by its ``extra`` before posting a second time.
-
-Every answer is classified here, so the forwarder acts on typed errors:
-``AirflowUnavailable`` (retry later, perhaps after ``retry_after``; ``maybe_sent`` when
-the request may have reached Airflow), ``AssetNotFound`` (no DAG uses that URI: record,
-do not retry forever), ``AirflowRejected`` (a 4xx: retrying will not help).
+Airflow 3 (``/api/v2``): a JWT from ``POST /auth/token``, cached and fetched anew on a
+401; events posted by asset id, looked up by exact URI (``uri_pattern`` is a substring
+match) and cached. Airflow 2.9-2.11 (``/api/v1``): basic auth, events posted by
+``dataset_uri``. Airflow has no idempotency key, so ``find_event`` looks an event up by
+its ``extra`` before a second POST. Every answer is classified into the errors below,
+which the forwarder acts on.
 """
 
 from __future__ import annotations
@@ -96,8 +90,7 @@ def body_text(resp: requests.Response) -> str:
 
 
 class SharedAssetIds(Protocol):
-    """Asset ids shared by a worker pool's processes, each with a life: a pool of N asks
-    Airflow once per URI and cache period, not N times."""
+    """Asset ids shared by a worker pool's processes: N ask Airflow once per URI, not N times."""
 
     def get(self, uri: str) -> int | None: ...
 
@@ -126,11 +119,8 @@ class AirflowEvent:
 
 
 def renew_after(token: str) -> float:
-    """Seconds after fetching a JWT to fetch the next one, before Airflow refuses it.
-
-    The life is ``exp - iat``, both Airflow's clock, so a worker whose clock is off still
-    renews in time. Without those claims: after an hour (or on a 401).
-    """
+    """Seconds after fetching a JWT to fetch the next: its life is ``exp - iat``, both
+    Airflow's clock, so a worker whose clock is off still renews in time."""
     try:
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))

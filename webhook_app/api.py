@@ -1,12 +1,8 @@
 """The read API: ``/api/connectors``, their syncs and the decision; bearer tokens required.
 
-Its contract is typed: spectree builds ``/api/openapi.json`` from the same pydantic
-models the views validate their query parameters with, so the document cannot drift
-from the code. A parameter that does not validate becomes the API's usual 400 naming
-the parameter (``ApiError``), not spectree's own 422 list.
-
-``ApiError`` is every HTTP error a client can cause, the webhook's too: one exception
-class, one handler (``create_app``), JSON bodies that say what to fix.
+spectree builds ``/api/openapi.json`` from the pydantic models the views validate with,
+so the document cannot drift from the code. ``ApiError`` is every HTTP error a client can
+cause, the webhook's too.
 """
 
 from __future__ import annotations
@@ -232,12 +228,7 @@ class Error(BaseModel):
 
 
 #: Answers every /api/* route can give besides its own.
-ERRORS: dict[str, Any] = {
-    "HTTP_400": Error,
-    "HTTP_401": Error,
-    "HTTP_403": Error,
-    "HTTP_503": Error,
-}
+ERRORS: dict[str, Any] = {f"HTTP_{code}": Error for code in (400, 401, 403, 503)}
 
 
 def responses(ok: type[BaseModel], *, connector: bool = True) -> SpecResponse:
@@ -246,7 +237,7 @@ def responses(ok: type[BaseModel], *, connector: bool = True) -> SpecResponse:
 
 
 def _as_api_error(req: Any, resp: Any, err: Exception | None, *_: Any) -> None:
-    """Raise the API's own 400, naming the first parameter at fault."""
+    """Raise the API's own 400 (not spectree's 422 list), naming the parameter at fault."""
     if not isinstance(err, ValidationError):
         return
     first = err.errors()[0]

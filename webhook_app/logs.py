@@ -1,9 +1,7 @@
 """Logging for the server, the worker and the CLI: one JSON object a line, or text for people.
 
-Everything goes through the stdlib ``logging`` module, formatted by structlog's
-``ProcessorFormatter``, so modules keep ``logging.getLogger(__name__)`` and gunicorn's and
-RQ's own lines come out in the same shape as ours. The ids bound with ``bind`` appear on
-every line logged while they apply.
+Everything goes through the stdlib ``logging`` module, formatted by structlog, so
+gunicorn's and RQ's own lines come out in the same shape as ours.
 """
 
 from __future__ import annotations
@@ -146,11 +144,8 @@ def bound(**ids: str | None) -> Iterator[None]:
 
 
 class GunicornLogger(glogging.Logger):  # type: ignore[misc]
-    """gunicorn's logger with our format: its own lines and one record per request.
-
-    The access record carries what the app bound for the request (the sync worker logs
-    in the same thread), so it is a webhook delivery's one line, outcome included.
-    """
+    """gunicorn's logger with our format; the access record carries what the app bound for
+    the request, so it is a webhook delivery's one line, outcome included."""
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
@@ -185,8 +180,7 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 def init_app(app: Flask) -> None:
     """Give every request an id (the client's ``X-Request-Id`` or a new one) on its lines
-    and in its response. Configures logging unless something did already (gunicorn's
-    workers import the app where only gunicorn's own loggers are set up)."""
+    and in its response; configure logging unless something did (gunicorn's workers)."""
     import uuid
 
     from flask import g, request

@@ -1,15 +1,8 @@
 """Prometheus metrics: each process's counters, and gauges read from Redis at scrape time.
 
-Under gunicorn each worker is a process: set ``PROMETHEUS_MULTIPROC_DIR`` (``fivetran-events
-serve`` does) and /metrics aggregates every worker's samples.
-
-The counters say what one process did; the gauges (``RedisGauges``) describe the state
-every process shares in Redis (deliveries waiting or given up, each connector's
-freshness), so any app instance gives the same answer and a restart loses nothing. They
-are computed per scrape in three pipelined round trips whose size grows with the number
-of connectors only, never a scan of the history or of the deliveries. A Redis error
-yields ``fivetran_events_gauges_up 0`` instead of failing the scrape, so the counters
-(the 503s among them) still reach Prometheus.
+With ``PROMETHEUS_MULTIPROC_DIR`` set (``serve`` sets it) /metrics aggregates every
+gunicorn worker's samples. The gauges cost three round trips that grow with the number
+of connectors only; a Redis error yields ``fivetran_events_gauges_up 0``, not a failure.
 """
 
 from __future__ import annotations
@@ -72,27 +65,16 @@ SYNC_END_STATUSES = Counter(
 #: Every outcome the webhook counts. Each series exists at 0 from the start: Prometheus's
 #: increase() needs a sample before the first increment, or an alert on the first 503
 #: after a restart would never see it.
-WEBHOOK_OUTCOMES = (
-    "recorded",
-    "duplicate",
-    "ignored",
-    "invalid",
-    "unauthorized",
-    "too_large",
-    "unavailable",
-)
-for _outcome in WEBHOOK_OUTCOMES:
+WEBHOOK_OUTCOMES = "recorded duplicate ignored invalid unauthorized too_large unavailable"
+for _outcome in WEBHOOK_OUTCOMES.split():
     DELIVERIES.labels(outcome=_outcome)
 for _status in ("SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED", "RESCHEDULED", "CANCELED"):
     SYNC_END_STATUSES.labels(status=_status)
 
 
 def render(*scrape_time: Collector) -> tuple[bytes, str]:
-    """Return the exposition text of every metric (all gunicorn workers when multiprocess).
-
-    ``scrape_time`` collectors (``RedisGauges``) are read per call, never registered
-    globally: they belong to one app's Redis.
-    """
+    """Return the exposition text of every metric (all gunicorn workers when multiprocess);
+    ``scrape_time`` collectors belong to one app's Redis, so are never registered globally."""
     extra = CollectorRegistry()
     for collector in scrape_time:
         extra.register(collector)
@@ -144,7 +126,7 @@ _reconciled_seen: set[str] = set()
 
 
 def count_reconciled(connector_id: str) -> None:
-    """Count one reconciled completion of ``connector_id`` (capped, see above)."""
+    """Count one reconciled completion of ``connector_id`` (capped)."""
     if connector_id not in _reconciled_seen and len(_reconciled_seen) >= RECONCILED_CONNECTORS_CAP:
         connector_id = "OTHER"
     else:
@@ -154,9 +136,8 @@ def count_reconciled(connector_id: str) -> None:
 
 # --- Gauges read from Redis at scrape time ---------------------------------------------
 
-#: The states an on-call person acts on, each with an index of its own in Redis
-#: (``fwd:st:{state}``, kept by webhook_app/forwarding/store.py): a count is one ZCARD
-#: and the oldest one ZRANGE 0 0, however many deliveries there are.
+#: The states an on-call person acts on, each with an index of its own in Redis: a count
+#: is one ZCARD and the oldest one ZRANGE 0 0, however many deliveries there are.
 STATES = tuple(s.value for s in INDEXED)
 
 

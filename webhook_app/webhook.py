@@ -1,13 +1,9 @@
 """``POST /webhooks/fivetran``: verify, parse, record; answer fast. And the probes:
 ``/healthz``, ``/readyz`` (would a delivery be taken now?) and ``/metrics``.
 
-With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n > 0 the webhook answers 2xx only after n
-replicas confirmed the write (Redis ``WAIT``), else 503 so that Fivetran delivers again:
-Redis replicates asynchronously, and a delivery acknowledged once it is on the primary is
-lost if the primary dies before a replica has it and Sentinel promotes that replica. The
-redelivery is a duplicate if the write survived and is recorded anew if it was lost.
-This narrows the window; it is not consensus (a failover may still promote a replica
-that had not confirmed).
+With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n > 0 the webhook answers 2xx only once n
+replicas confirmed the write, else 503 (Fivetran delivers again): a delivery on the
+primary alone is lost if Sentinel promotes a replica that never had it.
 """
 
 from __future__ import annotations
@@ -63,9 +59,7 @@ def receive() -> Response:
         outcome = "too_large"
         raise
     finally:
-        # No line of its own: gunicorn's access record for this request carries the
-        # outcome with the request, connector and sync ids (webhook_app/logs.py), so a
-        # delivery is one line, not two (a second JSON line is a cost every delivery pays).
+        # No line of its own: gunicorn's access record carries the outcome (logs.py).
         logs.bind(outcome=outcome)
         metrics.DELIVERIES.labels(outcome=outcome).inc()
         metrics.LATENCY.observe(time.perf_counter() - started)
@@ -90,10 +84,8 @@ def _receive() -> dict[str, Any]:
         and event.kind not in UNCHECKED_KINDS
         and lifecycle_name(event.event) in STALE_EVENTS
     ):
-        # The tables or their names may have changed: the next table-level delivery
-        # reads them from Fivetran again (destinations.py). Not for a
-        # sample delivery: it is checked for nothing (its connector id may hold text
-        # Redis cannot take) and written nowhere.
+        # The tables may have changed: the next table-level delivery reads them again.
+        # Not for a sample delivery: it is checked for nothing and written nowhere.
         mark_stale(st.redis, st.settings.key_prefix, event.connector_id)
     if result.status is WriteStatus.RECORDED and event.kind is EventKind.SYNC_END:
         count_status(event)
@@ -128,14 +120,8 @@ def count_status(event: Event) -> None:
 
 
 def read_body(limit: int) -> bytes:
-    """Return the raw body; raise 413 when it is longer than ``limit``, however it is framed.
-
-    werkzeug refuses a Content-Length over the limit, but a chunked body has none: its
-    stream stops at the limit and hands back the first ``limit`` bytes as if they were
-    all, which then fail the signature (401). So a streamed body is read here, from the
-    server's own stream (gunicorn decodes the chunks and says where the body ends), and
-    one byte over the limit is enough to refuse it.
-    """
+    """Return the raw body; raise 413 when it is longer than ``limit``, however it is framed
+    (werkzeug would hand back a chunked body's first ``limit`` bytes as if they were all)."""
     environ = request.environ
     if request.content_length is not None or not environ.get("wsgi.input_terminated"):
         return request.get_data(cache=False)
@@ -198,11 +184,8 @@ PROBE_TTL_MS = 60_000
 
 
 def confirm_replicas(st: State, event: Event, status: WriteStatus) -> None:
-    """Return once enough replicas hold the delivery just handled; raise 503 otherwise.
-
-    A duplicate waits too: its first delivery may have been answered 503 before the
-    replicas had it.
-    """
+    """Return once enough replicas hold the delivery just handled (a duplicate's too: its
+    first delivery may have been answered 503); raise 503 otherwise."""
     if status is WriteStatus.IGNORED or st.settings.redis_wait_replicas == 0:
         return  # the common case: nothing to build on the webhook's path
     seen = (ConnectorKeys(st.settings.key_prefix, event.connector_id).seen, event.dedup_id)
@@ -214,14 +197,9 @@ def confirm_replicas(st: State, event: Event, status: WriteStatus) -> None:
 def missing_replicas(st: State, seen: tuple[str, str] | None = None) -> str | None:
     """Write a marker and WAIT for it; say how many replicas fell short, or None.
 
-    WAIT counts the writes of the connection that sends it, and a pooled client may hand
-    out another connection than the one that wrote the history; so one write of our own
-    goes first on the connection that sends WAIT. Replicas apply the primary's stream in
-    order: a replica that confirms the marker holds every write before it. ``seen`` (a
-    connector's dedup set and a delivery's id) is read first on the same connection: a
-    failover between the history's write and this round trip would otherwise have the
-    new primary's replicas confirm a marker without the delivery. /readyz asks without
-    it, so a webhook that would answer every delivery 503 is not ready.
+    WAIT counts its own connection's writes, which may not be the history's, so a marker
+    goes first (a replica holding it holds every write before). ``seen`` (a delivery's
+    dedup entry) is read on the same connection: a new primary after a failover may lack it.
     """
     wanted = st.settings.redis_wait_replicas
     if wanted == 0:
@@ -274,11 +252,8 @@ def readyz() -> Response:
 
 
 def write_refusal(st: State) -> str | None:
-    """Write the probe key; return why Redis refused (``redis_refusal``), or None.
-
-    Errors that are not a refusal are raised: they are bugs, not an unready Redis. The
-    message never carries Redis's address, which /readyz would otherwise show anyone.
-    """
+    """Write the probe key; return why Redis refused (``redis_refusal``), or None; other
+    errors are raised. The reason never carries Redis's address, which /readyz shows."""
     try:
         st.redis.set(readiness_key(st.settings.key_prefix), now_ms(), px=PROBE_TTL_MS)
     except redis.RedisError as exc:

@@ -1,27 +1,16 @@
 """The worker processes: the forwarding and reconcile RQ jobs, the worker class, a pool.
 
-``ForwardingWorker`` (an RQ SimpleWorker: jobs run in its process) holds one Forwarder
-and hands it to each job, so the JWT and asset ids it caches live as long as the worker
-and no module-level state decides which Forwarder a job uses (two workers in one
-process, as in the tests, each use their own). A job run by any other RQ worker builds
-its Forwarder from the ``FIVETRAN_EVENTS_*`` environment. RQ imports jobs by their
-dotted path (``forwarding.FORWARD_JOB``).
+``ForwardingWorker`` (an RQ SimpleWorker: jobs run in its process) hands its one
+Forwarder to each job, so its cached JWT and asset ids live as long as the worker and no
+module-level state decides which Forwarder a job uses.
 
-``WorkerPool`` runs N of them, each a ``fivetran-events worker --concurrency 1`` process
-of its own, and restarts one that dies: a POST waiting for its timeout holds one
-delivery, not every one queued behind it. Not RQ's ``WorkerPool``: it builds each worker
-as ``worker_class(queues, name=..., connection=...)``, so it cannot hand it a Forwarder,
-and it forks the pool's process rather than starting a fresh one. SIGTERM or SIGINT to
-the pool is passed once, as SIGTERM, to every member (RQ's warm shutdown); members still
-running after ``stop_timeout`` get SIGKILL (the lease and the in-flight mark cover
-that). Members run in process groups of their own, so a terminal's Ctrl-C reaches them
-only through the pool (twice would be RQ's cold shutdown), and get SIGTERM should the
-pool die (Linux ``PR_SET_PDEATHSIG``), so a killed pool leaves no orphans.
+``WorkerPool`` runs N single workers as processes and restarts one that dies: a POST
+waiting for its timeout holds one delivery, not the queue. Not RQ's ``WorkerPool``: it
+cannot hand a worker its Forwarder, and it forks. A stop is passed once, as SIGTERM (RQ's
+warm shutdown), to members in process groups of their own (Ctrl-C twice would be RQ's
+cold shutdown); SIGKILL after ``stop_timeout``; SIGTERM should the pool die.
 
-A worker reconciles every ``FIVETRAN_EVENTS_RECONCILE_MINUTES`` through RQ's scheduler:
-the next run is a job enqueued at the start of the next period (``Queue.enqueue_at``),
-scheduled when a worker starts and again by each run, once whatever the number of
-workers.
+A worker reconciles every ``FIVETRAN_EVENTS_RECONCILE_MINUTES`` through RQ's scheduler.
 """
 
 from __future__ import annotations
@@ -70,10 +59,7 @@ REDIS_RETRY_MAX_S = 30.0
 
 
 def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
-    """Build a Forwarder (without Airflow: replay and listings only).
-
-    With OpenLineage on a worker needs no Airflow URL: then it sends lineage alone.
-    """
+    """Build a Forwarder (without Airflow: replay and listings, or lineage alone)."""
     client = settings.redis_client()
     store = delivery_store(settings, client)
     lineage = lineage_enabled(settings)
@@ -102,10 +88,8 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
 def lineage_sender(
     settings: Settings, client: redis.Redis, fivetran: FivetranClient | None
 ) -> Callable[[Recorder], Sender]:
-    """Return what builds the OpenLineage sender, or say the ``lineage`` extra is missing.
-
-    A run's outputs are the connector's cached destination tables (refreshed when due
-    with a Fivetran key); none while they are unknown or Fivetran cannot be read."""
+    """Return what builds the OpenLineage sender (a run's outputs: the connector's cached
+    tables), or say the ``lineage`` extra is missing."""
     try:
         from .forwarding.lineage import LineageSender, table_outputs
     except ImportError as exc:
@@ -137,8 +121,7 @@ class ForwardingJob(Job):
 
 
 class ForwardingWorker(SimpleWorker):
-    """A SimpleWorker that runs every job with its own Forwarder (a kill of this process
-    is a kill mid-delivery: the lease and sweeper recover it)."""
+    """A SimpleWorker that runs every job with its own Forwarder."""
 
     job_class = ForwardingJob
 
@@ -153,13 +136,8 @@ class ForwardingWorker(SimpleWorker):
         super().handle_warm_shutdown_request()  # type: ignore[no-untyped-call]
 
     def work_until_stopped(self, burst: bool = False, with_scheduler: bool = False) -> bool:
-        """Run RQ's work loop until told to stop, and again after it quit on Redis.
-
-        RQ's loop retries a refused connection but quits on ``redis.TimeoutError`` (a
-        Redis that stopped answering, a reconnect that timed out). A pool starts a member
-        that quit again; so does this, in process, for a lone worker. A burst worker's
-        loop ends as RQ's does (its caller runs it again).
-        """
+        """Run RQ's work loop until told to stop, and again after it quit on Redis: RQ's
+        loop quits on ``redis.TimeoutError`` (a Redis that stopped answering)."""
         worked = False
         while True:
             try:

@@ -1,9 +1,8 @@
 """Forwarding successful syncs to Airflow datasets, exactly once per (sync, URI).
 
 The web process imports only ``store``, ``enqueue`` and ``sweeper``; the worker side
-(``forwarder``, ``recorder`` and the senders ``asset``, ``tables`` and ``lineage``) talks
-to Airflow and OpenLineage and is not imported here, so ``import webhook_app.forwarding``
-stays free of ``requests``.
+(``forwarder``, ``recorder``, the senders) is not imported here, so it stays free of
+``requests``.
 """
 
 from __future__ import annotations

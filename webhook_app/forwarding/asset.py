@@ -1,12 +1,9 @@
 """The sender of asset events: settle an open POST, post, record; or retry later.
 
-An attempt (under the forwarder's lease) waits until its backoff is over and an earlier
-POST of unknown outcome can no longer land (``settles_at``); if an earlier attempt left
-an in-flight mark (it may have POSTed and died), looks the event up in Airflow by asset,
-time and ``extra.sync_id``, and if found records it delivered, posting nothing; else
-writes the in-flight mark, POSTs, and records Airflow's event id. ``AirflowUnavailable``
-retries; 404 is undelivered, another 4xx failed. Anything else is a bug of ours: it
-fails the RQ job visibly (the lease makes the sweeper try again).
+An attempt waits until an earlier POST of unknown outcome can no longer land; if one
+left its in-flight mark, looks its event up in Airflow by ``extra.sync_id`` (found:
+delivered, nothing posted); else writes the mark, POSTs and records the event id.
+Anything but Airflow's classified errors is a bug of ours: it fails the RQ job visibly.
 """
 
 from __future__ import annotations

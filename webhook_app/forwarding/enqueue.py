@@ -1,11 +1,9 @@
 """The web side of forwarding: create a sync's deliveries, due now, each with its kind.
 
-The deliveries are a chunk of the history's one write script (``HistoryWriter.record``'s
-``on_success``), so the webhook does no RQ work and a crash after its script loses
-nothing: a worker's sweeper queues their RQ jobs (sweeper.py). A record's ``kind`` picks
-the sender that attempts it. A lineage delivery targets ``openlineage:<EVENT TYPE>``, so
-each transition of a sync is one delivery and a redelivered webhook sends nothing twice.
-This module imports no HTTP client and no OpenLineage client.
+The deliveries are a chunk of the history's one write script, so the webhook does no RQ
+work and a crash after its script loses nothing: a worker's sweeper queues their jobs. A
+lineage delivery targets ``openlineage:<EVENT TYPE>``, so each transition of a sync is
+one delivery. This module imports no HTTP client and no OpenLineage client.
 """
 
 from __future__ import annotations
@@ -103,12 +101,8 @@ CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 
 
 def lease_ms(settings: Settings) -> int:
-    """Return how long one attempt may hold a delivery.
-
-    A lease outlives the longest attempt: a token, an asset lookup, an event lookup and
-    the POST, each up to a connect and a read timeout, a 401 doubling one. RQ stops a job
-    at the lease's end, so no request of an attempt is sent after its lease.
-    """
+    """Return how long one attempt may hold a delivery: longer than its longest attempt
+    (four requests, each up to a connect and a read timeout, a 401 doubling one)."""
     return int(max(settings.forward_lease_seconds, 12 * settings.airflow_timeout_seconds) * 1000)
 
 
@@ -118,11 +112,8 @@ def keep_delivered_ms(settings: Settings) -> int:
 
 
 def record_ttl_ms(settings: Settings) -> int:
-    """Return how long a record not delivered lives after its retry window opened.
-
-    The retry window, the last attempt's lease and unknown-outcome margin (a delivery
-    made at the window's end is recorded before its record expires), then the keep time.
-    """
+    """Return how long a record not delivered lives after its retry window opened: the
+    window, the last attempt's lease and unknown-outcome margin, then the keep time."""
     window = settings.forward_retry_hours * 3_600_000
     last = lease_ms(settings) + settings.forward_unknown_outcome_seconds * 1000
     return int(window + last) + keep_delivered_ms(settings)
@@ -152,10 +143,8 @@ class Enqueuer:
         airflow: bool | None = None,
         lineage: bool = False,
     ) -> None:
-        """``airflow``: successes get a delivery per dataset URI (default: when
-        ``FIVETRAN_EVENTS_AIRFLOW_URL`` is set); ``lineage``: every sync_start and sync_end
-        gets its OpenLineage delivery, so the history writer calls this for every sync
-        event (``every_sync``)."""
+        """``airflow`` (default: with an Airflow URL): a delivery per dataset URI of a success;
+        ``lineage``: one per sync_start and sync_end, so the writer calls this for each."""
         self.settings = settings
         self.airflow = settings.airflow_url is not None if airflow is None else airflow
         self.lineage = lineage
@@ -211,8 +200,7 @@ class Enqueuer:
             )
             out += [(u, DeliveryKind.ASSET) for u in uris]
         if granularity != "connector":
-            # One delivery for all the tables, whatever their number: the worker expands
-            # it (forwarding/tables.py), so the webhook reads no table list.
+            # One delivery for all the tables: the worker expands it (tables.py).
             out.append((tables_uri(event.connector_id), DeliveryKind.TABLES))
         return out
 
@@ -267,13 +255,9 @@ def lineage_enabled(
     cwd: Path | None = None,
     home: Path | None = None,
 ) -> bool:
-    """Return whether syncs are sent as OpenLineage runs.
-
-    ``FIVETRAN_EVENTS_LINEAGE`` = on or off decides; ``auto`` (the default) is on when
-    the OpenLineage client would find a transport: ``OPENLINEAGE_URL``,
-    ``OPENLINEAGE_CONFIG``, ``OPENLINEAGE__TRANSPORT__*`` or an ``openlineage.yml`` in
-    the working directory or ``~/.openlineage``, unless ``OPENLINEAGE_DISABLED=true``.
-    """
+    """Return whether syncs are sent as OpenLineage runs: ``FIVETRAN_EVENTS_LINEAGE`` on or
+    off, or ``auto``: when the OpenLineage client would find a transport (its variables or
+    an ``openlineage.yml``), unless ``OPENLINEAGE_DISABLED=true``."""
     if settings.lineage != "auto":
         return settings.lineage == "on"
     env = os.environ if environ is None else environ
@@ -287,13 +271,9 @@ def lineage_enabled(
 
 
 def event_type(kind: EventKind, status: str) -> str:
-    """Return the OpenLineage event type of a sync_start, or of a sync_end's status.
-
-    SUCCESSFUL: COMPLETE; FAILURE, FAILURE_WITH_TASK, FAILED: FAIL; CANCELED: ABORT (the
-    sync was stopped and will not finish); RESCHEDULED and any status nobody knows yet:
-    OTHER, which leaves the run open (Fivetran resumes a rescheduled sync later; its
-    real end closes the run).
-    """
+    """Return the OpenLineage event type of a sync_start, or of a sync_end's status:
+    RESCHEDULED and unknown statuses are OTHER, which leaves the run open (Fivetran
+    resumes a rescheduled sync; its real end closes the run)."""
     if kind is EventKind.SYNC_START:
         return "START"
     if status in SUCCESS_STATUSES:
@@ -306,13 +286,8 @@ def event_type(kind: EventKind, status: str) -> str:
 
 
 def lineage_targets(event: Event) -> list[str]:
-    """Return the lineage deliveries ``event`` makes: one for a start or an end, else none.
-
-    An OTHER carries its status in the target, so a RESCHEDULED and a later unknown
-    status of one sync are two deliveries; the other types are one per sync. Only what
-    happens now is sent: webhook deliveries and reconciled ends (a webhook Fivetran never
-    delivered), never an import of the LOG table's past.
-    """
+    """Return the lineage deliveries ``event`` makes: one for a start or an end (an OTHER
+    carries its status), none for an import of the LOG table's past."""
     if event.kind not in (EventKind.SYNC_START, EventKind.SYNC_END) or event.sync_id is None:
         return []
     if event.source not in (SOURCE_WEBHOOK, SOURCE_RECONCILED):

@@ -1,10 +1,8 @@
 """The worker's view of forwarding: one object with a store, a recorder, senders, a queue.
 
-The forwarder holds one sender per delivery kind (``DeliveryKind``): asset events,
-table-level deliveries and OpenLineage run events. An attempt takes the delivery's lease
-(a dead worker's lock expires), tidies a delivery that is gone or final, waits until the
-sender's ``not_before``, and hands the delivery to its sender, which records what
-happened through the ``Recorder``. Replays make deliveries due again.
+It holds one sender per delivery kind. An attempt takes the delivery's lease (a dead
+worker's lock expires), tidies a delivery that is gone or final, waits until the sender's
+``not_before`` and hands the delivery to its sender, which records through the ``Recorder``.
 """
 
 from __future__ import annotations
@@ -85,12 +83,8 @@ class RedisAssetIds:
 
 
 class Forwarder:
-    """Make forwarding attempts, sweep due deliveries, replay.
-
-    Asset and table-level deliveries need ``airflow`` (None: replay and listings only, or
-    lineage alone; ``fivetran``: where table lists are refreshed, None: cached only),
-    lineage ones what ``lineage`` builds from the recorder (None: lineage off).
-    """
+    """Make forwarding attempts, sweep due deliveries, replay. Without ``airflow``: replay
+    and listings only, or lineage alone; without ``fivetran``: cached table lists only."""
 
     def __init__(
         self,
@@ -128,8 +122,7 @@ class Forwarder:
             self.senders[DeliveryKind.LINEAGE] = lineage(self.recorder)
 
     def warm_up(self) -> bool:
-        """Fetch Airflow's version and a token as a worker starts; a failure is only logged
-        (the first attempt tries again). Return whether it succeeded."""
+        """Fetch Airflow's version and a token as a worker starts (a failure is only logged)."""
         if self.airflow is None:
             return False
         try:

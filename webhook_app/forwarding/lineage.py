@@ -1,11 +1,9 @@
 """OpenLineage's sender: build a sync's run event, send it, record the outcome.
 
 The event is built from the delivery record alone, so every attempt sends the same
-event, with ``openlineage-python``'s client and whatever transport its own configuration
-names. An end waits while its sync's START is still being delivered, so a receiver sees
-START first; an end without a START (a lost ``sync_start``) is sent alone. No answer,
-5xx or 429 retries with the forwarding backoff; another 4xx fails. A lost answer may
-reach the receiver twice, as the same event: consumers key runs by run id and type.
+event, with the OpenLineage client and its own transport configuration. An end waits
+while its sync's START is being delivered, so a receiver sees START first. A lost answer
+may reach the receiver twice, as the same event: consumers key runs by run id and type.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The state changes of a delivery, which every sender records through one ``Recorder``.
 
-An attempt begins (its lease's end as the due time, so if the worker dies the sweeper
-queues the delivery again), and ends delivered, retrying at a time, or given up
-(undelivered: 404 or the retry window ran out, replayable; failed: refused), each end
-one MULTI. Retries are clamped into the retry window, which closes
-``forward_retry_hours`` after receipt (or the last replay).
+An attempt begins (due again at its lease's end, should the worker die) and ends
+delivered, retrying, or given up (undelivered: replayable; failed: refused), each end one
+MULTI. Retries are clamped into the window ``forward_retry_hours`` after receipt.
 """
 
 from __future__ import annotations
@@ -164,11 +162,8 @@ class Recorder:
     def give_up(
         self, d: Delivery, state: DeliveryState, reason: str, clear_mark: bool = True
     ) -> AttemptResult:
-        """Record ``d`` given up in ``state`` (undelivered or failed), saying why.
-
-        ``clear_mark``: False while an earlier POST's outcome is still open (its marks
-        stay, so a replay looks it up before posting).
-        """
+        """Record ``d`` given up in ``state`` (undelivered or failed), saying why; keep the
+        marks (``clear_mark`` False) while an earlier POST's outcome is open."""
         drop = ["next_attempt_ms"] + (MARKS if clear_mark else [])
         self._finish(d, state, {"reason": reason}, drop)
         metrics.FORWARD_OUTCOMES.labels(outcome=state.value).inc()
@@ -208,22 +203,16 @@ class Recorder:
         return AttemptResult(d.id, AttemptOutcome.RETRYING, reason=str(exc), due_in_s=due_in_s)
 
     def final_ttl_ms(self, state: DeliveryState, d: Delivery, now: int) -> int:
-        """Return how long a record in a final ``state`` stays from ``now``.
-
-        Delivered: the keep time (a late redelivery finds it and forwards nothing); a
-        delivered table's record only ``table_keep_ms``, as its sync's table-level delivery
-        is what a redelivery finds. Given up: until its retry window plus the keep time are
-        over (what an operator replays), and at least the keep time.
-        """
+        """Return how long a record in a final ``state`` stays from ``now``: delivered, the
+        keep time (a delivered table's, ``table_keep_ms``: its sync's table-level delivery
+        is what a redelivery finds); given up, until its window and the keep time are over."""
         if state is DeliveryState.DELIVERED:
             return self.table_keep_ms() if d.get("table") else self.keep_ms
         return max(d.window_ms + self.record_ttl_ms - now, self.keep_ms)
 
     def table_keep_ms(self) -> int:
         """How long a delivered table's record stays: past any re-run of its sync's
-        expansion (a worker that died between creating the tables' deliveries and
-        recording the expansion: its lease, then an attempt), at least an hour, at most
-        the keep time."""
+        expansion, at least an hour, at most the keep time."""
         return min(self.keep_ms, max(3_600_000, 4 * (self.lease_ms + self.margin_ms)))
 
     def _finish(

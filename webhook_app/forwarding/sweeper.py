@@ -1,11 +1,9 @@
 """The sweeper: queue an RQ job for every delivery whose due time has come.
 
-New deliveries, retries, lease expiries and claims whose job was never queued (a crash
-between claim and enqueue) are due times in one sorted set; each worker's sweeper thread
-queues whatever is due (never a second job while one is queued), when woken by the
-webhook's script and every sweep interval. So no RQ scheduler is needed and a killed
-worker's delivery resumes. This module imports no HTTP client: the web process may name
-the jobs.
+New deliveries, retries, lease expiries and unqueued claims are due times in one sorted
+set; each worker's sweeper thread queues whatever is due (never a second job while one is
+queued), so no RQ scheduler is needed and a killed worker's delivery resumes. No HTTP
+client here: the web process may name the jobs.
 """
 
 from __future__ import annotations
@@ -132,17 +130,12 @@ class Sweeper:
         return total
 
     def wait_for_wake(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for new due deliveries; return whether woken.
-
-        The BLPOP's timeout stays under the client's socket timeout, which would end it
-        with an error.
-        """
+        """Wait up to ``timeout`` seconds (under the socket timeout) to be woken."""
         limit = self.settings.redis_timeout_seconds / 2
         return self.redis.blpop([self.wake_key], timeout=min(timeout, limit)) is not None
 
     def run(self, interval: float, stop: threading.Event) -> None:
-        """Queue due deliveries until ``stop`` is set: new ones when woken, retries and
-        dead workers' leases every ``interval`` (or sooner)."""
+        """Queue due deliveries until ``stop`` is set: when woken, and every ``interval``."""
         while not stop.is_set():
             try:
                 self.wait_for_wake(interval)

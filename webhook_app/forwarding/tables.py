@@ -1,13 +1,10 @@
 """A sync's table-level delivery, expanded into one delivery per consumed table.
 
-With ``FIVETRAN_EVENTS_ASSET_GRANULARITY`` = ``table`` or ``both``, the webhook creates
-one delivery per sync for all its tables, so what it writes does not grow with the table
-count and it never reads a table list. Its attempt refreshes the table list if it is not
-fresh (a stale one is used while Fivetran cannot be reached), asks Airflow once which of
-the tables' URIs are assets (a table no DAG uses would only be a 404 to record), creates
-in one MULTI a delivery per consumed table with its own ``extra``, due now (the workers
-POST them concurrently), and records itself delivered with the counts. Run again after a
-crash, it creates only what is missing.
+The webhook creates one delivery per sync for all its tables, so what it writes does not
+grow with the table count. Its attempt refreshes the table list when due, asks Airflow
+once which tables are assets (a table no DAG uses would only be a 404), and creates a
+delivery per consumed table, due now, in one MULTI; run again, it creates only what is
+missing.
 """
 
 from __future__ import annotations
