@@ -53,7 +53,7 @@ from testkit.own_redis import own_redis
 from testkit.processes import free_port, stop_group
 from testkit.servers import wait_ready
 from webhook_app.cli import DEFAULT_WORKERS
-from webhook_app.jobs import build_forwarder
+from webhook_app.workers import build_forwarder
 
 SECRET = "bench-secret"
 CONNECTORS = 20

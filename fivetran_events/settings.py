@@ -208,7 +208,7 @@ class Settings(HistoryDefaults):
     #: redelivery still finds it (undelivered ones: the retry window plus this).
     forward_keep_delivered_hours: float = Field(default=72.0, gt=0)
 
-    # --- OpenLineage (webhook_app/lineage.py) ------------------------------------------
+    # --- OpenLineage (webhook_app/forwarding/enqueue.py, forwarding/lineage.py) --------
     #: Send every sync as an OpenLineage run: ``auto`` is on when the OpenLineage client
     #: finds a transport (it reads its own configuration).
     lineage: Literal["auto", "on", "off"] = "auto"

@@ -8,7 +8,7 @@ from typing import Any
 from fivetran_events import Settings
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.forwarding.forwarder import Forwarder
-from webhook_app.jobs import ForwardingWorker, build_forwarder
+from webhook_app.workers import ForwardingWorker, build_forwarder
 
 from .support import TOKEN, deliver, payload
 

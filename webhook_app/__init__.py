@@ -11,18 +11,14 @@ from werkzeug.exceptions import HTTPException
 
 from fivetran_events import ConfigurationError, Settings, load_settings
 
-from .errors import ApiError, redis_refusal
 from .state import EXTENSION, State
 
 log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
-    """Build the app from ``settings`` (default: the ``FIVETRAN_EVENTS_*`` environment).
-
-    Refuses to build without a webhook secret: an unsigned webhook target would record
-    whatever anyone sends it.
-    """
+    """Build the app from ``settings`` (default: the ``FIVETRAN_EVENTS_*`` environment);
+    never without a webhook secret, or it would record whatever anyone sends it."""
     settings = settings or load_settings(**overrides)
     if not settings.webhook_secrets:
         raise ConfigurationError(
@@ -34,13 +30,12 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep "status"/"decision" first
     app.extensions[EXTENSION] = State.from_settings(settings)
 
-    from . import api, health, logs, openapi, webhook
+    from . import api, logs, webhook
 
     logs.init_app(app)
     app.register_blueprint(webhook.bp)
     app.register_blueprint(api.bp)
-    app.register_blueprint(health.bp)
-    openapi.init_app(app)  # GET /api/openapi.json
+    api.init_app(app)  # GET /api/openapi.json
     _register_errors(app, settings)
     return app
 
@@ -56,10 +51,7 @@ def _json_error(
 
 
 def _allowed_methods(app: Flask, exc: HTTPException) -> str:
-    """The ``Allow`` header a 405 must carry (RFC 9110, 15.5.6): the URL's methods.
-
-    Routing's MethodNotAllowed knows them; a 405 raised any other way asks the URL map.
-    """
+    """The ``Allow`` header a 405 must carry (RFC 9110, 15.5.6): the URL's methods."""
     methods = getattr(exc, "valid_methods", None)
     if not methods:
         methods = app.url_map.bind_to_environ(request.environ).allowed_methods()
@@ -67,6 +59,9 @@ def _allowed_methods(app: Flask, exc: HTTPException) -> str:
 
 
 def _register_errors(app: Flask, settings: Settings) -> None:
+    from .api import ApiError
+    from .webhook import redis_refusal
+
     retry = {"Retry-After": str(settings.retry_after_seconds)}
 
     @app.errorhandler(ApiError)

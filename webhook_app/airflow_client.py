@@ -1,15 +1,11 @@
 """A small client of Airflow's REST API: post dataset (asset) events and find them again.
 
-Airflow 3 (``/api/v2``): ``POST /auth/token`` with ``{"username", "password"}`` answers
-201 ``{"access_token"}`` (a JWT, 24 h by default); the token is cached and fetched anew on
-a 401. Events are posted by asset id, so the exact URI is looked up first
-(``GET /api/v2/assets?uri_pattern=`` is a substring match: filter the exact ``uri``) and
-the id cached. Airflow 2.9-2.11 (``/api/v1``): basic auth, events posted by
-``dataset_uri``. Airflow has no idempotency key, so ``find_event`` lets the caller look
-an event up by its ``extra`` before posting a second time.
-
-Its errors, and what each asks of the caller, are ``airflow_errors``'s: import them
-from there.
+Airflow 3 (``/api/v2``): a JWT from ``POST /auth/token``, cached and fetched anew on a
+401; events posted by asset id, looked up by exact URI (``uri_pattern`` is a substring
+match) and cached. Airflow 2.9-2.11 (``/api/v1``): basic auth, events posted by
+``dataset_uri``. Airflow has no idempotency key, so ``find_event`` looks an event up by
+its ``extra`` before a second POST. Every answer is classified into the errors below,
+which the forwarder acts on.
 """
 
 from __future__ import annotations
@@ -19,6 +15,7 @@ import json
 import math
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -28,16 +25,8 @@ from urllib.parse import quote
 import requests
 
 from fivetran_events import ConfigurationError, Settings
-from fivetran_events.http import never_sent, retry_after_seconds
+from fivetran_events.http import RetryableError, never_sent, quoted, retry_after_seconds
 from fivetran_events.timeutil import iso, parse_iso
-
-from .airflow_errors import (
-    AirflowRejected,
-    AirflowUnavailable,
-    AssetNotFound,
-    body_text,
-    unexpected_answer_is_a_retry,
-)
 
 #: Renew a cached JWT this long before Airflow would refuse it.
 TOKEN_MARGIN_SECONDS = 60.0
@@ -49,12 +38,59 @@ LOOKUP_PAGE = 100
 NOT_HANDLED = frozenset({429, 503})
 
 
-class SharedAssetIds(Protocol):
-    """Asset ids shared by several clients (a worker pool's processes), each with a life.
+class AirflowError(Exception):
+    """Base class of the errors this client raises."""
 
-    One lookup then serves every process: a pool of N asks Airflow once per URI and
-    cache period, not N times, and a process's first delivery finds the id in Redis.
-    """
+
+class AirflowUnavailable(AirflowError, RetryableError):
+    """Raised on connection errors, timeouts, 5xx and 429: retry, after ``retry_after`` if
+    set; ``maybe_sent`` is False only when the request certainly never reached Airflow."""
+
+    def __init__(
+        self,
+        message: str,
+        retry_after: float | None = None,
+        maybe_sent: bool = True,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.maybe_sent = maybe_sent
+        self.status = status
+
+
+class AssetNotFound(AirflowError):
+    """Raised when Airflow knows no dataset/asset with the URI (no DAG uses it yet)."""
+
+
+class AirflowRejected(AirflowError):
+    """Raised on a 4xx other than 404 and 429 (after one token refresh on 401)."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"Airflow answered {status}: {body}")
+        self.status = status
+        self.body = body
+
+
+@contextmanager
+def unexpected_answer_is_a_retry(what: str) -> Iterator[None]:
+    """Classify an answer that is not Airflow's JSON (a proxy's error page) as a retry; wrap
+    only the parsing, so a bug of ours elsewhere fails the job instead of retrying."""
+    try:
+        yield
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AirflowUnavailable(
+            f"unexpected answer from Airflow to {what}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def body_text(resp: requests.Response) -> str:
+    """The piece of Airflow's answer an error quotes."""
+    return quoted(resp.text or resp.reason)
+
+
+class SharedAssetIds(Protocol):
+    """Asset ids shared by a worker pool's processes: N ask Airflow once per URI, not N times."""
 
     def get(self, uri: str) -> int | None: ...
 
@@ -83,13 +119,8 @@ class AirflowEvent:
 
 
 def renew_after(token: str) -> float:
-    """Seconds after fetching a JWT to fetch the next one, before Airflow refuses it.
-
-    The token's life is ``exp - iat``, both Airflow's clock, so a worker whose clock is
-    off still renews in time (``exp - time.time()`` would be off by the skew). Renewal
-    comes ``TOKEN_MARGIN_SECONDS`` before the end, or half-way through a shorter life.
-    A token without those claims is renewed after an hour (or on a 401).
-    """
+    """Seconds after fetching a JWT to fetch the next: its life is ``exp - iat``, both
+    Airflow's clock, so a worker whose clock is off still renews in time."""
     try:
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
@@ -124,9 +155,8 @@ def read_credentials(settings: Settings) -> tuple[str, str]:
         return user, password
     if not settings.airflow_username or settings.airflow_password is None:
         raise ConfigurationError(
-            "set FIVETRAN_EVENTS_AIRFLOW_USERNAME and "
-            "FIVETRAN_EVENTS_AIRFLOW_PASSWORD, or "
-            "FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE"
+            "set FIVETRAN_EVENTS_AIRFLOW_USERNAME and FIVETRAN_EVENTS_AIRFLOW_PASSWORD, "
+            "or FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE"
         )
     return settings.airflow_username, settings.airflow_password.get_secret_value()
 
@@ -158,9 +188,7 @@ class AirflowClient:
         self._token: str | None = None
         self._token_expires = 0.0
         self._assets: dict[str, tuple[int, float]] = {}
-        #: Where other processes' lookups are found first (None: this process's alone).
         self.shared_assets = shared_assets
-        #: How many tokens this client fetched (tests and metrics read it).
         self.tokens_fetched = 0
 
     @classmethod
@@ -182,8 +210,6 @@ class AirflowClient:
             timeout=settings.airflow_timeout_seconds,
             verify=verify,
         )
-
-    # --- transport -----------------------------------------------------------------------
 
     def _send(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         url = self.base_url + path
@@ -244,23 +270,16 @@ class AirflowClient:
             else:
                 raise AirflowRejected(
                     404,
-                    f"{self.base_url} answers neither /api/v2 nor "
-                    "/api/v1: is FIVETRAN_EVENTS_AIRFLOW_URL Airflow's "
-                    "API server?",
+                    f"{self.base_url} answers neither /api/v2 nor /api/v1: "
+                    "is FIVETRAN_EVENTS_AIRFLOW_URL Airflow's API server?",
                 )
         return self._version
 
     def warm_up(self) -> None:
-        """Learn the API version and fetch a token before the first delivery needs them.
-
-        Each process of a worker pool holds a client of its own: left cold, each one's
-        first attempt pays the version check and the token (seconds on a busy Airflow)
-        inside a delivery's ack -> event time.
-        """
+        """Learn the API version and fetch a token before the first delivery needs them
+        (seconds on a busy Airflow, else paid inside a delivery's latency)."""
         if self.version() != "2":
             self._auth_header()
-
-    # --- assets --------------------------------------------------------------------------
 
     def asset_id(self, uri: str, refresh: bool = False) -> int:
         """Return the id of the asset/dataset whose URI is exactly ``uri``."""
@@ -273,7 +292,7 @@ class AirflowClient:
             if known is not None:
                 # Kept here a full period again: an id is at most two periods old, and a
                 # 404 on the POST looks it up again at once.
-                self._assets[uri] = (known, time.monotonic() + self.asset_cache_seconds)
+                self._cache(uri, known, share=False)
                 return known
         found = self._lookup_asset(uri)
         if found is None:
@@ -284,10 +303,13 @@ class AirflowClient:
                 f"Airflow has no dataset with URI '{uri}': no DAG schedules "
                 "on it or produces it yet"
             )
-        self._assets[uri] = (found, time.monotonic() + self.asset_cache_seconds)
-        if shared is not None:
-            shared.put(uri, found, self.asset_cache_seconds)
+        self._cache(uri, found)
         return found
+
+    def _cache(self, uri: str, asset_id: int, share: bool = True) -> None:
+        self._assets[uri] = (asset_id, time.monotonic() + self.asset_cache_seconds)
+        if share and self.shared_assets is not None:
+            self.shared_assets.put(uri, asset_id, self.asset_cache_seconds)
 
     def _lookup_asset(self, uri: str) -> int | None:
         if self.version() == "2":
@@ -324,12 +346,7 @@ class AirflowClient:
 
     def assets_under(self, prefix: str) -> dict[str, list[str]]:
         """Return every asset whose URI starts with ``prefix``: URI -> the DAGs scheduled
-        on it (Airflow 3's ``scheduled_dags``, Airflow 2's ``consuming_dags``).
-
-        One paged listing (``uri_pattern`` is a substring match: filtered here), whatever
-        the number of URIs under ``prefix``; the ids found fill the asset id cache, so the
-        POSTs that follow look nothing up.
-        """
+        on it. One paged listing, whose ids fill the cache for the POSTs that follow."""
         v2 = self.version() == "2"
         path, key, dags = (
             ("/api/v1/datasets", "datasets", "consuming_dags")
@@ -344,18 +361,12 @@ class AirflowClient:
                     if not uri.startswith(prefix):
                         continue
                     out[uri] = sorted(str(r.get("dag_id")) for r in asset.get(dags) or [])
-                    found = int(asset["id"])
-                    self._assets[uri] = (found, time.monotonic() + self.asset_cache_seconds)
-                    if self.shared_assets is not None:
-                        self.shared_assets.put(uri, found, self.asset_cache_seconds)
+                    self._cache(uri, int(asset["id"]))
         return out
 
     def prepare(self, uri: str) -> None:
-        """Fetch what a POST to ``uri`` needs (version, token, asset id) ahead of it.
-
-        The forwarder calls this before it marks a POST as in flight, so that the mark's
-        time is the POST's own and not that of the lookups before it.
-        """
+        """Fetch what a POST to ``uri`` needs (version, token, asset id) before the
+        forwarder marks it in flight, so the mark's time is the POST's own."""
         if self.version() != "2":
             self.asset_id(uri)
 
@@ -366,8 +377,6 @@ class AirflowClient:
         except AssetNotFound:
             return False
         return True
-
-    # --- events --------------------------------------------------------------------------
 
     def post_event(self, uri: str, extra: Mapping[str, Any]) -> AirflowEvent:
         """Create one event on the dataset ``uri``; return it as Airflow recorded it."""
@@ -399,18 +408,14 @@ class AirflowClient:
         self, uri: str, since: datetime, match: Mapping[str, Any]
     ) -> AirflowEvent | None:
         """Return the event on ``uri`` at or after ``since`` whose extra contains ``match``."""
-        if self.version() == "2":
-            path = "/api/v1/datasets/events"
-            params: dict[str, Any] = {"dataset_id": self.asset_id(uri), "order_by": "-timestamp"}
-            key = "dataset_events"
+        v2 = self.version() == "2"
+        asset = self.asset_id(uri)
+        if v2:
+            path, key = "/api/v1/datasets/events", "dataset_events"
+            params: dict[str, Any] = {"dataset_id": asset, "order_by": "-timestamp"}
         else:
-            path = "/api/v2/assets/events"
-            params = {
-                "asset_id": self.asset_id(uri),
-                "order_by": "-timestamp",
-                "timestamp_gte": iso(since),
-            }
-            key = "asset_events"
+            path, key = "/api/v2/assets/events", "asset_events"
+            params = {"asset_id": asset, "order_by": "-timestamp", "timestamp_gte": iso(since)}
         for page in self._pages(path, params, key):
             with unexpected_answer_is_a_retry(f"GET {path}"):
                 events = [AirflowEvent.from_json(e) for e in page]

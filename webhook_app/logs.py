@@ -1,12 +1,7 @@
 """Logging for the server, the worker and the CLI: one JSON object a line, or text for people.
 
-Everything goes through the stdlib ``logging`` module, formatted by structlog's
-``ProcessorFormatter``, so modules keep ``logging.getLogger(__name__)`` and need no change,
-and gunicorn's and RQ's own lines come out in the same shape as ours. JSON when stderr is
-not a terminal (a collector reads it), structlog's console renderer on a terminal
-(``FIVETRAN_EVENTS_LOG_FORMAT=json|console`` decides instead; ``LogSettings`` reads it
-and the level). The request, connector, sync and delivery ids are bound with ``bind``
-(contextvars) where they become known and appear on every line logged while they apply.
+Everything goes through the stdlib ``logging`` module, formatted by structlog, so
+gunicorn's and RQ's own lines come out in the same shape as ours.
 """
 
 from __future__ import annotations
@@ -27,8 +22,8 @@ from fivetran_events.settings import log_settings
 if TYPE_CHECKING:
     from flask import Flask
 
-#: ``auto`` (JSON unless stderr is a terminal), ``json`` or ``console`` (LogSettings);
-#: the commands that start other processes set it for them.
+#: ``auto`` (JSON unless stderr is a terminal), ``json`` or ``console``; the commands that
+#: start other processes set it for them.
 FORMAT_ENV = "FIVETRAN_EVENTS_LOG_FORMAT"
 
 #: Keys whose values are never written, whoever logs them (belt and braces: nothing of
@@ -103,10 +98,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def configure(stream: TextIO | None = None) -> None:
-    """Send every logger's records to ``stream`` (stderr) in the chosen format; idempotent.
-
-    Raises ConfigurationError when ``FIVETRAN_EVENTS_LOG_FORMAT`` or ``_LOG_LEVEL`` is bad.
-    """
+    """Send every logger's records to ``stream`` (stderr) in the chosen format; idempotent."""
     handler = logging.StreamHandler(stream) if stream else _StderrHandler()
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter(wants_json(stream or sys.stderr)))
@@ -125,11 +117,8 @@ def configure(stream: TextIO | None = None) -> None:
 
 
 def _skip_unused_record_fields() -> None:
-    """Stop the stdlib filling in record fields no line of ours shows.
-
-    Thread and process names are in neither format; the switches are the public ones
-    Python's logging HOWTO gives for this ("Optimization").
-    """
+    """Stop the stdlib filling in record fields no line of ours shows (logging HOWTO,
+    "Optimization")."""
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
@@ -155,13 +144,8 @@ def bound(**ids: str | None) -> Iterator[None]:
 
 
 class GunicornLogger(glogging.Logger):  # type: ignore[misc]
-    """gunicorn's logger with our format: its own lines and one record per request.
-
-    The access record carries what the app bound for the request (the sync worker runs
-    the app and then logs in the same thread): its request id, and for a webhook delivery
-    the connector and sync ids and the outcome. That makes it a delivery's one line; the
-    view writes none of its own, since every line costs the request its formatting.
-    """
+    """gunicorn's logger with our format; the access record carries what the app bound for
+    the request, so it is a webhook delivery's one line, outcome included."""
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
@@ -195,12 +179,8 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 def init_app(app: Flask) -> None:
-    """Give every request an id (the client's ``X-Request-Id`` or a new one) on its lines.
-
-    The id is echoed in the response, so a client's report and our logs can be matched.
-    Configures logging unless something did already: gunicorn's workers import the app
-    in a process where only gunicorn's own loggers are set up.
-    """
+    """Give every request an id (the client's ``X-Request-Id`` or a new one) on its lines
+    and in its response; configure logging unless something did (gunicorn's workers)."""
     import uuid
 
     from flask import g, request

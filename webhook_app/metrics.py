@@ -1,13 +1,20 @@
-"""Prometheus metrics of the webhook server.
+"""Prometheus metrics: each process's counters, and gauges read from Redis at scrape time.
 
-Under gunicorn each worker is a process: set ``PROMETHEUS_MULTIPROC_DIR`` (``fivetran-events
-serve`` does) and /metrics aggregates every worker's samples.
+With ``PROMETHEUS_MULTIPROC_DIR`` set (``serve`` sets it) /metrics aggregates every
+gunicorn worker's samples. The gauges cost three round trips that grow with the number
+of connectors only; a Redis error yields ``fivetran_events_gauges_up 0``, not a failure.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
+import redis
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -16,7 +23,19 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from fivetran_events.deliveries import INDEXED
+from fivetran_events.history import HistoryReader
+from fivetran_events.keys import (
+    delivery_state_key,
+    due_key,
+    last_test_event_key,
+    reconcile_key,
+    undelivered_key,
+)
+from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     # prometheus_client opens its files there as soon as a metric is created.
@@ -46,27 +65,16 @@ SYNC_END_STATUSES = Counter(
 #: Every outcome the webhook counts. Each series exists at 0 from the start: Prometheus's
 #: increase() needs a sample before the first increment, or an alert on the first 503
 #: after a restart would never see it.
-WEBHOOK_OUTCOMES = (
-    "recorded",
-    "duplicate",
-    "ignored",
-    "invalid",
-    "unauthorized",
-    "too_large",
-    "unavailable",
-)
-for _outcome in WEBHOOK_OUTCOMES:
+WEBHOOK_OUTCOMES = "recorded duplicate ignored invalid unauthorized too_large unavailable"
+for _outcome in WEBHOOK_OUTCOMES.split():
     DELIVERIES.labels(outcome=_outcome)
 for _status in ("SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED", "RESCHEDULED", "CANCELED"):
     SYNC_END_STATUSES.labels(status=_status)
 
 
 def render(*scrape_time: Collector) -> tuple[bytes, str]:
-    """Return the exposition text of every metric (all gunicorn workers when multiprocess).
-
-    ``scrape_time`` collectors (webhook_app.gauges) are read per call, never registered
-    globally: they belong to one app's Redis.
-    """
+    """Return the exposition text of every metric (all gunicorn workers when multiprocess);
+    ``scrape_time`` collectors belong to one app's Redis, so are never registered globally."""
     extra = CollectorRegistry()
     for collector in scrape_time:
         extra.register(collector)
@@ -118,9 +126,200 @@ _reconciled_seen: set[str] = set()
 
 
 def count_reconciled(connector_id: str) -> None:
-    """Count one reconciled completion of ``connector_id`` (capped, see above)."""
+    """Count one reconciled completion of ``connector_id`` (capped)."""
     if connector_id not in _reconciled_seen and len(_reconciled_seen) >= RECONCILED_CONNECTORS_CAP:
         connector_id = "OTHER"
     else:
         _reconciled_seen.add(connector_id)
     RECONCILED.labels(connector=connector_id).inc()
+
+
+# --- Gauges read from Redis at scrape time ---------------------------------------------
+
+#: The states an on-call person acts on, each with an index of its own in Redis: a count
+#: is one ZCARD and the oldest one ZRANGE 0 0, however many deliveries there are.
+STATES = tuple(s.value for s in INDEXED)
+
+
+@dataclass
+class Snapshot:
+    """What one scrape read, turned into metric families by ``families``."""
+
+    now: int
+    due: int = 0
+    given_up: int = 0
+    overdue_ms: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATES, 0))
+    oldest_received: dict[str, int] = field(default_factory=dict)
+    #: connector id -> (name, type, group)
+    connectors: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    last_success: dict[str, int] = field(default_factory=dict)
+    #: connector id -> (succeeded, Fivetran's status) of its newest completion
+    last_status: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    last_webhook: int | None = None
+    #: The last reconcile's stored outcome (fivetran_events/reconcile.py), if one ran.
+    reconcile: dict[str, Any] | None = None
+
+    def families(self) -> Iterator[Metric]:
+        """Yield the gauges (ages in seconds, computed against the scrape's clock)."""
+
+        def age(ms: int) -> float:
+            return max(0.0, (self.now - ms) / 1000)
+
+        def gauge(name: str, doc: str, labels: list[str], samples: Iterable[Any]) -> Metric:
+            family = GaugeMetricFamily(f"fivetran_events_{name}", doc, labels=labels)
+            for *values, value in samples:
+                family.add_metric(values, value)
+            return family
+
+        yield gauge(
+            "forward_deliveries",
+            "Deliveries to Airflow by state: pending (queued or in an attempt), retrying, "
+            "undelivered (404 or retries ran out) and failed (Airflow refused it).",
+            ["state"],
+            ((state, self.counts[state]) for state in STATES),
+        )
+        yield gauge(
+            "forward_oldest_delivery_age_seconds",
+            "Seconds since the oldest delivery in each state was received (or last replayed).",
+            ["state"],
+            ((state, age(ms)) for state, ms in sorted(self.oldest_received.items())),
+        )
+        yield GaugeMetricFamily(
+            "fivetran_events_forward_due_deliveries",
+            "Deliveries waiting for an attempt or a retry (the due queue's depth).",
+            value=self.due,
+        )
+        yield GaugeMetricFamily(
+            "fivetran_events_forward_given_up_deliveries",
+            "Deliveries given up (undelivered or failed), waiting for a replay.",
+            value=self.given_up,
+        )
+        yield GaugeMetricFamily(
+            "fivetran_events_forward_overdue_seconds",
+            "How far past its due time the most overdue delivery is (0: none is late); "
+            "grows when no worker sweeps the due queue.",
+            value=max(0, self.overdue_ms) / 1000,
+        )
+        yield gauge(
+            "connector_info",
+            "Known connectors (value 1) and their names.",
+            ["connector_id", "connector_name", "connector_type", "group_id"],
+            ((cid, *names, 1) for cid, names in sorted(self.connectors.items())),
+        )
+        yield gauge(
+            "connector_seconds_since_success",
+            "Seconds since the connector's newest successful sync ended.",
+            ["connector_id"],
+            ((cid, age(ms)) for cid, ms in sorted(self.last_success.items())),
+        )
+        yield gauge(
+            "connector_last_sync_succeeded",
+            "1 if the connector's newest completed sync succeeded, 0 if it failed; "
+            "status is Fivetran's.",
+            ["connector_id", "status"],
+            ((cid, text, int(ok)) for cid, (ok, text) in sorted(self.last_status.items())),
+        )
+        if self.reconcile is not None:
+            hooks = self.reconcile.get("inactive_webhooks") or []
+            yield gauge(
+                "fivetran_webhooks_inactive",
+                "Webhooks Fivetran reported inactive at the last reconcile (it delivers "
+                "nothing to them); one series per webhook with its id and URL.",
+                ["webhook_id", "url"],
+                ((str(hook.get("id")), str(hook.get("url")), 1) for hook in hooks),
+            )
+            yield GaugeMetricFamily(
+                "fivetran_events_fivetran_inactive_webhooks",
+                "How many webhooks Fivetran reported inactive at the last reconcile.",
+                value=len(hooks),
+            )
+            finished = self.reconcile.get("finished_at")
+            if isinstance(finished, str):
+                yield GaugeMetricFamily(
+                    "fivetran_events_seconds_since_reconcile",
+                    "Seconds since the last reconcile against Fivetran's REST API finished.",
+                    value=age(to_ms(parse_iso(finished))),
+                )
+        if self.last_webhook is not None:
+            yield GaugeMetricFamily(
+                "fivetran_events_seconds_since_last_webhook",
+                "Seconds since the newest recorded event (its Fivetran time) or test_event.",
+                value=age(self.last_webhook),
+            )
+
+
+class RedisGauges(Collector):
+    """A prometheus_client collector reading the shared state at scrape time."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            snapshot = self.read()
+        except redis.RedisError:
+            up = 0
+        else:
+            up = 1
+            yield from snapshot.families()
+        yield GaugeMetricFamily(
+            "fivetran_events_gauges_up",
+            "1 if this scrape could read the Redis gauges, 0 if Redis did not answer.",
+            value=up,
+        )
+
+    def read(self) -> Snapshot:
+        """Read everything in three pipelined round trips (see the module docstring)."""
+        p = self.prefix
+        snap = Snapshot(now=self.clock())
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcard(due_key(p))
+        pipe.zcard(undelivered_key(p))
+        pipe.zrange(due_key(p), 0, 0, withscores=True)
+        for state in STATES:
+            pipe.zcard(delivery_state_key(p, state))
+            pipe.zrange(delivery_state_key(p, state), 0, 0, withscores=True)
+        pipe.get(last_test_event_key(p))
+        pipe.get(reconcile_key(p))
+        snap.due, snap.given_up, first_due, *by_state, test_event, outcome = pipe.execute()
+        if outcome is not None:
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(outcome)
+                snap.reconcile = parsed if isinstance(parsed, dict) else None
+        if first_due:
+            snap.overdue_ms = snap.now - int(first_due[0][1])
+        for i, state in enumerate(STATES):
+            count, oldest = by_state[2 * i : 2 * i + 2]
+            snap.counts[state] = int(count)
+            if oldest:
+                snap.oldest_received[state] = int(oldest[0][1])
+        # The running sync is not a gauge: any duration will do for the reader.
+        reader = HistoryReader(self.client, p, max_sync_duration_ms=0)
+        newest_event: list[int] = []
+        for rec, (ok, fail, _) in reader.newest_of(reader.connector_ids()):
+            cid = rec.connector_id
+            snap.connectors[cid] = (rec.name or "", rec.type or "", rec.group or "")
+            if ok:
+                snap.last_success[cid] = ok.ended_ms
+            # At the same millisecond a success counts as the later one, as in decide().
+            newest = max(
+                (c for c in (ok, fail) if c is not None),
+                default=None,
+                key=lambda c: (c.ended_ms, c.succeeded),
+            )
+            if newest is not None:
+                snap.last_status[cid] = (newest.succeeded, newest.status)
+            if rec.last_event_at:
+                newest_event.append(to_ms(parse_iso(rec.last_event_at)))
+        if test_event:
+            newest_event.append(to_ms(parse_iso(json.loads(test_event)["received_at"])))
+        snap.last_webhook = max(newest_event, default=None)
+        return snap

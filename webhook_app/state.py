@@ -11,8 +11,7 @@ from fivetran_events import HistoryReader, HistoryWriter, Settings
 from fivetran_events.uris import UriMap
 
 from .forwarding import Enqueuer
-from .forwarding.enqueue import delivery_store
-from .lineage import lineage_enabled
+from .forwarding.enqueue import delivery_store, lineage_enabled
 
 EXTENSION = "fivetran_events"
 
@@ -33,8 +32,6 @@ class State:
             redis=client,
             writer=HistoryWriter(client, settings.key_prefix, settings.retention_ms),
             reader=HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms),
-            # The web process only creates deliveries, due now; workers queue their RQ
-            # jobs and talk to Airflow.
             enqueuer=Enqueuer(
                 settings,
                 delivery_store(settings, client),
@@ -50,14 +47,8 @@ class State:
 
     @property
     def on_success(self) -> Enqueuer | None:
-        """What a successful sync's write adds: its deliveries, due now, in its script.
-
-        One delivery per dataset URI of the connector (forwarding/enqueue.py); a worker's
-        sweeper queues an RQ job for each. Without ``FIVETRAN_EVENTS_AIRFLOW_URL``
-        nothing: no worker would ever forward them, and due deliveries would pile up
-        (turning forwarding on later forwards the past only when asked: ``replay
-        --since``).
-        """
+        """What a sync's write adds: its deliveries, due now, in its script. Nothing without
+        Airflow or lineage: no worker would forward them, and they would pile up."""
         return self.enqueuer if self.forwarding or self.enqueuer.lineage else None
 
 

@@ -1,12 +1,9 @@
-"""``POST /webhooks/fivetran``: verify, parse, record; answer fast.
+"""``POST /webhooks/fivetran``: verify, parse, record; answer fast. And the probes:
+``/healthz``, ``/readyz`` (would a delivery be taken now?) and ``/metrics``.
 
-With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n > 0 the webhook answers 2xx only after n
-replicas confirmed the write (Redis ``WAIT``), else 503 so that Fivetran delivers again:
-Redis replicates asynchronously, and a delivery acknowledged once it is on the primary is
-lost if the primary dies before a replica has it and Sentinel promotes that replica. The
-redelivery is a duplicate if the write survived and is recorded anew if it was lost.
-This narrows the window; it is not consensus (a failover may still promote a replica
-that had not confirmed).
+With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n > 0 the webhook answers 2xx only once n
+replicas confirmed the write, else 503 (Fivetran delivers again): a delivery on the
+primary alone is lost if Sentinel promotes a replica that never had it.
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ import logging
 import time
 from typing import Any
 
+import redis
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -29,10 +27,11 @@ from fivetran_events.model import (
     lifecycle_name,
     verify,
 )
+from fivetran_events.reconcile import fivetran_side
 from fivetran_events.timeutil import now_ms
 
 from . import logs, metrics
-from .errors import ApiError
+from .api import ApiError
 from .state import State, state
 
 bp = Blueprint("webhook", __name__)
@@ -65,9 +64,7 @@ def receive() -> Response:
         outcome = "too_large"
         raise
     finally:
-        # No line of its own: gunicorn's access record for this request carries the
-        # outcome with the request, connector and sync ids (webhook_app/logs.py), so a
-        # delivery is one line, not two (a second JSON line is a cost every delivery pays).
+        # No line of its own: gunicorn's access record carries the outcome (logs.py).
         logs.bind(outcome=outcome)
         metrics.DELIVERIES.labels(outcome=outcome).inc()
         metrics.LATENCY.observe(time.perf_counter() - started)
@@ -92,10 +89,8 @@ def _receive() -> dict[str, Any]:
         and event.kind not in UNCHECKED_KINDS
         and lifecycle_name(event.event) in STALE_EVENTS
     ):
-        # The tables or their names may have changed: the next table-level delivery
-        # reads them from Fivetran again (destinations.py). Not for a
-        # sample delivery: it is checked for nothing (its connector id may hold text
-        # Redis cannot take) and written nowhere.
+        # The tables may have changed: the next table-level delivery reads them again.
+        # Not for a sample delivery: it is checked for nothing and written nowhere.
         mark_stale(st.redis, st.settings.key_prefix, event.connector_id)
     if result.status is WriteStatus.RECORDED and event.kind is EventKind.SYNC_END:
         count_status(event)
@@ -130,14 +125,8 @@ def count_status(event: Event) -> None:
 
 
 def read_body(limit: int) -> bytes:
-    """Return the raw body; raise 413 when it is longer than ``limit``, however it is framed.
-
-    werkzeug refuses a Content-Length over the limit, but a chunked body has none: its
-    stream stops at the limit and hands back the first ``limit`` bytes as if they were
-    all, which then fail the signature (401). So a streamed body is read here, from the
-    server's own stream (gunicorn decodes the chunks and says where the body ends), and
-    one byte over the limit is enough to refuse it.
-    """
+    """Return the raw body; raise 413 when it is longer than ``limit``, however it is framed
+    (werkzeug would hand back a chunked body's first ``limit`` bytes as if they were all)."""
     environ = request.environ
     if request.content_length is not None or not environ.get("wsgi.input_terminated"):
         return request.get_data(cache=False)
@@ -169,16 +158,39 @@ def _drain(stream: Any) -> None:
             left -= len(chunk)
 
 
-#: Life of the marker written before WAIT (the readiness probe's key, overwritten).
-MARK_TTL_MS = 60_000
+#: Redis error codes that mean "not now": the server is up but refuses writes for a
+#: while (out of memory under noeviction, a replica after a failover, a failed save, a
+#: busy script, loading its data set, no reachable primary or replicas). The same write
+#: succeeds once it recovers, so the answer is 503 and Fivetran retries.
+REFUSAL_CODES = frozenset(
+    {"OOM", "READONLY", "MISCONF", "BUSY", "LOADING", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN"}
+)
+
+
+def redis_refusal(exc: BaseException) -> str | None:
+    """Name why Redis cannot take a write now (an error code, or ``unreachable``), else None.
+
+    redis-py strips the code from the errors it has a class for (``OutOfMemoryError``,
+    ``ReadOnlyError``, ...) and keeps it in ``status_code``; others (``BUSY``,
+    ``MISCONF``) come as a plain ``ResponseError`` whose message starts with it.
+    """
+    code = getattr(exc, "status_code", None)
+    if isinstance(exc, redis.ResponseError):
+        code = code or str(exc).split(" ", 1)[0]
+        return code if code in REFUSAL_CODES else None
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return code if code in REFUSAL_CODES else "unreachable"  # LOADING is a ConnectionError
+    return None
+
+
+#: Life of the readiness key, written by /readyz and before WAIT: it never accumulates,
+#: yet shows up in a MONITOR.
+PROBE_TTL_MS = 60_000
 
 
 def confirm_replicas(st: State, event: Event, status: WriteStatus) -> None:
-    """Return once enough replicas hold the delivery just handled; raise 503 otherwise.
-
-    A duplicate waits too: its first delivery may have been answered 503 before the
-    replicas had it.
-    """
+    """Return once enough replicas hold the delivery just handled (a duplicate's too: its
+    first delivery may have been answered 503); raise 503 otherwise."""
     if status is WriteStatus.IGNORED or st.settings.redis_wait_replicas == 0:
         return  # the common case: nothing to build on the webhook's path
     seen = (ConnectorKeys(st.settings.key_prefix, event.connector_id).seen, event.dedup_id)
@@ -190,14 +202,9 @@ def confirm_replicas(st: State, event: Event, status: WriteStatus) -> None:
 def missing_replicas(st: State, seen: tuple[str, str] | None = None) -> str | None:
     """Write a marker and WAIT for it; say how many replicas fell short, or None.
 
-    WAIT counts the writes of the connection that sends it, and a pooled client may hand
-    out another connection than the one that wrote the history; so one write of our own
-    goes first on the connection that sends WAIT. Replicas apply the primary's stream in
-    order: a replica that confirms the marker holds every write before it. ``seen`` (a
-    connector's dedup set and a delivery's id) is read first on the same connection: a
-    failover between the history's write and this round trip would otherwise have the
-    new primary's replicas confirm a marker without the delivery. /readyz asks without
-    it, so a webhook that would answer every delivery 503 is not ready.
+    WAIT counts its own connection's writes, which may not be the history's, so a marker
+    goes first (a replica holding it holds every write before). ``seen`` (a delivery's
+    dedup entry) is read on the same connection: a new primary after a failover may lack it.
     """
     wanted = st.settings.redis_wait_replicas
     if wanted == 0:
@@ -206,7 +213,7 @@ def missing_replicas(st: State, seen: tuple[str, str] | None = None) -> str | No
     pipe = st.redis.pipeline(transaction=False)
     if seen is not None:
         pipe.zscore(*seen)
-    pipe.set(readiness_key(st.settings.key_prefix), now_ms(), px=MARK_TTL_MS)
+    pipe.set(readiness_key(st.settings.key_prefix), now_ms(), px=PROBE_TTL_MS)
     pipe.wait(wanted, timeout_ms)
     replies = pipe.execute()
     if seen is not None and replies[0] is None:
@@ -218,3 +225,52 @@ def missing_replicas(st: State, seen: tuple[str, str] | None = None) -> str | No
         f"only {confirmed} of {wanted} Redis replicas confirmed it within {timeout_ms} ms "
         "(FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS)"
     )
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    return jsonify({"status": "ok"})
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    """Ready means Redis takes a write: a replica, a full memory or a failed save answer
+    PING but refuse every delivery, so a PING would keep sending Fivetran here."""
+    reason = write_refusal(state())
+    if reason == "unreachable":
+        raise ApiError(503, "not ready: Redis is unreachable")
+    if reason is not None:
+        raise ApiError(503, f"not ready: Redis refuses writes ({reason})")
+    short = missing_replicas(state())
+    if short is not None:
+        raise ApiError(503, f"not ready: a write was taken, but {short}")
+    body: dict[str, object] = {"status": "ready"}
+    # What the last reconcile found (read from Redis, never from Fivetran per call): an
+    # inactive webhook does not make this server unready, it is why nothing arrives.
+    try:
+        side = fivetran_side(state().redis, state().settings.key_prefix)
+    except redis.RedisError:  # Redis took the probe's write: readiness is decided
+        side = None
+    if side is not None:
+        body["fivetran"] = side
+    return jsonify(body)
+
+
+def write_refusal(st: State) -> str | None:
+    """Write the probe key; return why Redis refused (``redis_refusal``), or None; other
+    errors are raised. The reason never carries Redis's address, which /readyz shows."""
+    try:
+        st.redis.set(readiness_key(st.settings.key_prefix), now_ms(), px=PROBE_TTL_MS)
+    except redis.RedisError as exc:
+        reason = redis_refusal(exc)
+        if reason is None:
+            raise
+        return reason
+    return None
+
+
+@bp.get("/metrics")
+def prometheus() -> Response:
+    st = state()
+    body, content_type = metrics.render(metrics.RedisGauges(st.redis, st.settings.key_prefix))
+    return Response(body, content_type=content_type)

@@ -1,10 +1,5 @@
-"""The ``fivetran-events`` command line: the group lives here, its modules add commands.
-
-Modules never import this package (as in rq's ``cli/``): each defines plain
-``click.Command`` objects and this module registers them, so there is no import cycle.
-Every error is one line on stderr naming what to fix, never a traceback or a usage
-block, with an exit code of its own (``helpers.ExitCode``).
-"""
+"""The ``fivetran-events`` command line: the group lives here, its modules add commands
+(they never import this package). Every error is one line naming what to fix."""
 
 from __future__ import annotations
 
@@ -27,11 +22,8 @@ def _one_line(message: str) -> str:
 
 
 class OneLineErrors(click.Group):
-    """A group whose usage errors are one line, like every other error of the CLI.
-
-    click prints a usage block and a hint over three lines for a bad option; scripts and
-    log collectors read one line better, and the line already names the option.
-    """
+    """A group whose usage errors are one line (not click's usage block), like every
+    other error of the CLI: scripts and log collectors read one line better."""
 
     def main(
         self,

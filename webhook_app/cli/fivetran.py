@@ -1,12 +1,5 @@
-"""``fivetran-events fivetran webhooks create | list | test``: the webhook, set up in Fivetran;
-and ``fivetran-events reconcile``: record the completions Fivetran reports that the webhook
-never delivered (fivetran_events/reconcile.py; the worker runs it on its own too).
-
-These call Fivetran's REST API (``fivetran_events.fivetran_api``) with
-``FIVETRAN_EVENTS_FIVETRAN_API_KEY`` and ``_SECRET``. ``create`` gives Fivetran the
-server's current secret (the first of ``FIVETRAN_EVENTS_WEBHOOK_SECRETS``) and the
-events the service records, and Fivetran creates the webhook only once its signed test
-delivery got a 2xx from the URL: so a created webhook is one the running server took.
+"""``fivetran-events fivetran webhooks create | list | test`` and ``reconcile``: Fivetran's
+side, through its REST API (``FIVETRAN_EVENTS_FIVETRAN_API_KEY`` and ``_SECRET``).
 """
 
 from __future__ import annotations
@@ -21,13 +14,13 @@ from fivetran_events import load_settings
 from fivetran_events.exceptions import FivetranNotFound
 from fivetran_events.fivetran_api import SERVICE_EVENTS, FivetranClient
 from fivetran_events.fivetran_records import Webhook, describe
-from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import iso
 
-from .. import reconciling
+from ..workers import reconcile_run
 from .helpers import (
     CliError,
     ExitCode,
+    check_id,
     clean_errors,
     echo,
     emit_json,
@@ -43,12 +36,10 @@ MAX_URL_LENGTH = 2048
 
 
 def unreachable_reason(url: str) -> str | None:
-    """Say why Fivetran could not deliver to ``url`` from outside, or None if it could.
+    """Say why Fivetran (over HTTPS, from the internet) could not deliver to ``url``, or None.
 
-    Fivetran only delivers over HTTPS, from the internet: a plain-HTTP URL, ``localhost``
-    or a loopback, private, link-local or otherwise non-public address literal cannot
-    work. A host name is not resolved (what it resolves to here may differ from what
-    Fivetran sees); Fivetran's own test delivery settles that.
+    A host name is not resolved (Fivetran may see another answer): its test delivery
+    settles that.
     """
     try:
         parts = urlsplit(url)
@@ -77,13 +68,6 @@ def unreachable_reason(url: str) -> str | None:
 
 def _client() -> FivetranClient:
     return FivetranClient.from_settings(load_settings())
-
-
-def _check_id(value: str, hint: str) -> None:
-    if not is_valid_id(value):
-        raise click.BadParameter(
-            "must be 1-128 characters of letters, digits, '_', '.' or '-'", param_hint=hint
-        )
 
 
 def _events(values: tuple[str, ...]) -> list[str]:
@@ -152,7 +136,7 @@ def create(
             param_hint="--url",
         )
     if group_id is not None:
-        _check_id(group_id, "--group")
+        check_id(group_id, "--group")
     events = _events(event_values)
     s = load_settings()
     if not s.webhook_secrets:
@@ -216,7 +200,7 @@ def test(webhook_id: str, event: str, as_json: bool) -> None:
 
     Exit 1 when the URL did not answer 2xx (Fivetran reports the status it got).
     """
-    _check_id(webhook_id, "ID")
+    check_id(webhook_id, "ID")
     if not EVENT_NAME.fullmatch(event):
         raise click.BadParameter(f"{event!r} is not an event name", param_hint="--event")
     with _client() as client:
@@ -252,15 +236,12 @@ def test(webhook_id: str, event: str, as_json: bool) -> None:
 def reconcile(forward: bool, as_json: bool) -> None:
     """Compare Fivetran's connections with the history; record what the webhook missed.
 
-    Fivetran reports each connection's latest success (succeeded_at) and failure
-    (failed_at). One the history has no end of that status near (5 minutes, from any
-    source) is recorded, marked reconciled, and a success is forwarded once, like a
-    delivered one. Only the latest of each per connection can be recovered this way:
-    older gaps are the import's (fivetran-events import). Running it again records
-    nothing new. Webhooks Fivetran reports inactive are listed.
+    Fivetran reports each connection's latest success and failure; one the history has
+    no end of that status near (5 minutes) is recorded, marked reconciled, and a success
+    is forwarded once. Older gaps are the import's. Webhooks reported inactive are listed.
     """
     s = load_settings()
-    outcome = reconciling.run(s, forward=forward)
+    outcome = reconcile_run(s, forward=forward)
     if as_json:
         emit_json(outcome.to_dict())
         return
@@ -277,5 +258,4 @@ def reconcile(forward: bool, as_json: bool) -> None:
         echo(f"Fivetran reports webhook {w['id']} ({w['url']}) INACTIVE: it delivers nothing.")
 
 
-#: What the group registers.
 COMMANDS: list[click.Command] = [fivetran, reconcile]

@@ -21,9 +21,7 @@ from .. import logs
 from ..forwarding import DeliveryState
 from ..forwarding.forwarder import Forwarder
 from ..forwarding.tables import common_prefix
-from ..jobs import ForwardingWorker, build_forwarder
-from ..reconciling import start_schedule
-from ..worker_pool import WorkerPool, serve_metrics
+from ..workers import ForwardingWorker, WorkerPool, build_forwarder, serve_metrics, start_schedule
 from .helpers import (
     CliError,
     ExitCode,
@@ -36,8 +34,7 @@ from .helpers import (
     table,
 )
 
-#: Worker processes ``fivetran-events worker`` runs by default: a slow answer from Airflow
-#: (up to its timeout) holds one of them, the others go on.
+#: Worker processes ``fivetran-events worker`` runs by default.
 DEFAULT_CONCURRENCY = 4
 
 
@@ -54,11 +51,7 @@ def run_pool(
     burst: bool,
     as_json: bool,
 ) -> int:
-    """Run ``size`` single workers under this process (worker_pool.py); return its exit code.
-
-    With a metrics port the members share a ``PROMETHEUS_MULTIPROC_DIR`` (the environment's,
-    or a temporary one) and this process serves their sum on that port.
-    """
+    """Run ``size`` single workers under this process, serving their summed metrics."""
     base = name or f"{socket.gethostname()}.{os.getpid()}"
 
     def argv_of(slot: int, start: int) -> list[str]:
@@ -115,10 +108,8 @@ def worker(
 ) -> None:
     """Run RQ workers that forward successful syncs to Airflow and send OpenLineage runs.
 
-    With --concurrency N (N > 1) this process supervises N worker processes, so one slow
-    answer from Airflow holds up one delivery, not the ones queued behind it; it serves
-    their metrics, summed, on --metrics-port. --json logs one JSON object a line even on a
-    terminal.
+    With --concurrency N > 1 this process supervises N worker processes (one slow answer
+    from Airflow holds up one delivery) and serves their metrics, summed, on --metrics-port.
     """
     if as_json:
         os.environ[logs.FORMAT_ENV] = "json"
@@ -141,7 +132,7 @@ def worker(
     )
     sweeper.start()
     w = ForwardingWorker(forwarder, name=name)
-    # RQ's scheduler only runs the reconcile schedule (reconciling.py): off without it.
+    # RQ's scheduler only runs the reconcile schedule (workers.py): off without it.
     scheduler = not burst and start_schedule(forwarder.settings, forwarder.queue)
     try:
         w.work_until_stopped(burst=burst, with_scheduler=scheduler)
@@ -277,13 +268,10 @@ def datasets() -> None:
 @clean_errors
 def check(as_json: bool) -> None:
     """List the URIs the mapping and the recorded connectors produce, and whether Airflow
-    knows each; with table granularity, each connector's table URIs and the DAGs
-    scheduled on them.
+    knows each; with table granularity, the table URIs and the DAGs scheduled on them.
 
-    Exit 1 if a connector's URI is missing (its events would be undelivered; a table no
-    DAG reads is not missing, it is simply not forwarded); 4 if Airflow, Redis or
-    Fivetran cannot be reached and 5 if Airflow refuses the login, so "missing" never
-    hides an error.
+    Exit 1 if a connector's URI is missing (a table no DAG reads is not missing); 4 or 5
+    if Airflow, Redis or Fivetran cannot be reached or refuse, never "missing".
     """
     settings = load_settings()
     fw = build_forwarder(settings, with_airflow=True)
@@ -328,8 +316,7 @@ def check(as_json: bool) -> None:
 
 
 def table_rows(fw: Forwarder, cid: str, group_id: str | None) -> list[dict[str, Any]]:
-    """A connector's table URIs (refreshed from Fivetran when due and configured) and
-    the DAGs scheduled on each, from one listing of Airflow's assets."""
+    """A connector's table URIs (refreshed when due) and the DAGs scheduled on each."""
     prefix = fw.settings.key_prefix
     tables = destination_tables(fw.redis, prefix, cid)
     if fw.fivetran is not None and (tables is None or not tables_fresh(fw.redis, prefix, cid)):
@@ -351,5 +338,4 @@ def table_rows(fw: Forwarder, cid: str, group_id: str | None) -> list[dict[str, 
     ]
 
 
-#: What the group registers.
 COMMANDS: list[click.Command] = [worker, deliveries, replay, datasets]

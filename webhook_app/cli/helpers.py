@@ -1,8 +1,5 @@
-"""What every command of the CLI shares: exit codes, error lines, tables, JSON, clients.
-
-Scripts branch on the exit code, so each outcome has its own: a failed sync (1) is never
-confused with an unreachable Redis (4) or a mistyped option (2).
-"""
+"""What every command of the CLI shares: exit codes (one per outcome a script may act
+on), error lines, tables, JSON, clients."""
 
 from __future__ import annotations
 
@@ -28,7 +25,7 @@ from fivetran_events.exceptions import FivetranApiError, FivetranAuthFailed, Fiv
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import parse_iso, to_ms
 
-from ..airflow_errors import AirflowError, AirflowRejected, AirflowUnavailable
+from ..airflow_client import AirflowError, AirflowRejected, AirflowUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -150,13 +147,9 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def printable(value: object) -> str:
-    """Return ``value`` as text whose control characters show as escapes (``\\n``, ``\\x1b``).
-
-    Every line the CLI prints for people goes through here: connector names, failure
-    reasons and Airflow's answers are chosen by whoever can name a connector or answer
-    for Airflow, and printed raw they could forge a row or drive the terminal. ``--json``
-    needs none of this: JSON escapes them itself.
-    """
+    """Return ``value`` as text whose control characters show as escapes (``\\n``, ``\\x1b``):
+    connector names and Airflow's answers are chosen by others, and printed raw they could
+    forge a row or drive the terminal."""
     return _CONTROL.sub(_escape, str(value))
 
 
@@ -175,11 +168,8 @@ def emit_json(body: Any) -> None:
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
-    """Print ``rows`` under ``headers``, each column as wide as its widest cell.
-
-    The last column is left unpadded, so a long URI or reason does not push trailing
-    blanks; ``None`` shows as ``-``; control characters show as escapes (``printable``).
-    """
+    """Print ``rows`` under ``headers``, each column as wide as its widest cell but the
+    last; ``None`` shows as ``-``, control characters as escapes."""
     cells = [[printable(h) for h in headers]] + [
         ["-" if v is None else printable(v) for v in row] for row in rows
     ]
@@ -194,13 +184,16 @@ def reader(s: Settings | None = None) -> HistoryReader:
     return HistoryReader(s.redis_client(), s.key_prefix, s.max_sync_duration_ms)
 
 
+def check_id(value: str, hint: str) -> None:
+    if not is_valid_id(value):
+        raise click.BadParameter(
+            "must be 1-128 characters of letters, digits, '_', '.' or '-'", param_hint=hint
+        )
+
+
 def check_connector(history: HistoryReader, connector_id: str) -> None:
     """Refuse a malformed or unrecorded connector id (usage errors, exit 2)."""
-    if not is_valid_id(connector_id):
-        raise click.BadParameter(
-            "must be 1-128 characters of letters, digits, '_', '.' or '-'",
-            param_hint="CONNECTOR_ID",
-        )
+    check_id(connector_id, "CONNECTOR_ID")
     if not history.known(connector_id):
         raise CliError(
             f"no events recorded for connector '{connector_id}': "

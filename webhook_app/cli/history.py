@@ -10,7 +10,7 @@ from fivetran_events import load_settings
 from fivetran_events.decision import Criterion, Outcome
 from fivetran_events.reconcile import fivetran_side
 
-from ..jobs import build_forwarder
+from ..workers import build_forwarder
 from .helpers import (
     ExitCode,
     check_connector,
@@ -30,16 +30,13 @@ def _when(completion: dict[str, Any] | None) -> str | None:
 
 
 def _since(word: str, at: str | None) -> str:
-    """``word since`` the ISO time ``at`` to the minute (``2026-01-12T06:00Z``): narrow."""
+    """``word since`` the ISO time ``at``, to the minute."""
     return f"{word} since {at[:16]}Z" if at else word
 
 
 def _state(lifecycle: dict[str, Any]) -> str:
-    """Say in a few words whether the connector syncs: active, paused or deleted, broken.
-
-    ``active`` goes without saying when its setup is broken (``broken since ...``): a
-    broken connector still runs its syncs, and they fail.
-    """
+    """Say in a few words whether the connector syncs: active, paused or deleted, broken
+    (a broken connector still runs its syncs, and they fail)."""
     parts = []
     if lifecycle.get("state") in ("paused", "deleted"):
         parts.append(_since(lifecycle["state"], lifecycle.get("state_at")))
@@ -49,15 +46,13 @@ def _state(lifecycle: dict[str, Any]) -> str:
 
 
 def _sync_id(row: dict[str, Any]) -> str:
-    """The sync id, marked when it was derived (the delivery carried none) and when the
-    record did not come from the webhook (``imported`` from Fivetran's LOG table,
-    ``reconciled`` from its REST API)."""
+    """The sync id, marked when it was derived and when it did not come from the webhook."""
     marks = [m for m in ("derived" if row.get("sync_id_derived") else None, row.get("source")) if m]
     return " ".join([str(row["sync_id"]), *(f"({m})" for m in marks)])
 
 
 def _forwarding(deliveries: list[dict[str, Any]], on: bool) -> str:
-    """Sum up the last success's deliveries in a word: what an operator looks for."""
+    """Sum up the last success's deliveries in a word."""
     return ("/".join(sorted({d["state"] for d in deliveries})) or "-") if on else "off"
 
 
@@ -67,11 +62,9 @@ def _forwarding(deliveries: list[dict[str, Any]], on: bool) -> str:
 def connectors(as_json: bool) -> None:
     """List the recorded connectors: state, last success, last failure, running sync, forwarding.
 
-    STATE is active, paused or deleted (since when), and broken when Fivetran could not
-    connect to the source (times to the minute; --json has them exactly). FORWARDING is
-    the state of the last success's deliveries to Airflow (off when
-    FIVETRAN_EVENTS_AIRFLOW_URL is unset). A webhook Fivetran reported inactive at the
-    last reconcile is named after the table (--json: "fivetran").
+    STATE is active, paused or deleted, and broken when Fivetran could not connect to the
+    source. FORWARDING is the state of the last success's deliveries to Airflow (off when
+    FIVETRAN_EVENTS_AIRFLOW_URL is unset). Webhooks Fivetran reported inactive follow.
     """
     s = load_settings()
     rows = reader(s).connectors()
@@ -121,11 +114,8 @@ def connectors(as_json: bool) -> None:
 def history(connector_id: str, limit: int, as_json: bool) -> None:
     """Show a connector's syncs, newest first, with what Fivetran said of each.
 
-    TASK TYPE and REASON are Fivetran's data.taskType and data.reason, RESCHEDULED AT the
-    data.rescheduledAt of a RESCHEDULED end; a sync id marked (derived) was made up from
-    the connector and time because the delivery carried none, one marked (imported) was
-    read from Fivetran's LOG table by `fivetran-events import`, one marked (reconciled)
-    was reported by Fivetran's REST API and never delivered (`fivetran-events reconcile`).
+    A sync id marked (derived) was made up because the delivery carried none, (imported)
+    read from Fivetran's LOG table, (reconciled) reported by Fivetran's REST API only.
     """
     r = reader()
     check_connector(r, connector_id)
@@ -195,5 +185,4 @@ def decide_cmd(
     exit_with(codes.get(result.outcome, ExitCode.WAIT))
 
 
-#: What the group registers.
 COMMANDS: list[click.Command] = [connectors, history, decide_cmd]

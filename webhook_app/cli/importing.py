@@ -1,12 +1,4 @@
-"""``fivetran-events import``: day one, the sync history Fivetran's LOG table already has.
-
-Reads the Platform Connector's LOG table, from an export (``--from FILE``, CSV or JSON
-Lines) or from the destination itself (``--from-db URL``, SQLAlchemy: the ``import``
-extra), and records each ``sync_start``/``sync_end`` as the webhook would have, marked
-imported (fivetran_events/log_import.py). A sync the history holds already, delivered or
-imported before, is already known: running it again, or over a half-imported file,
-changes nothing.
-"""
+"""``fivetran-events import``: day one, the sync history Fivetran's LOG table already has."""
 
 from __future__ import annotations
 
@@ -38,11 +30,8 @@ PROGRESS_EVERY = 100_000
 
 
 class Progress:
-    """Rows read and recorded, on stderr: a bar on a terminal, else a line now and then.
-
-    The bar's length is the file's size (or the database's row count), so it moves by
-    bytes read (or rows); it is redrawn every thousand rows.
-    """
+    """Rows read and recorded, on stderr: a bar on a terminal (by bytes read, or rows),
+    else a line now and then."""
 
     def __init__(
         self,
@@ -154,9 +143,7 @@ def import_log(
     """Record the syncs in Fivetran's LOG table as if the webhook had delivered them.
 
     Every sync_start and sync_end row is recorded, marked imported; other rows are
-    counted as skipped, with why. A sync the history already holds (delivered by the
-    webhook, or imported before) is already known: running the import again changes
-    nothing. Successes are not forwarded to Airflow unless --forward is given.
+    counted as skipped, with why. Running it again changes nothing.
     """
     if (from_file is None) == (from_db is None):
         raise click.UsageError("give one of --from FILE or --from-db URL")

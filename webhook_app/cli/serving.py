@@ -39,11 +39,8 @@ def serve(
     gunicorn_config: str | None,
     as_json: bool,
 ) -> None:
-    """Run the webhook server under gunicorn.
-
-    With --config, the file decides whatever --host, --port and --workers do not.
-    --json logs one JSON object a line even on a terminal.
-    """
+    """Run the webhook server under gunicorn (with --config, the file decides whatever
+    --host, --port and --workers do not)."""
     if as_json:
         os.environ[logs.FORMAT_ENV] = "json"  # gunicorn and its workers inherit it
     from webhook_app import create_app
@@ -75,5 +72,4 @@ def serve(
     os.execv(sys.executable, argv)  # noqa: S606 (argv is ours, no shell involved)
 
 
-#: What the group registers.
 COMMANDS: list[click.Command] = [serve]

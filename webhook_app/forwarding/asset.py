@@ -1,19 +1,9 @@
 """The sender of asset events: settle an open POST, post, record; or retry later.
 
-An attempt at an asset delivery (the forwarder holds its lease):
-
-1. waits (not due) before the delivery's next attempt is due (a backoff, a Retry-After)
-   or before an earlier POST of unknown outcome can no longer land (``settles_at``);
-2. if an earlier attempt left an in-flight mark (it may have POSTed and died, or timed
-   out), looks the event up in Airflow by asset, time and ``extra.sync_id``; found:
-   delivered, nothing posted;
-3. otherwise writes the in-flight mark, POSTs, and records Airflow's event id.
-
-Connection errors, timeouts, 5xx, 429 and answers that are not Airflow's JSON (the
-client classifies them all as ``AirflowUnavailable``) schedule a retry; 404 (no DAG uses
-the URI) records the delivery as undelivered, any other 4xx as failed, each with the
-reason. Anything else is a bug of ours: it fails the RQ job visibly (the lease makes the
-sweeper try again) instead of being retried quietly for the whole window.
+An attempt waits until an earlier POST of unknown outcome can no longer land; if one
+left its in-flight mark, looks its event up in Airflow by ``extra.sync_id`` (found:
+delivered, nothing posted); else writes the mark, POSTs and records the event id.
+Anything but Airflow's classified errors is a bug of ours: it fails the RQ job visibly.
 """
 
 from __future__ import annotations
@@ -26,8 +16,14 @@ from fivetran_events.http import RetryableError
 from fivetran_events.timeutil import iso
 
 from .. import metrics
-from ..airflow_client import AirflowClient, AirflowEvent, lookup_window_start
-from ..airflow_errors import AirflowRejected, AirflowUnavailable, AssetNotFound
+from ..airflow_client import (
+    AirflowClient,
+    AirflowEvent,
+    AirflowRejected,
+    AirflowUnavailable,
+    AssetNotFound,
+    lookup_window_start,
+)
 from .recorder import MARKS, AttemptOutcome, AttemptResult, Recorder, retry_at
 
 
@@ -48,11 +44,9 @@ class AssetSender:
     def settles_at(self, d: Delivery) -> int | None:
         """Return when an earlier POST of unknown outcome can no longer create an event.
 
-        Airflow may commit a POST after the client gave up on it (a timeout, a reset after
-        sending): until then a lookup that finds nothing proves nothing. ``unknown_ms`` is
-        when an attempt gave up on such a POST; an attempt that died left only its mark
-        (``inflight_ms``), and sent nothing after its lease ended. Either way Airflow gets
-        ``forward_unknown_outcome_seconds`` more to finish what it received.
+        Airflow may commit a POST after the client gave up on it: until then a lookup that
+        finds nothing proves nothing. From when an attempt gave up (``unknown_ms``), or its
+        lease's end if it died, Airflow gets ``forward_unknown_outcome_seconds`` more.
         """
         mark = d.ms("inflight_ms")
         if mark is None:
@@ -122,14 +116,9 @@ class AssetSender:
         return self.recorder.delivered(d, fields, note, outcome=outcome, event_id=event.id)
 
     def _mark_inflight(self, key: str) -> None:
-        """Write the in-flight mark a POST leaves open (``settles_at``), before the POST.
-
-        With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n, also wait until n replicas hold it
-        (``WAIT`` after the writes, on their connection, as the webhook waits for a
-        delivery): a failover then cannot promote a replica that never heard of an attempt
-        whose POST may have landed, and post the same event again after the lease. Fewer
-        in time raise ``ReplicasShort``: the POST is not sent and the attempt is retried.
-        """
+        """Write the in-flight mark before the POST; with ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS``
+        = n, WAIT until n replicas hold it, so a failover cannot promote a replica that never
+        heard of a POST that may have landed (else ``ReplicasShort``: nothing is posted)."""
         settings = self.recorder.settings
         wanted = settings.redis_wait_replicas
         # One connection; WAIT is not allowed in MULTI, so a MULTI only without it.

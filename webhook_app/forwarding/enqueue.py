@@ -1,16 +1,16 @@
 """The web side of forwarding: create a sync's deliveries, due now, each with its kind.
 
-Runs in the webhook's process: the deliveries are a chunk of the history's one write
-script (``HistoryWriter.record``'s ``on_success``), which makes them due now and wakes
-the workers' sweepers; a sweeper queues their RQ jobs (sweeper.py). So the webhook does
-no RQ work, and a crash after its script loses nothing: the deliveries stay due until a
-sweep queues them. Each record carries its ``kind`` (``DeliveryKind``), which picks the
-sender that attempts it; this module imports no HTTP client.
+The deliveries are a chunk of the history's one write script, so the webhook does no RQ
+work and a crash after its script loses nothing: a worker's sweeper queues their jobs. A
+lineage delivery targets ``openlineage:<EVENT TYPE>``, so each transition of a sync is
+one delivery. This module imports no HTTP client and no OpenLineage client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import redis
 from redis.client import Pipeline
@@ -26,29 +26,38 @@ from fivetran_events.keys import (
     sweep_wake_key,
     sync_deliveries_key,
 )
+from fivetran_events.model import (
+    FAILURE_STATUSES,
+    SOURCE_RECONCILED,
+    SOURCE_WEBHOOK,
+    SUCCESS_STATUSES,
+    EventKind,
+)
 from fivetran_events.timeutil import now_ms
 from fivetran_events.uris import UriMap
 
-from ..lineage import targets as lineage_targets
 from .store import DeliveryStore
 
 #: The scheme of a sync's table-level delivery's URI (``tables_uri``).
 TABLES_SCHEME = "fivetran-tables://connector/"
+#: A lineage delivery's target starts with this (a dataset URI never does: no "//").
+LINEAGE_PREFIX = "openlineage:"
+#: Statuses that stop a sync for good without success or failure.
+ABORT_STATUSES = frozenset({"CANCELED", "CANCELLED"})
+#: The variables with which the OpenLineage client finds its transport
+#: (``OpenLineageClient()``'s own lookup); any of them set turns lineage on in ``auto``.
+CLIENT_VARIABLES = ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG")
+#: Dynamic transport configuration (``OPENLINEAGE__TRANSPORT__TYPE=http`` ...).
+CLIENT_PREFIX = "OPENLINEAGE__TRANSPORT"
 
 
 # Create each delivery of a sync unless it exists (a second success under one sync id
-# must not reset a delivered record), index it, make it due now (its receipt) and wake
-# the sweepers: a worker's sweeper queues its RQ job (sweeper.py), so the webhook does no
-# RQ work and a crash after this script loses nothing (the delivery stays due until a
-# sweep queues it). An existing delivery keeps its due time; one no longer due (final)
-# is made due, and its attempt renews its final expiry. The wake list holds at most one
-# element (pushed only when empty), so it stays bounded while no worker runs. A chunk of
-# the history's record script (the webhook's one script per delivery,
-# fivetran_events/history/_lua.py), or a script of its own (CREATE) for ``replay
-# --since``. A new record enters the pending index; the listing and the state indexes
-# drop entries older than the retention, whose records have expired (on one sync in
-# TRIM_EVERY: trimming is maintenance, and five more commands a delivery). What every
-# delivery of the sync shares is passed once.
+# must not reset a delivered record), index it, make it due now and wake the sweepers.
+# An existing delivery keeps its due time; a final one is made due, and its attempt
+# renews its final expiry. The wake list holds at most one element, so it stays bounded
+# while no worker runs. A chunk of the history's record script, or a script of its own
+# (CREATE) for ``replay --since``. The listing and the state indexes drop entries older
+# than the retention (their records have expired) on one sync in TRIM_EVERY.
 # KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order,
 # pending first), the wake list; then per delivery: its record.
 # ARGV: ttl s, received ms, listing cutoff ms ('' trims nothing), connector id, sync id,
@@ -91,12 +100,8 @@ CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 
 
 def lease_ms(settings: Settings) -> int:
-    """Return how long one attempt may hold a delivery.
-
-    A lease outlives the longest attempt: a token, an asset lookup, an event lookup and
-    the POST, each up to a connect and a read timeout, a 401 doubling one. RQ stops a job
-    at the lease's end (job_timeout), so no request of an attempt is sent after its lease.
-    """
+    """Return how long one attempt may hold a delivery: longer than its longest attempt
+    (four requests, each up to a connect and a read timeout, a 401 doubling one)."""
     return int(max(settings.forward_lease_seconds, 12 * settings.airflow_timeout_seconds) * 1000)
 
 
@@ -106,29 +111,24 @@ def keep_delivered_ms(settings: Settings) -> int:
 
 
 def record_ttl_ms(settings: Settings) -> int:
-    """Return how long a record not delivered lives after its retry window opened.
-
-    The retry window, then the keep time, so an operator sees a given-up delivery that
-    long; plus the last attempt's lease and unknown-outcome margin, so a delivery made at
-    the window's end is recorded before its record could expire. The listing's indexes
-    are trimmed at this age too: every record older has expired.
-    """
+    """Return how long a record not delivered lives after its retry window opened: the
+    window, the last attempt's lease and unknown-outcome margin, then the keep time."""
     window = settings.forward_retry_hours * 3_600_000
     last = lease_ms(settings) + settings.forward_unknown_outcome_seconds * 1000
     return int(window + last) + keep_delivered_ms(settings)
 
 
 def delivery_store(settings: Settings, client: redis.Redis) -> DeliveryStore:
-    """Return the delivery store of ``settings``: its records live ``record_ttl_ms``."""
+    """Return the delivery store of ``settings``."""
     return DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
 
 
 class Enqueuer:
-    """Create deliveries in a store, due now, and wake the sweepers that queue their RQ
-    jobs; used by the web process and by ``replay --since``."""
+    """Create deliveries, due now, and wake the sweepers; used by the web process and by
+    ``replay --since``."""
 
-    #: The chunk of the history's record script that creates a success's deliveries
-    #: (``OnSuccess.lua``; ``__call__`` gives its keys and arguments).
+    #: The chunk of the history's record script (``OnSuccess.lua``); ``__call__`` gives
+    #: its keys and arguments.
     lua = CREATE_CHUNK
 
     def __init__(
@@ -142,13 +142,8 @@ class Enqueuer:
         airflow: bool | None = None,
         lineage: bool = False,
     ) -> None:
-        """``trim_every``: one sync in this many trims the listing and the state indexes.
-
-        ``airflow``: successes get a delivery per dataset URI (default: when
-        ``FIVETRAN_EVENTS_AIRFLOW_URL`` is set); ``lineage``: every sync_start and
-        sync_end gets its OpenLineage delivery (``webhook_app/lineage.py``), so the
-        history writer calls this for every sync event (``every_sync``).
-        """
+        """``airflow`` (default: with an Airflow URL): a delivery per dataset URI of a success;
+        ``lineage``: one per sync_start and sync_end, so the writer calls this for each."""
         self.settings = settings
         self.airflow = settings.airflow_url is not None if airflow is None else airflow
         self.lineage = lineage
@@ -168,10 +163,8 @@ class Enqueuer:
         ]
 
     def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
-        """Return the keys and arguments that create the deliveries of a successful sync,
-        in the script that records it (``lua``): all of it is written with the history or
-        none of it is. With lineage, also a start's or an end's OpenLineage delivery; an
-        event with no delivery adds nothing."""
+        """Return the keys and arguments that create ``event``'s deliveries in the script
+        that records it (``lua``): all of it is written with the history or none of it."""
         targets = self.targets(event) if self.airflow and event.is_success else []
         if self.lineage:
             targets += [(t, DeliveryKind.LINEAGE) for t in lineage_targets(event)]
@@ -180,8 +173,7 @@ class Enqueuer:
         return self._parts(_sync_of(event), trims(event, self.trim_every), self.clock(), targets)
 
     def create(self, event: Event, target: tuple[str, DeliveryKind], now: int) -> str:
-        """Create one delivery of ``event`` to ``target`` (kept if it exists), due now, and
-        wake the sweepers (a success of the past: ``replay --since``)."""
+        """Create one delivery of a past success (``replay --since``), kept if it exists."""
         return self.create_many(_sync_of(event), [target], now)[0]
 
     def create_many(
@@ -191,15 +183,14 @@ class Enqueuer:
         now: int,
         pipe: Pipeline | None = None,
     ) -> list[str]:
-        """Create ``sync``'s deliveries to ``targets`` (each kept if it exists), due now, in
-        ``pipe`` if given (a table-level delivery's expansion); return their ids."""
+        """Create ``sync``'s deliveries (each kept if it exists), in ``pipe`` if given (a
+        table-level delivery's expansion); return their ids."""
         keys, args = self._parts(sync, False, now, targets)
         self.create_script(keys=keys, args=args, client=pipe)
         return [delivery_id(sync.connector_id, sync.sync_id, u) for u, _ in targets]
 
     def targets(self, event: Event) -> list[tuple[str, DeliveryKind]]:
-        """The URIs (and kinds) of a successful sync's deliveries under the granularity
-        setting."""
+        """The URIs (and kinds) of a successful sync's deliveries."""
         granularity = self.settings.asset_granularity
         out: list[tuple[str, DeliveryKind]] = []
         if granularity != "table":
@@ -208,15 +199,13 @@ class Enqueuer:
             )
             out += [(u, DeliveryKind.ASSET) for u in uris]
         if granularity != "connector":
-            # One delivery for all the tables, whatever their number: the worker expands
-            # it (forwarding/tables.py), so the webhook reads no table list.
+            # One delivery for all the tables: the worker expands it (tables.py).
             out.append((tables_uri(event.connector_id), DeliveryKind.TABLES))
         return out
 
     def _parts(
         self, sync: SyncRef, trim: bool, now: int, targets: list[tuple[str, DeliveryKind]]
     ) -> tuple[list[str], list[EncodableT]]:
-        """Return the chunk's keys and arguments for ``sync``'s deliveries to ``targets``."""
         keys = [
             sync_deliveries_key(self.settings.key_prefix, sync.connector_id, sync.sync_id),
             *self.shared_keys,
@@ -242,8 +231,7 @@ class Enqueuer:
 
 
 def tables_uri(connector_id: str) -> str:
-    """The URI of a sync's table-level delivery, which the worker expands into one
-    delivery per consumed table (not an asset: Airflow never sees it)."""
+    """The URI of a sync's table-level delivery (never an asset: the worker expands it)."""
     return f"{TABLES_SCHEME}{connector_id}"
 
 
@@ -258,3 +246,52 @@ def _sync_of(event: Event) -> SyncRef:
         connector_type=event.connector_type,
         group_id=event.group_id,
     )
+
+
+def lineage_enabled(
+    settings: Settings,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    home: Path | None = None,
+) -> bool:
+    """Return whether syncs are sent as OpenLineage runs: ``FIVETRAN_EVENTS_LINEAGE`` on or
+    off, or ``auto``: when the OpenLineage client would find a transport (its variables or
+    an ``openlineage.yml``), unless ``OPENLINEAGE_DISABLED=true``."""
+    if settings.lineage != "auto":
+        return settings.lineage == "on"
+    env = os.environ if environ is None else environ
+    if env.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
+        return False
+    if any(env.get(v) for v in CLIENT_VARIABLES) or any(k.startswith(CLIENT_PREFIX) for k in env):
+        return True
+    cwd = Path.cwd() if cwd is None else cwd
+    home = Path.home() if home is None else home
+    return (cwd / "openlineage.yml").is_file() or (home / ".openlineage/openlineage.yml").is_file()
+
+
+def event_type(kind: EventKind, status: str) -> str:
+    """Return the OpenLineage event type of a sync_start, or of a sync_end's status:
+    RESCHEDULED and unknown statuses are OTHER, which leaves the run open (Fivetran
+    resumes a rescheduled sync; its real end closes the run)."""
+    if kind is EventKind.SYNC_START:
+        return "START"
+    if status in SUCCESS_STATUSES:
+        return "COMPLETE"
+    if status in FAILURE_STATUSES:
+        return "FAIL"
+    if status in ABORT_STATUSES:
+        return "ABORT"
+    return "OTHER"
+
+
+def lineage_targets(event: Event) -> list[str]:
+    """Return the lineage deliveries ``event`` makes: one for a start or an end (an OTHER
+    carries its status), none for an import of the LOG table's past."""
+    if event.kind not in (EventKind.SYNC_START, EventKind.SYNC_END) or event.sync_id is None:
+        return []
+    if event.source not in (SOURCE_WEBHOOK, SOURCE_RECONCILED):
+        return []
+    kind = event_type(event.kind, event.status or "")
+    if kind == "OTHER":
+        return [f"{LINEAGE_PREFIX}OTHER:{event.status or ''}"]
+    return [LINEAGE_PREFIX + kind]

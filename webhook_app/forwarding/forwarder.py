@@ -1,18 +1,8 @@
 """The worker's view of forwarding: one object with a store, a recorder, senders, a queue.
 
-A delivery's record carries its kind (``DeliveryKind``), and the forwarder holds one
-sender per kind: ``asset.AssetSender`` (Airflow's asset events),
-``tables.TablesSender`` (a sync's table-level delivery, expanded into asset deliveries)
-and ``lineage.LineageSender`` (OpenLineage run events). An attempt takes the delivery's
-lock (a lease: a dead worker's lock expires), tidies a delivery that is gone or final,
-waits (not due) until the sender's ``not_before``, and hands the delivery to its sender,
-which records what happened through the ``Recorder``. The sweeper (sweeper.py) queues
-the attempts.
-
-A worker pool's processes share Airflow's asset ids through Redis (``RedisAssetIds``):
-without it each process's first delivery to a URI (and each one's again when its cache
-runs out) asks Airflow for the id; with it one lookup serves the pool for the cache
-period (``AirflowClient.asset_cache_seconds``).
+It holds one sender per delivery kind. An attempt takes the delivery's lease (a dead
+worker's lock expires), tidies a delivery that is gone or final, waits until the sender's
+``not_before`` and hands the delivery to its sender, which records through the ``Recorder``.
 """
 
 from __future__ import annotations
@@ -24,21 +14,27 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import redis
-from redis.exceptions import LockError
+from redis.exceptions import LockError, WatchError
 from rq import Queue
 
-from fivetran_events import Settings
-from fivetran_events.deliveries import FINAL, Delivery, DeliveryKind
+from fivetran_events import Event, HistoryReader, Settings, as_text
+from fivetran_events.deliveries import FINAL, Delivery, DeliveryKind, DeliveryState
 from fivetran_events.fivetran_api import FivetranClient
-from fivetran_events.keys import asset_id_key, delivery_lock_key
-from fivetran_events.timeutil import now_ms
+from fivetran_events.keys import (
+    asset_id_key,
+    deliveries_key,
+    delivery_lock_key,
+    due_key,
+    sweep_wake_key,
+    undelivered_key,
+)
+from fivetran_events.model import EventKind
+from fivetran_events.timeutil import from_ms, iso, now_ms
 
 from .. import metrics
-from ..airflow_client import AirflowClient
-from ..airflow_errors import AirflowError
-from . import replay as _replay
+from ..airflow_client import AirflowClient, AirflowError
 from .asset import AssetSender
-from .enqueue import Enqueuer
+from .enqueue import Enqueuer, record_ttl_ms
 from .recorder import AttemptOutcome, AttemptResult, Recorder
 from .store import DeliveryStore
 from .sweeper import SWEEP_BATCH, Sweeper
@@ -66,7 +62,7 @@ class Sender(Protocol):
 
 
 class RedisAssetIds:
-    """``airflow_client.SharedAssetIds`` in Redis: one string per URI, with an expiry."""
+    """``airflow_client.SharedAssetIds`` in Redis: one lookup serves a worker pool."""
 
     def __init__(self, client: redis.Redis, prefix: str) -> None:
         self.redis = client
@@ -87,16 +83,8 @@ class RedisAssetIds:
 
 
 class Forwarder:
-    """Make forwarding attempts, sweep due deliveries, replay.
-
-    It has a delivery store, a recorder of state changes, an enqueuer (to create
-    deliveries), the RQ queue its sweeper fills, and a sender per kind it can attempt:
-    asset and table-level deliveries with an Airflow client (None: replay and listings
-    only, or lineage alone; ``fivetran``: where table lists are refreshed, None: cached
-    only), lineage ones with what ``lineage`` builds from the recorder (None: lineage
-    off). The recorder's clock and jitter and the sweeper's clock are read at each call,
-    so a test can swap them.
-    """
+    """Make forwarding attempts, sweep due deliveries, replay. Without ``airflow``: replay
+    and listings only, or lineage alone; without ``fivetran``: cached table lists only."""
 
     def __init__(
         self,
@@ -134,11 +122,7 @@ class Forwarder:
             self.senders[DeliveryKind.LINEAGE] = lineage(self.recorder)
 
     def warm_up(self) -> bool:
-        """Fetch Airflow's version and a token now, so the first delivery does not wait.
-
-        Called as a worker starts; a failure is only logged (the first attempt tries
-        again and retries as usual). Return whether it succeeded.
-        """
+        """Fetch Airflow's version and a token as a worker starts (a failure is only logged)."""
         if self.airflow is None:
             return False
         try:
@@ -149,7 +133,7 @@ class Forwarder:
         return True
 
     def attempt(self, did: str) -> AttemptResult:
-        """Make one attempt at delivery ``did`` under its lease; return what happened."""
+        """Make one attempt at delivery ``did`` under its lease."""
         lock = self.redis.lock(
             delivery_lock_key(self.settings.key_prefix, did),
             timeout=self.lease_ms / 1000,
@@ -178,16 +162,92 @@ class Forwarder:
                 log.warning("delivery %s: lease expired during the attempt", did)
 
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
-        """Queue every due delivery (``Sweeper.sweep``)."""
         return self.sweeper.sweep(now, limit)
 
     def replay(self, ids: Iterable[str]) -> list[str]:
-        """Replay deliveries that were not delivered (replay.py)."""
-        return _replay.replay(self.enqueuer, ids, self.recorder.clock)
+        """Give given-up (or stuck) deliveries a new retry window, due now (``replay``)."""
+        return [did for did in ids if self._replay_one(did)]
+
+    def _replay_one(self, did: str) -> bool:
+        """Reset ``did`` unless Airflow has its event: WATCHed before it is read, so a
+        worker recording the event in between aborts the write, and the read is made again."""
+        key = self.store.key(did)
+        prefix = self.settings.key_prefix
+        with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    d = self.store.get(did)
+                    if d is None or d.state is DeliveryState.DELIVERED or d.get("event_id"):
+                        return False
+                    now = self.recorder.clock()
+                    pipe.multi()
+                    pipe.hset(
+                        key,
+                        mapping={
+                            "state": DeliveryState.PENDING.value,
+                            "window_ms": str(now),
+                            "reason": f"replayed at {iso(now)}",
+                            "updated_ms": str(now),
+                        },
+                    )
+                    pipe.hdel(key, "next_attempt_ms")
+                    pipe.zrem(undelivered_key(prefix), did)
+                    # Due now; the sweeper claims it unless its last job is still queued.
+                    pipe.zadd(due_key(prefix), {did: now})
+                    # A new window: listed as new, and its record (and its sync's set)
+                    # lives a whole window again.
+                    pipe.zadd(deliveries_key(prefix), {did: now})
+                    fresh = Delivery(did, {**d.fields, "window_ms": str(now)})
+                    self.store.expire(pipe, fresh, record_ttl_ms(self.settings))
+                    self.store.index_state(pipe, fresh, DeliveryState.PENDING)
+                    # Wake a sweeper; the list keeps one element however many replays.
+                    pipe.rpush(sweep_wake_key(prefix), 1)
+                    pipe.ltrim(sweep_wake_key(prefix), 0, 0)
+                    pipe.execute()
+                    return True
+                except WatchError:
+                    continue
 
     def forward_since(self, since_ms: int) -> tuple[list[str], list[str], int]:
-        """Forward every success that ended at or after ``since_ms`` (replay.py)."""
-        return _replay.forward_since(self.enqueuer, since_ms, self.recorder.clock)
+        """Forward every success that ended at or after ``since_ms`` (``replay --since``):
+        create missing deliveries (recorded while forwarding was off), replay undelivered
+        ones. Returns (created, replayed, already delivered)."""
+        enq = self.enqueuer
+        now = self.recorder.clock()
+        created: list[str] = []
+        existing: list[str] = []
+        reader = HistoryReader(
+            self.redis, self.settings.key_prefix, self.settings.max_sync_duration_ms
+        )
+        for rec in reader.connector_records():
+            for c in reader.successes_since(rec.connector_id, since_ms):
+                event = Event(
+                    kind=EventKind.SYNC_END,
+                    event="sync_end",
+                    created=from_ms(c.ended_ms),
+                    connector_id=rec.connector_id,
+                    connector_name=rec.name,
+                    connector_type=rec.type,
+                    group_id=rec.group,
+                    sync_id=c.sync_id,
+                    status=c.status,
+                )
+                for target in enq.targets(event):
+                    did = self.store.id_of(event, target[0])
+                    if self.redis.exists(self.store.key(did)):
+                        existing.append(did)
+                        continue
+                    created.append(enq.create(event, target, now))
+        replayed = self.replay(existing)
+        return created, replayed, len(existing) - len(replayed)
 
     def deliveries_of_sync(self, sync_id: str, connector_id: str | None = None) -> list[str]:
-        return _replay.deliveries_of_sync(self.store, sync_id, connector_id)
+        """Return the delivery ids of ``sync_id`` (of any connector unless one is named)."""
+        ids = [as_text(m) for m in self.redis.zrange(deliveries_key(self.store.prefix), 0, -1)]
+        return [
+            i
+            for i in ids
+            if i.split(":")[1] == sync_id
+            and (connector_id is None or i.split(":")[0] == connector_id)
+        ]

@@ -1,24 +1,16 @@
-"""The worker's half of OpenLineage: build a sync's run event, send it, record the outcome.
+"""OpenLineage's sender: build a sync's run event, send it, record the outcome.
 
-A lineage delivery (``webhook_app/lineage.py``) is attempted under the same lease as a
-dataset delivery (the forwarder holds it and hands it to this sender): the event is built
-from the delivery record alone, so every attempt sends the same event (same run id,
-event type and time), and sent with ``openlineage-python``'s client, which reads its own
-configuration (``OPENLINEAGE_URL``, ``openlineage.yml``, ``OPENLINEAGE__TRANSPORT__*``),
-so every transport it offers works. An end waits while its sync's START is still being
-delivered, so a receiver sees START first; an end without a START (a lost
-``sync_start``) is sent alone, a valid run of one event.
-
-Outcomes as for Airflow: a connection error, a timeout, 5xx or 429 retries with the
-forwarding backoff (the client's own HTTP retries come first); another 4xx is recorded
-as failed with the receiver's answer. A POST whose answer was lost may reach the
-receiver twice, as the same event: OpenLineage consumers key runs by run id and type.
+The event is built from the delivery record alone, so every attempt sends the same
+event, with the OpenLineage client and its own transport configuration. An end waits
+while its sync's START is being delivered, so a receiver sees START first. A lost answer
+may reach the receiver twice, as the same event: consumers key runs by run id and type.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -34,18 +26,20 @@ from fivetran_events.http import RetryableError, retry_after_seconds
 from fivetran_events.keys import delivery_id
 from fivetran_events.timeutil import iso
 
-from ..lineage import TARGET_PREFIX, job_namespace, run_id, target_type
+from .enqueue import LINEAGE_PREFIX
 from .recorder import AttemptResult, Recorder, retry_at
 
 log = logging.getLogger(__name__)
 
 #: Who made the events (the spec's ``producer``: a URI).
 PRODUCER = f"urn:fivetran-events:{__version__}"
-#: The custom run facet's JSON schema (docs/schemas/FivetranSyncRunFacet.json ships
-#: it; the URN names its version).
+#: The custom run facet's JSON schema (docs/schemas/FivetranSyncRunFacet.json).
 FACET_SCHEMA_URL = (
     "urn:fivetran-events:schema:FivetranSyncRunFacet:1-0-0#/$defs/FivetranSyncRunFacet"
 )
+#: Run ids are UUID v5 in this namespace, of "<connector id>:<sync id>": START and the
+#: end of one sync carry the same id whichever worker builds them, and a retry too.
+RUN_NAMESPACE = uuid.UUID("6b1f3c1e-5f0a-5d4e-9a57-0c2f1b7d9e41")
 #: How long an end waits for its START's delivery before it looks again, in ms.
 START_FIRST_MS = 1000
 
@@ -54,12 +48,25 @@ START_FIRST_MS = 1000
 Outputs = Callable[[str], "list[tuple[str, str]] | None"]
 
 
-class LineageUnavailable(RetryableError):
-    """The OpenLineage transport failed in a way that may pass (no answer, 5xx, 429).
+def target_type(target: str) -> str:
+    """Return the OpenLineage event type a lineage target sends."""
+    return target[len(LINEAGE_PREFIX) :].split(":", 1)[0]
 
-    An OpenLineage receiver cannot be asked whether it holds an event, so a lost answer
-    is sent again as the identical event (docs/lineage.md); ``maybe_sent`` is unused.
-    """
+
+def run_id(connector_id: str, sync_id: str) -> str:
+    """Return the run id of one sync: the same for its START, its end and every retry."""
+    return str(uuid.uuid5(RUN_NAMESPACE, f"{connector_id}:{sync_id}"))
+
+
+def job_namespace(template: str, connector_id: str, group_id: str) -> str:
+    """Return the job namespace of a connector's runs (``FIVETRAN_EVENTS_LINEAGE_NAMESPACE``;
+    by group, as connection ids are unique only within an account; unknown: ``default``)."""
+    return template.format(connector_id=connector_id, group_id=group_id or "default")
+
+
+class LineageUnavailable(RetryableError):
+    """The OpenLineage transport failed in a way that may pass (no answer, 5xx, 429); a
+    receiver cannot be asked whether it holds an event, so ``maybe_sent`` is unused."""
 
     def __init__(self, cause: Exception) -> None:
         super().__init__(f"OpenLineage receiver unavailable: {type(cause).__name__}: {cause}")
@@ -84,8 +91,7 @@ class NamedTable(Protocol):
 
 
 def table_outputs(tables: Callable[[str], Sequence[NamedTable] | None]) -> Outputs:
-    """Turn a connector's cached destination tables (None: not known) into ``Outputs``,
-    e.g. ``table_outputs(functools.partial(destination_tables, client, prefix))``."""
+    """Turn a connector's cached destination tables (None: not known) into ``Outputs``."""
 
     def outputs(connector_id: str) -> list[tuple[str, str]] | None:
         found = tables(connector_id)
@@ -204,11 +210,7 @@ class LineageSender:
     def from_settings(
         cls, recorder: Recorder, settings: Settings, outputs: Outputs = no_outputs
     ) -> LineageSender:
-        """Build the client from its own configuration (``OpenLineageClient()``).
-
-        With ``FIVETRAN_EVENTS_LINEAGE=on`` and no configuration the client prints each
-        event to the worker's log (its console fallback).
-        """
+        """Build the client from its own configuration (none: it logs each event)."""
         return cls(recorder, OpenLineageClient(), settings.lineage_namespace, outputs)
 
     def not_before(self, d: Delivery) -> int | None:
@@ -216,7 +218,7 @@ class LineageSender:
         if target_type(d.uri) != "START":
             f = d.fields
             start = self.recorder.store.get(
-                delivery_id(f["connector_id"], f["sync_id"], TARGET_PREFIX + "START")
+                delivery_id(f["connector_id"], f["sync_id"], LINEAGE_PREFIX + "START")
             )
             if start is not None and start.state not in FINAL:
                 return max(self.recorder.clock() + START_FIRST_MS, start.ms("next_attempt_ms") or 0)
@@ -225,8 +227,7 @@ class LineageSender:
     def send(self, d: Delivery) -> AttemptResult:
         """Send lineage delivery ``d`` (its lease held by the forwarder)."""
         r = self.recorder
-        # Read from the history once and kept on the record, so every attempt sends the
-        # same event.
+        # Read from the history once and kept on the record: every attempt sends the same.
         details = json.loads(d.get("extra") or "null")
         if details is None:
             details = sync_details(r.redis, r.settings.key_prefix, d)

@@ -1,14 +1,8 @@
 """The state changes of a delivery, which every sender records through one ``Recorder``.
 
-An attempt begins (``begin``: one more attempt, its lease's end as the due time, so if
-the worker dies the sweeper queues the delivery again), and ends delivered, retrying at
-a time, or given up (undelivered: 404 or the retry window ran out, replayable; failed:
-refused). Each end is one MULTI: the record, the due set, the given-up set, the
-per-state index and the record's expiry.
-
-A retry waits an exponential backoff with jitter, at least the Retry-After up to
-``max_retry_after_seconds``, clamped into the retry window, which closes
-``forward_retry_hours`` after receipt (or the last replay).
+An attempt begins (due again at its lease's end, should the worker die) and ends
+delivered, retrying, or given up (undelivered: replayable; failed: refused), each end one
+MULTI. Retries are clamped into the window ``forward_retry_hours`` after receipt.
 """
 
 from __future__ import annotations
@@ -74,12 +68,8 @@ def backoff_seconds(
     settings: Settings, attempts: int, retry_after: float | None, jitter: float
 ) -> float:
     """Exponential backoff with ``jitter`` (0..1; half fixed, half random), at least
-    Retry-After.
-
-    A Retry-After that is not a number (NaN) is ignored; one asking for more than
-    ``max_retry_after_seconds`` (a huge number, infinity, a date in year 9999) gets that
-    much, so one answer cannot postpone a delivery for the whole retry window.
-    """
+    Retry-After: NaN is ignored, and at most ``max_retry_after_seconds`` of it, so one
+    answer cannot postpone a delivery for the whole retry window."""
     s = settings
     ceiling = min(
         s.forward_backoff_max_seconds,
@@ -97,10 +87,7 @@ def retry_at(d: Delivery) -> int | None:
 
 
 class Recorder:
-    """Record what an attempt did to a delivery in its store.
-
-    The clock and the jitter are read at each call, so a test can swap them.
-    """
+    """Record what an attempt did to a delivery (clock and jitter read at each call)."""
 
     def __init__(
         self,
@@ -141,10 +128,8 @@ class Recorder:
         return AttemptResult(d.id, AttemptOutcome.NOT_DUE, due_in_s=(at - self.clock()) / 1000)
 
     def already_done(self, did: str, d: Delivery | None) -> AttemptResult:
-        """An attempt at a delivery that is gone or final: tidy its indexes and due time.
-
-        A redelivery's creation renewed a final record's life: its final expiry again.
-        """
+        """An attempt at a delivery that is gone or final: tidy its indexes and due time,
+        and give a final record (whose life a redelivery renewed) its final expiry again."""
         with self.redis.pipeline(transaction=True) as pipe:
             if d is None:
                 self.store.forget(pipe, did)
@@ -177,11 +162,8 @@ class Recorder:
     def give_up(
         self, d: Delivery, state: DeliveryState, reason: str, clear_mark: bool = True
     ) -> AttemptResult:
-        """Record ``d`` given up in ``state`` (undelivered or failed), saying why.
-
-        ``clear_mark``: False while an earlier POST's outcome is still open (its marks
-        stay, so a replay looks it up before posting).
-        """
+        """Record ``d`` given up in ``state`` (undelivered or failed), saying why; keep the
+        marks (``clear_mark`` False) while an earlier POST's outcome is open."""
         drop = ["next_attempt_ms"] + (MARKS if clear_mark else [])
         self._finish(d, state, {"reason": reason}, drop)
         metrics.FORWARD_OUTCOMES.labels(outcome=state.value).inc()
@@ -221,33 +203,23 @@ class Recorder:
         return AttemptResult(d.id, AttemptOutcome.RETRYING, reason=str(exc), due_in_s=due_in_s)
 
     def final_ttl_ms(self, state: DeliveryState, d: Delivery, now: int) -> int:
-        """Return how long a record in a final ``state`` stays from ``now``.
-
-        Delivered: the keep time. Given up: until its retry window plus the keep time are
-        over, and at least the keep time. A delivered table's record (``tables.py``: it
-        has a ``table``) stays ``table_keep_ms`` only: its sync's table-level delivery,
-        kept the keep time, is what a late redelivery or a replay finds.
-        """
+        """Return how long a record in a final ``state`` stays from ``now``: delivered, the
+        keep time (a delivered table's, ``table_keep_ms``: its sync's table-level delivery
+        is what a redelivery finds); given up, until its window and the keep time are over."""
         if state is DeliveryState.DELIVERED:
             return self.table_keep_ms() if d.get("table") else self.keep_ms
         return max(d.window_ms + self.record_ttl_ms - now, self.keep_ms)
 
     def table_keep_ms(self) -> int:
         """How long a delivered table's record stays: past any re-run of its sync's
-        expansion (a worker that died between creating the tables' deliveries and
-        recording the expansion: its lease, then an attempt), at least an hour, at most
-        the keep time."""
+        expansion, at least an hour, at most the keep time."""
         return min(self.keep_ms, max(3_600_000, 4 * (self.lease_ms + self.margin_ms)))
 
     def _finish(
         self, d: Delivery, state: DeliveryState, fields: dict[str, str], drop: list[str]
     ) -> None:
-        """Record a final ``state``: the record, the due set, the given-up set, the index.
-
-        Its expiry in the same MULTI: a delivered record stays the keep time (a late
-        redelivery still finds it and forwards nothing), one given up stays until its
-        retry window plus the keep time are over (what an operator replays).
-        """
+        """Record a final ``state``: the record, the due set, the given-up set, the index
+        and the expiry, in one MULTI."""
         key, now = self.store.key(d.id), self.clock()
         given_up = undelivered_key(self.settings.key_prefix)
         with self.redis.pipeline(transaction=True) as pipe:

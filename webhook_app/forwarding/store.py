@@ -1,9 +1,4 @@
-"""Delivery records: one Redis hash per (successful sync, dataset URI), and their indexes.
-
-This module knows how a delivery is stored (created by the history's write script,
-``enqueue.CREATE_CHUNK``), moved between states (its record and the per-state index in one
-MULTI) and read back; it never talks to Airflow.
-"""
+"""Delivery records: one Redis hash per (successful sync, dataset URI), and their indexes."""
 
 from __future__ import annotations
 
@@ -25,9 +20,8 @@ from fivetran_events.keys import (
     undelivered_key,
 )
 
-# Make a sync's set of delivery ids live as long as its longest-lived record: the syncs
-# listing joins on it, and a record that expired is simply not listed. KEYS: the set, then
-# its records. Returns the set's new time to live in ms (0: every record is gone).
+# Make a sync's set of delivery ids live as long as its longest-lived record (the syncs
+# listing joins on it). KEYS: the set, then its records. Returns the set's new TTL in ms.
 SET_EXPIRY = """
 local longest = 0
 for i = 2, #KEYS do
@@ -63,11 +57,8 @@ class DeliveryStore:
         return delivery_id(event.connector_id, event.sync_id, uri)
 
     def index_state(self, pipe: Pipeline, d: Delivery, state: DeliveryState) -> None:
-        """Queue the index writes of ``d`` entering ``state`` (in the caller's MULTI).
-
-        Scored by when its retry window opened (receipt, or the last replay): creation
-        trims the indexes at the records' time to live counted from there.
-        """
+        """Queue the index writes of ``d`` entering ``state`` (in the caller's MULTI),
+        scored by when its retry window opened: creation trims the indexes by that."""
         for s in INDEXED:
             if s is not state:
                 pipe.zrem(self.state_key(s), d.id)
@@ -75,11 +66,8 @@ class DeliveryStore:
             pipe.zadd(self.state_key(state), {d.id: d.window_ms})
 
     def expire(self, pipe: Pipeline, d: Delivery, ttl_ms: int) -> None:
-        """Queue ``d``'s record to expire in ``ttl_ms``, its sync's set with its last record.
-
-        Reads the sync's set now (its members are the connector's URIs, fixed at the
-        webhook); the expiries are written in the caller's MULTI.
-        """
+        """Queue ``d``'s record to expire in ``ttl_ms``, its sync's set with its last record
+        (the set is read now; the expiries are written in the caller's MULTI)."""
         sync_key = sync_deliveries_key(self.prefix, d.fields["connector_id"], d.fields["sync_id"])
         ids = sorted({as_text(m) for m in self.client.smembers(sync_key)} | {d.id})
         pipe.pexpire(self.key(d.id), max(1, ttl_ms))
@@ -124,10 +112,7 @@ class DeliveryStore:
     def recent(
         self, limit: int = 100, state: DeliveryState | None = None, scan_limit: int = 100_000
     ) -> list[Delivery]:
-        """Return the newest deliveries (of one state), newest first.
-
-        An indexed state is read from its index; delivered ones (or all) from the listing.
-        """
+        """Return the newest deliveries (of one state), newest first."""
         if state in INDEXED:
             assert state is not None
             ids = [as_text(m) for m in self.client.zrevrange(self.state_key(state), 0, limit - 1)]

@@ -1,12 +1,9 @@
 """The sweeper: queue an RQ job for every delivery whose due time has come.
 
-New deliveries (due at receipt: the webhook queues no job), retries, lease expiries and
-claims whose job was never queued (a crash between a sweep's claim and its enqueue) are
-due times in one sorted set, and each worker's sweeper thread queues whatever is due
-(never a second job while one is queued), so no RQ scheduler is needed and a killed
-worker's delivery resumes. It sweeps when woken (the webhook's script pushes the wake
-list, which it waits on) and every sweep interval. The jobs' names and options live
-here too: this module imports no HTTP client, so the web process may name them.
+New deliveries, retries, lease expiries and unqueued claims are due times in one sorted
+set; each worker's sweeper thread queues whatever is due (never a second job while one is
+queued), so no RQ scheduler is needed and a killed worker's delivery resumes. No HTTP
+client here: the web process may name the jobs.
 """
 
 from __future__ import annotations
@@ -29,8 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: The dotted path of the job; a string, so the web process never imports the worker side.
-FORWARD_JOB = "webhook_app.jobs.forward_sync"
+#: The job's dotted path: a string, so the web process never imports the worker side.
+FORWARD_JOB = "webhook_app.workers.forward_sync"
 #: How long RQ keeps a finished attempt's job and result: the delivery record holds the
 #: outcome, so only long enough to look at one (``rq info``) while it is fresh.
 RESULT_TTL = 300
@@ -39,14 +36,11 @@ FAILURE_TTL = 3 * 86_400
 #: Deliveries the sweeper queues per pass.
 SWEEP_BATCH = 500
 
-# Claim the deliveries due at ``now`` (score <= now, at most ``limit``, oldest first) for
-# new RQ jobs: each is skipped if the RQ job last queued for it (the record's ``job``; none
-# before its first sweep) is still waiting in the queue; either way its due time moves to
-# the lease's end. One step, so two sweepers never both take the same delivery and a
-# backlog never holds two jobs of one delivery. A claimed delivery's record names its new
-# job (``forward_job_id``: "fwd-", the first 24 hex digits of the id's SHA-1, "-",
-# now), and the sweeper queues the claimed jobs once this has run: a crash between the
-# two leaves the delivery due at the lease's end, naming a job that was never queued.
+# Claim the deliveries due at ``now`` (at most ``limit``, oldest first) for new RQ jobs,
+# skipping one whose last job (the record's ``job``) still waits in the queue; either way
+# its due time moves to the lease's end. One step, so two sweepers never take the same
+# delivery. A claimed record names its new job (``forward_job_id``); a crash before the
+# sweeper queues it leaves the delivery due at the lease's end.
 # KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix.
 # Returns id, job id, id, job id, ... of the claimed deliveries.
 CLAIM_DUE = """
@@ -71,21 +65,14 @@ return out
 
 
 def forward_job_id(delivery: str, tag: str | int | None = None) -> str:
-    """Name an attempt's RQ job (RQ allows only letters, digits, '_' and '-' in ids).
-
-    A sweep's claim script (``CLAIM_DUE``) names its jobs the same way, with the sweep's
-    time as the tag: SHA-1, because Lua in Redis has it.
-    """
+    """Name an attempt's RQ job as ``CLAIM_DUE`` does (SHA-1: Lua in Redis has it)."""
     digest = hashlib.sha1(delivery.encode(), usedforsecurity=False).hexdigest()[:24]
     return f"fwd-{digest}" if tag is None else f"fwd-{digest}-{tag}"
 
 
 def queue_jobs(queue: Queue, jobs: Sequence[tuple[str, str]], lease_ms: int) -> None:
-    """Queue an attempt for each (delivery id, RQ job id) of ``jobs``, in one MULTI.
-
-    No ``ttl``: a job that expired before it ran would leave its delivery waiting for the
-    sweeper. RQ stops a job at the lease's end (``job_timeout``).
-    """
+    """Queue an attempt for each (delivery id, RQ job id) of ``jobs``, in one MULTI (no
+    ``ttl``: a job that expired before it ran would leave its delivery waiting)."""
     with queue.connection.pipeline(transaction=True) as pipe:
         for did, job_id in jobs:
             queue.enqueue(
@@ -113,16 +100,11 @@ class Sweeper:
         self.lease_ms = lease_ms
         self.clock = clock
         self.claim_script = self.redis.register_script(CLAIM_DUE)
-        #: The key prefix of RQ's job hashes (a claim reads the last job's status).
         self.job_prefix = str(queue.job_class.redis_job_namespace_prefix)
         self.wake_key = sweep_wake_key(settings.key_prefix)
 
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
-        """Queue an attempt for every delivery due at ``now``; return how many were queued.
-
-        Two round trips: the claim script (``CLAIM_DUE``), then the claimed jobs in one
-        MULTI.
-        """
+        """Queue an attempt for every delivery due at ``now``; return how many."""
         now = self.clock() if now is None else now
         prefix = self.settings.key_prefix
         args: list[EncodableT] = [
@@ -148,21 +130,12 @@ class Sweeper:
         return total
 
     def wait_for_wake(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for new due deliveries; return whether woken.
-
-        One BLPOP of the wake list, which the webhook's script pushes (one element at
-        most); its timeout stays under the client's socket timeout, which would otherwise
-        end the wait with an error.
-        """
+        """Wait up to ``timeout`` seconds (under the socket timeout) to be woken."""
         limit = self.settings.redis_timeout_seconds / 2
         return self.redis.blpop([self.wake_key], timeout=min(timeout, limit)) is not None
 
     def run(self, interval: float, stop: threading.Event) -> None:
-        """Queue due deliveries until ``stop`` is set: new ones as soon as the webhook wakes
-        this sweeper, retries and dead workers' leases every ``interval`` (or sooner).
-
-        ``stop`` is checked after each wait, which lasts at most ``interval`` seconds.
-        """
+        """Queue due deliveries until ``stop`` is set: when woken, and every ``interval``."""
         while not stop.is_set():
             try:
                 self.wait_for_wake(interval)

@@ -1,25 +1,10 @@
 """A sync's table-level delivery, expanded into one delivery per consumed table.
 
-With ``FIVETRAN_EVENTS_ASSET_GRANULARITY`` = ``table`` or ``both``, the webhook creates
-one delivery per sync for all its tables (``enqueue.tables_uri``), so what it writes
-does not grow with the table count and it never reads a table list. Its attempt, here:
-
-1. refreshes the connector's table list from Fivetran if it is not fresh
-   (``destinations.current``; a stale list is used while Fivetran cannot be reached);
-2. asks Airflow once which of the tables' URIs are assets (one paged listing under their
-   common prefix, ``AirflowClient.assets_under``): a table no DAG uses has no asset, and
-   its POST would only be a 404 to record;
-3. creates, in one MULTI, a delivery per consumed table (each exactly once per (sync,
-   URI), as any delivery: created unless it exists) with its ``extra`` (the sync's, with
-   ``schema``, ``table`` and ``full_refresh`` for that table alone), due now; the workers
-   POST them concurrently, as many at a time as the pool has processes;
-4. records itself delivered with the counts (``tables``: forwarded/enabled).
-
-Each table's record, once delivered, stays an hour (``Recorder.table_keep_ms``), not
-the keep time: this delivery, which stays the keep time, is what a late redelivery, a
-reconcile or a replay finds, so per sync only it outlives the hour.
-
-Run again after a crash, it creates only what is missing.
+The webhook creates one delivery per sync for all its tables, so what it writes does not
+grow with the table count. Its attempt refreshes the table list when due, asks Airflow
+once which tables are assets (a table no DAG uses would only be a 404), and creates a
+delivery per consumed table, due now, in one MULTI; run again, it creates only what is
+missing.
 """
 
 from __future__ import annotations
@@ -33,8 +18,7 @@ from fivetran_events.destinations import DestinationTable, current
 from fivetran_events.exceptions import FivetranApiError, FivetranUnavailable
 from fivetran_events.fivetran_api import FivetranClient
 
-from ..airflow_client import AirflowClient
-from ..airflow_errors import AirflowRejected, AirflowUnavailable
+from ..airflow_client import AirflowClient, AirflowRejected, AirflowUnavailable
 from .enqueue import Enqueuer
 from .recorder import AttemptResult, Recorder, retry_at
 from .sweeper import Sweeper
@@ -82,7 +66,6 @@ class TablesSender:
         sweeper: Sweeper,
         fivetran: FivetranClient | None,
     ) -> None:
-        """``fivetran``: where a table list is refreshed from (None: cached lists only)."""
         self.recorder = recorder
         self.airflow = airflow
         self.enqueuer = enqueuer
@@ -93,7 +76,6 @@ class TablesSender:
         return retry_at(d)
 
     def send(self, d: Delivery) -> AttemptResult:
-        """Make ``d``'s attempt: create its sync's per-table deliveries (see the module)."""
         r = self.recorder
         try:
             tables = current(

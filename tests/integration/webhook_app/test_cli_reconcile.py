@@ -26,7 +26,7 @@ from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn
 from testkit.forward_support import syncs
 from testkit.support import TOKEN, deliver, payload
 from testkit.worker_process import worker_env
-from webhook_app import reconciling
+from webhook_app import workers
 from webhook_app.cli import ExitCode, main
 from webhook_app.forwarding.enqueue import delivery_store
 
@@ -203,14 +203,14 @@ class TestSchedule:
         )
         queue = Queue(s.queue_name, connection=client)
         now = to_ms(ENDED) // 60_000 * 60_000 + 10_000  # 10 s into a period
-        assert reconciling.schedule_next(s, queue, now) is True
-        assert reconciling.schedule_next(s, queue, now + 20_000) is False  # a second worker
-        assert reconciling.schedule_next(s, queue, now + 60_000) is True  # the next period
+        assert workers.schedule_next(s, queue, now) is True
+        assert workers.schedule_next(s, queue, now + 20_000) is False  # a second worker
+        assert workers.schedule_next(s, queue, now + 60_000) is True  # the next period
         ids = scheduled(queue).get_job_ids()
         first = (now // 60_000) + 1
         assert sorted(ids) == [
-            reconciling.JOB_ID.format(period=first),
-            reconciling.JOB_ID.format(period=first + 1),
+            workers.RECONCILE_JOB_ID.format(period=first),
+            workers.RECONCILE_JOB_ID.format(period=first + 1),
         ]
 
     @pytest.mark.parametrize(
@@ -231,8 +231,8 @@ class TestSchedule:
     ) -> None:
         s = settings.model_copy(update=update)
         queue = Queue(s.queue_name, connection=client)
-        with caplog.at_level("INFO", logger="webhook_app.reconciling"):
-            assert reconciling.start_schedule(s, queue) is on
+        with caplog.at_level("INFO", logger="webhook_app.workers"):
+            assert workers.start_schedule(s, queue) is on
         assert len(scheduled(queue)) == (1 if on else 0)
         said = [r.getMessage() for r in caplog.records if "not reconciling" in r.getMessage()]
         assert len(said) == (0 if on else 1), said
@@ -242,11 +242,11 @@ def test_readyz_stays_ready_when_the_detail_cannot_be_read(
     http: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Redis took the probe's write, then failed the detail's read: ready, without it."""
-    from webhook_app import health
+    from webhook_app import webhook
 
     def fails(client: redis.Redis, prefix: str) -> None:
         raise redis.ConnectionError("gone")
 
-    monkeypatch.setattr(health, "fivetran_side", fails)
+    monkeypatch.setattr(webhook, "fivetran_side", fails)
     resp = http.get("/readyz")
     assert resp.status_code == 200 and resp.get_json() == {"status": "ready"}

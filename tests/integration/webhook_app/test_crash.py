@@ -20,7 +20,7 @@ from fivetran_events.keys import ConnectorKeys, deliveries_key, due_key, sweep_w
 from testkit.processes import stop_group
 from testkit.servers import webhook_server
 from testkit.support import job_sync_id, payload, recorded_ends, signed
-from webhook_app.jobs import build_forwarder
+from webhook_app.workers import build_forwarder
 
 pytestmark = pytest.mark.slow
 

@@ -38,7 +38,7 @@ from webhook_app.cli import main
 from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.sweeper import forward_job_id, queue_jobs
-from webhook_app.jobs import ForwardingWorker
+from webhook_app.workers import ForwardingWorker
 
 pytestmark = pytest.mark.timeout(90)
 

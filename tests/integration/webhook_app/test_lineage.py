@@ -27,7 +27,7 @@ from testkit.servers import webhook_server
 from testkit.support import WEBHOOK_PATH, payload, signed
 from testkit.worker_process import WorkerProcess
 from webhook_app.forwarding.enqueue import delivery_store
-from webhook_app.lineage import run_id
+from webhook_app.forwarding.lineage import run_id
 
 CONNECTOR = "assimilate_seem"
 #: How long after the last expected event a test keeps watching for an extra one.

@@ -27,7 +27,7 @@ from testkit.forward_support import forwarder, post_event, run_worker
 from testkit.servers import free_port
 from testkit.support import payload, signed
 from webhook_app import create_app
-from webhook_app.gauges import RedisGauges
+from webhook_app.metrics import RedisGauges
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -28,7 +28,7 @@ from schemathesis.specs.openapi.checks import (
 
 from fivetran_events.timeutil import iso
 from testkit.support import TOKEN, answer, deliver, payload
-from webhook_app.openapi import DecisionQuery, SyncsQuery
+from webhook_app.api import DecisionQuery, SyncsQuery
 
 from .histories import CONNECTORS, NEVER_SEEN, SEEDED, every_state, histories
 

@@ -208,7 +208,7 @@ def test_two_syncs_between_runs_leave_the_older_to_the_import(
     client: redis.Redis, settings: Settings, fivetran: FivetranStandIn
 ) -> None:
     """Fivetran's list has only the latest succeeded_at: reconcile cannot see the other."""
-    from webhook_app import reconciling
+    from webhook_app.workers import reconcile_run
 
     s = settings.model_copy(
         update={
@@ -221,6 +221,6 @@ def test_two_syncs_between_runs_leave_the_older_to_the_import(
     reference = HistoryWriter(client, "ref:", settings.retention_ms)
     for k in range(2):
         play_sync(fivetran, reference, None, 0, k)
-    outcome = reconciling.run(s)
+    outcome = reconcile_run(s)
     assert [iso(e.created_ms) for e in outcome.recorded] == [iso(end_of(0, 1))]
     assert successes(client, CONNECTORS[0]) == [to_ms(end_of(0, 1))]

@@ -25,7 +25,7 @@ from testkit.own_redis import own_redis
 from testkit.processes import poll_until
 from testkit.servers import webhook_server
 from testkit.support import payload, recorded_ends, signed
-from webhook_app.jobs import build_forwarder
+from webhook_app.workers import build_forwarder
 
 pytestmark = pytest.mark.slow
 

@@ -32,8 +32,8 @@ from testkit.support import (
 )
 from webhook_app import create_app
 from webhook_app.forwarding import FORWARD_JOB
-from webhook_app.jobs import build_forwarder
 from webhook_app.state import EXTENSION
+from webhook_app.workers import build_forwarder
 
 URL = WEBHOOK_PATH
 

@@ -11,7 +11,7 @@ import requests
 
 from fivetran_events.exceptions import FivetranUnavailable
 from fivetran_events.http import RetryableError, never_sent, quoted, retry_after_seconds
-from webhook_app.airflow_errors import AirflowUnavailable
+from webhook_app.airflow_client import AirflowUnavailable
 from webhook_app.forwarding.asset import ReplicasShort
 from webhook_app.forwarding.lineage import LineageUnavailable
 

@@ -16,14 +16,15 @@ from fivetran_events.deliveries import Delivery
 from fivetran_events.model import SOURCE_IMPORTED, SOURCE_RECONCILED, EventKind
 from testkit.openlineage_receiver import schema_errors
 from testkit.support import ev
-from webhook_app.forwarding.lineage import PRODUCER, build_event, no_outputs, table_outputs
-from webhook_app.lineage import (
-    event_type,
+from webhook_app.forwarding.enqueue import event_type, lineage_enabled, lineage_targets
+from webhook_app.forwarding.lineage import (
+    PRODUCER,
+    build_event,
     job_namespace,
-    lineage_enabled,
+    no_outputs,
     run_id,
+    table_outputs,
     target_type,
-    targets,
 )
 
 SETTINGS = Settings()
@@ -68,31 +69,33 @@ class TestTransitions:
         assert event_type(EventKind.SYNC_END, status) == expected
 
     def test_sync_start_is_start(self) -> None:
-        assert targets(ev("sync_start", sync_id="s")) == ["openlineage:START"]
+        assert lineage_targets(ev("sync_start", sync_id="s")) == ["openlineage:START"]
 
     def test_end_targets_name_their_type(self) -> None:
         """One delivery per transition; an OTHER keeps its status so two differ."""
-        assert targets(ev(sync_id="s")) == ["openlineage:COMPLETE"]
-        assert targets(ev(sync_id="s", status="FAILURE")) == ["openlineage:FAIL"]
-        assert targets(ev(sync_id="s", status="RESCHEDULED")) == ["openlineage:OTHER:RESCHEDULED"]
+        assert lineage_targets(ev(sync_id="s")) == ["openlineage:COMPLETE"]
+        assert lineage_targets(ev(sync_id="s", status="FAILURE")) == ["openlineage:FAIL"]
+        assert lineage_targets(ev(sync_id="s", status="RESCHEDULED")) == [
+            "openlineage:OTHER:RESCHEDULED"
+        ]
         assert target_type("openlineage:OTHER:RESCHEDULED") == "OTHER"
 
     def test_other_events_and_the_past_send_nothing(self) -> None:
         """Lifecycle events, test events and an import of the LOG table's past make no runs."""
-        assert targets(ev("pause_connector")) == []
-        assert targets(ev("test_event")) == []
+        assert lineage_targets(ev("pause_connector")) == []
+        assert lineage_targets(ev("test_event")) == []
         imported = ev(sync_id="s")
         object.__setattr__(imported, "source", SOURCE_IMPORTED)
-        assert targets(imported) == []
+        assert lineage_targets(imported) == []
         reconciled = ev(sync_id="s")
         object.__setattr__(reconciled, "source", SOURCE_RECONCILED)
-        assert targets(reconciled) == ["openlineage:COMPLETE"]
+        assert lineage_targets(reconciled) == ["openlineage:COMPLETE"]
 
     def test_targets_are_never_dataset_uris(self) -> None:
         """No target has the "//" every dataset URI has: a sync's lineage and dataset
         deliveries never share an id."""
         for e in (ev("sync_start", sync_id="s"), ev(sync_id="s", status="RESCHEDULED")):
-            assert targets(e) and all("//" not in t for t in targets(e))
+            assert lineage_targets(e) and all("//" not in t for t in lineage_targets(e))
 
 
 class TestRunId:
