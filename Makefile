@@ -20,10 +20,10 @@ install: venv  ## and the tools the other tiers run (redis-server, nginx, chromi
 	@bash deploy/ensure-test-tools.sh
 
 # TEST_WORKERS pytest-xdist workers, each with its own Redis and Airflow (loadfile: a test
-# file stays on one worker, so its module fixtures start once; loadgroup is ignored under
-# pytest 9). 0, the default, runs the suite in one process: on two cores, three workers'
-# Airflows starved the api-server that the fault tests restart (CHANGELOG).
-TEST_WORKERS ?= 0
+# file stays on one worker, so its module fixtures start once). --no-loadscope-reorder keeps
+# tests/conftest.py's order, the longest files first, so none ends the run alone.
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 3
 XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: install  ## every test folder: unit, integration, system
