@@ -233,12 +233,24 @@ class AirflowClient:
     def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         """Send with the right authentication; on a 401 renew the JWT once and resend."""
         if self.version() == "2":
-            return self._send(method, path, auth=(self.username, self.password), **kwargs)
+            resp = self._send(method, path, auth=(self.username, self.password), **kwargs)
+            if resp.status_code == 401:
+                raise AirflowRejected(401, f"{body_text(resp)}; {self._basic_auth_refused(resp)}")
+            return resp
         resp = self._send(method, path, headers=self._auth_header(), **kwargs)
         if resp.status_code == 401:
             self._token = None
             resp = self._send(method, path, headers=self._auth_header(), **kwargs)
         return resp
+
+    def _basic_auth_refused(self, resp: requests.Response) -> str:
+        """Name the setting a stock Airflow 2 lacks: its API answers 401 with the headers of
+        the last of ``[api] auth_backends`` (default: session only), only basic_auth's say
+        ``WWW-Authenticate: Basic`` (airflow/api_connexion/security.py, Airflow 2.11)."""
+        setting = "[api] auth_backends must include airflow.api.auth.backend.basic_auth"
+        if "basic" in resp.headers.get("WWW-Authenticate", "").lower():
+            return f"wrong user '{self.username}' or password ({setting}: it does)"
+        return f"Airflow 2 refused basic auth: {setting}, or user '{self.username}' is wrong"
 
     def _auth_header(self) -> dict[str, str]:
         if self._token is None or time.time() >= self._token_expires:
@@ -276,8 +288,7 @@ class AirflowClient:
         return self._version
 
     def warm_up(self) -> None:
-        """Learn the API version and fetch a token before the first delivery needs them
-        (seconds on a busy Airflow, else paid inside a delivery's latency)."""
+        """Learn the API version and fetch a token before a delivery has to wait for them."""
         if self.version() != "2":
             self._auth_header()
 
