@@ -83,12 +83,7 @@ class Airflow2StandIn:
             if request.path == "/api/v1/health":
                 return None
             if BASIC_AUTH not in self.auth_backends or not authorised():
-                # Airflow tries each backend, then answers with the last one's headers
-                # (airflow/api_connexion/security.py, check_authentication).
-                resp = problem(401, "Unauthorized")
-                if self.auth_backends[-1] == BASIC_AUTH:
-                    resp.headers["WWW-Authenticate"] = "Basic"
-                return resp
+                return problem(401, "Unauthorized")  # the same 401 either way
             if self.faults:
                 status, headers = self.faults.pop(0)
                 if status == 200:  # a proxy's page where Airflow's JSON should be

@@ -234,23 +234,19 @@ class AirflowClient:
         """Send with the right authentication; on a 401 renew the JWT once and resend."""
         if self.version() == "2":
             resp = self._send(method, path, auth=(self.username, self.password), **kwargs)
-            if resp.status_code == 401:
-                raise AirflowRejected(401, f"{body_text(resp)}; {self._basic_auth_refused(resp)}")
+            if resp.status_code == 401:  # the same 401 for a wrong password or no basic auth
+                raise AirflowRejected(
+                    401,
+                    f"{body_text(resp)}; Airflow 2 takes basic auth only if its [api] "
+                    "auth_backends includes airflow.api.auth.backend.basic_auth (the default "
+                    f"is session auth only); else user '{self.username}' or the password is wrong",
+                )
             return resp
         resp = self._send(method, path, headers=self._auth_header(), **kwargs)
         if resp.status_code == 401:
             self._token = None
             resp = self._send(method, path, headers=self._auth_header(), **kwargs)
         return resp
-
-    def _basic_auth_refused(self, resp: requests.Response) -> str:
-        """Name the setting a stock Airflow 2 lacks: its API answers 401 with the headers of
-        the last of ``[api] auth_backends`` (default: session only), only basic_auth's say
-        ``WWW-Authenticate: Basic`` (airflow/api_connexion/security.py, Airflow 2.11)."""
-        setting = "[api] auth_backends must include airflow.api.auth.backend.basic_auth"
-        if "basic" in resp.headers.get("WWW-Authenticate", "").lower():
-            return f"wrong user '{self.username}' or password ({setting}: it does)"
-        return f"Airflow 2 refused basic auth: {setting}, or user '{self.username}' is wrong"
 
     def _auth_header(self) -> dict[str, str]:
         if self._token is None or time.time() >= self._token_expires:

@@ -83,7 +83,7 @@ class TestDeliveriesAndReplay:
         post_event(http, sync_id="s1")
         out = cli(env, "datasets", "check")
         assert out.exit_code == 5 and "Traceback" not in out.output  # refused, not "missing"
-        assert "[api] auth_backends must include airflow.api.auth.backend.basic_auth" in out.output
+        assert "[api] auth_backends includes airflow.api.auth.backend.basic_auth" in out.output
 
     def test_worker_refuses_to_start_without_airflow(self, env: dict[str, str]) -> None:
         env = {k: v for k, v in env.items() if "AIRFLOW" not in k}
