@@ -24,9 +24,9 @@ from typing import IO, Any, TypeVar
 
 import redis
 
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, InvalidPayload
 from .history.writer import OnSuccess, WriteStatus, record_many
-from .model import SOURCE_IMPORTED, Event, EventKind, derived_sync_id, is_valid_id, rescheduled_ms
+from .model import SOURCE_IMPORTED, Event, EventKind, derived_sync_id, event_data, is_valid_id
 from .timeutil import from_ms, now_ms, to_ms, to_utc
 
 T = TypeVar("T")
@@ -150,22 +150,6 @@ def row_event(row: Mapping[str, Any], columns: Columns, keep: RowFilter) -> Even
     return sync_event(kind, str(connector), created, columns.get(row, "sync_id"), data)
 
 
-def _text(value: Any, limit: int, stringify: bool = False) -> str | None:
-    """A text field as model._Data takes it; ValueError when it would refuse it."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        text = value
-    elif stringify:
-        text = json.dumps(value, sort_keys=True)[:8192]
-    else:
-        raise ValueError
-    if len(text) > limit:
-        raise ValueError
-    text.encode()  # a lone surrogate (a JSON "\ud800") raises UnicodeEncodeError
-    return text
-
-
 def sync_event(
     kind: str, connector: str, created_ms: int, sync_id: Any, data: Mapping[str, Any]
 ) -> Event | str:
@@ -179,30 +163,22 @@ def sync_event(
         sync_id = derived_sync_id(connector, created_ms)
     elif not isinstance(sync_id, str) or not is_valid_id(sync_id):
         return "invalid sync_id"
-    status = data.get("status")
-    if isinstance(status, int | float) and not isinstance(status, bool):
-        status = str(status)
-    if status == "":
-        return "invalid data.status"
     try:
-        status = _text(status, 64)
-        reason = _text(data.get("reason"), 8192, stringify=True)
-        task_type = _text(data.get("taskType"), 256, stringify=True)
-    except (ValueError, UnicodeEncodeError):
-        return "invalid data.status, reason or taskType"
-    if kind == "sync_end" and not status:
-        return "invalid data.status"
+        got = event_data(EventKind(kind), data)
+    except InvalidPayload as exc:
+        return f"invalid {exc.field}"
     return Event(
         kind=EventKind(kind),
         event=kind,
         created=from_ms(created_ms),
         connector_id=connector,
         sync_id=sync_id,
-        status=status,
-        reason=reason,
-        task_type=task_type,
-        rescheduled_at_ms=rescheduled_ms(status, data.get("rescheduledAt")),
+        status=got.status,
+        reason=got.reason,
+        task_type=got.task_type,
+        rescheduled_at_ms=got.rescheduled_at_ms,
         source=SOURCE_IMPORTED,
+        dropped=got.dropped,
     )
 
 

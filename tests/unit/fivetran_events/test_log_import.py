@@ -162,6 +162,8 @@ DATA: list[Any] = [
     {"status": "CANCELED", "reason": "x" * 8193},
     {"status": "FAILED", "taskType": "t" * 257},
     {"status": "FAILED", "reason": "\ud800"},
+    {"status": {"odd": 1}, "tables": {"public": ["t"]}},
+    {"status": "SUCCESSFUL", "rescheduledAt": 5, "taskType": "\ud800"},
     {},
 ]
 
