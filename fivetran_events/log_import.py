@@ -24,20 +24,25 @@ from typing import IO, Any, TypeVar
 
 import redis
 
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, InvalidPayload
 from .history.writer import OnSuccess, WriteStatus, record_many
-from .model import SOURCE_IMPORTED, Event, EventKind, derived_sync_id, is_valid_id, rescheduled_ms
+from .model import SOURCE_IMPORTED, Event, EventKind, derived_sync_id, event_data, is_valid_id
 from .timeutil import from_ms, now_ms, to_ms, to_utc
 
 T = TypeVar("T")
 Rows = Iterator[Mapping[str, Any]]
 
-#: The ``message_event`` values imported: what the history records of a sync.
-SYNC_EVENTS = ("sync_start", "sync_end")
+#: The ``message_event`` values imported: what the history records of a sync, and the
+#: ``status`` rows where older tables keep a sync's outcome. Read as dbt_fivetran_log's
+#: models/fivetran_platform__connection_status.sql (github.com/fivetran/dbt_fivetran_log)
+#: does: SUCCESSFUL is a success, RESCHEDULED with a reason saying "intended behavior" a
+#: priority-first sync's end; a transformation's row (``transformation_id``) is no sync's.
+SYNC_EVENTS = ("sync_start", "sync_end", "status")
 #: The columns read, in their lower-case names; one of CONNECTOR_COLUMNS is needed too.
 REQUIRED_COLUMNS = ("time_stamp", "message_event")
-OPTIONAL_COLUMNS = ("message_data", "sync_id")
-#: Newer tables name the connector ``connection_id``; older ones ``connector_id``.
+OPTIONAL_COLUMNS = ("message_data", "sync_id", "transformation_id")
+#: Newer tables name the connector ``connection_id``; older ones ``connector_id``; a
+#: table from before the rename has both, its older rows only ``connector_id``.
 CONNECTOR_COLUMNS = ("connection_id", "connector_id")
 DEFAULT_SCHEMA = "fivetran_metadata"
 #: How CSV exports write a NULL: an empty cell, or ``\\N`` (Snowflake's unload default).
@@ -147,23 +152,17 @@ def row_event(row: Mapping[str, Any], columns: Columns, keep: RowFilter) -> Even
         return str(exc).split(":")[0]
     if keep.since_ms is not None and created < keep.since_ms:
         return "before --since"
+    if kind == "status":  # older tables' outcome, read as dbt_fivetran_log reads it (above)
+        if columns.get(row, "transformation_id") not in (None, ""):
+            return "a transformation's status row"
+        status, reason = data.get("status"), data.get("reason")
+        priority_first = status == "RESCHEDULED" and "intended behavior" in str(reason)
+        if status != "SUCCESSFUL" and not priority_first:
+            return "a status row without a sync's outcome"
+        kind = "sync_end"
+    elif kind == "sync_end" and data.get("status") is None:
+        return "no data.status (older tables keep it in a status row)"
     return sync_event(kind, str(connector), created, columns.get(row, "sync_id"), data)
-
-
-def _text(value: Any, limit: int, stringify: bool = False) -> str | None:
-    """A text field as model._Data takes it; ValueError when it would refuse it."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        text = value
-    elif stringify:
-        text = json.dumps(value, sort_keys=True)[:8192]
-    else:
-        raise ValueError
-    if len(text) > limit:
-        raise ValueError
-    text.encode()  # a lone surrogate (a JSON "\ud800") raises UnicodeEncodeError
-    return text
 
 
 def sync_event(
@@ -179,30 +178,22 @@ def sync_event(
         sync_id = derived_sync_id(connector, created_ms)
     elif not isinstance(sync_id, str) or not is_valid_id(sync_id):
         return "invalid sync_id"
-    status = data.get("status")
-    if isinstance(status, int | float) and not isinstance(status, bool):
-        status = str(status)
-    if status == "":
-        return "invalid data.status"
     try:
-        status = _text(status, 64)
-        reason = _text(data.get("reason"), 8192, stringify=True)
-        task_type = _text(data.get("taskType"), 256, stringify=True)
-    except (ValueError, UnicodeEncodeError):
-        return "invalid data.status, reason or taskType"
-    if kind == "sync_end" and not status:
-        return "invalid data.status"
+        got = event_data(EventKind(kind), data)
+    except InvalidPayload as exc:
+        return f"invalid {exc.field}"
     return Event(
         kind=EventKind(kind),
         event=kind,
         created=from_ms(created_ms),
         connector_id=connector,
         sync_id=sync_id,
-        status=status,
-        reason=reason,
-        task_type=task_type,
-        rescheduled_at_ms=rescheduled_ms(status, data.get("rescheduledAt")),
+        status=got.status,
+        reason=got.reason,
+        task_type=got.task_type,
+        rescheduled_at_ms=got.rescheduled_at_ms,
         source=SOURCE_IMPORTED,
+        dropped=got.dropped,
     )
 
 
@@ -230,10 +221,19 @@ class Summary:
 def events_of(
     rows: Iterable[Mapping[str, Any]], columns: Columns, keep: RowFilter, summary: Summary
 ) -> Iterator[Event]:
-    """Yield the events of ``rows``, counting each row read and each skipped one."""
+    """Yield the events of ``rows``, counting each row read and each skipped one. A sync's
+    outcome read from both its ``sync_end`` and its ``status`` row (a table written across
+    the change) is taken once, where it is read first."""
+    last: dict[str, tuple[str | None, str | None, bool]] = {}  # per connector
     for row in rows:
         summary.rows += 1
         found = row_event(row, columns, keep)
+        if not isinstance(found, str) and found.kind is EventKind.SYNC_END:
+            from_status = columns.get(row, "message_event") == "status"
+            if last.get(found.connector_id) == (found.sync_id, found.status, not from_status):
+                found = "the outcome its sync_end or status row gave"
+            else:
+                last[found.connector_id] = (found.sync_id, found.status, from_status)
         if isinstance(found, str):
             summary.skipped[found] += 1
         else:

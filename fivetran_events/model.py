@@ -11,14 +11,14 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import Enum
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .exceptions import InvalidPayload
 from .timeutil import is_time_text, iso, parse_iso, to_ms
@@ -118,37 +118,99 @@ def lifecycle_name(name: str) -> str:
     return name
 
 
-class _Data(BaseModel):
-    model_config = ConfigDict(extra="allow")
+#: The longest text kept of each optional text field: a longer one is cut, not refused.
+TEXT_LIMITS = {"reason": 8192, "taskType": 256, "connector_name": 512, "connector_type": 256}
+#: The most table names a resync's ``data.tables`` keeps, and the longest name.
+MAX_TABLES = 10_000
+MAX_TABLE_NAME = 512
 
-    status: str | None = Field(default=None, min_length=1, max_length=64)
-    reason: str | None = Field(default=None, max_length=8192)
-    taskType: str | None = Field(default=None, max_length=256)
-    rescheduledAt: str | None = Field(default=None, max_length=64)
-    tables: list[str] | None = Field(default=None, max_length=10_000)
 
-    @field_validator("reason", "taskType", mode="before")
-    @classmethod
-    def _stringify(cls, value: Any) -> Any:
-        # Documented as text, but only ever shown to a human: keep a structured one as
-        # JSON rather than refuse the delivery.
-        if value is None or isinstance(value, str):
-            return value
-        return json.dumps(value, sort_keys=True)[:8192]
+def _storable(text: str) -> bool:
+    """Whether UTF-8 (so Redis) can carry ``text``: JSON takes a lone surrogate ("\\ud800")."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
-    @field_validator("status", mode="before")
-    @classmethod
-    def _status_text(cls, value: Any) -> Any:
-        # A status is kept verbatim whatever Fivetran adds; a number is still a value.
-        return (
-            str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+def optional_text(value: Any, name: str) -> str | None:
+    """``value`` of an optional text field as kept: cut to its limit; structured (``reason``
+    and ``taskType`` are only ever shown to a human) as its JSON; None when unusable."""
+    if not isinstance(value, str):
+        if not isinstance(value, dict | list) or name not in ("reason", "taskType"):
+            return None
+        value = json.dumps(value, sort_keys=True)
+    return value[: TEXT_LIMITS[name]] if _storable(value) else None
+
+
+@dataclass(frozen=True)
+class EventData:
+    """What the history keeps of a delivery's ``data``, and the optional fields dropped."""
+
+    status: str | None = None
+    reason: str | None = None
+    task_type: str | None = None
+    rescheduled_at_ms: int | None = None
+    tables: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+
+
+def _status(value: Any) -> str | None:
+    # Kept verbatim whatever Fivetran adds; a number is still a value.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    ok = isinstance(value, str) and 0 < len(value) <= 64 and _storable(value)
+    return value if ok else None
+
+
+def _tables(value: Any) -> tuple[str, ...] | None:
+    if not isinstance(value, list) or len(value) > MAX_TABLES:
+        return None
+    ok = all(isinstance(t, str) and len(t) <= MAX_TABLE_NAME and _storable(t) for t in value)
+    return tuple(value) if ok else None
+
+
+#: How each field of ``data`` the history keeps is read: None for a shape it cannot keep.
+_DATA_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "status": _status,
+    "reason": lambda v: optional_text(v, "reason"),
+    "taskType": lambda v: optional_text(v, "taskType"),
+    # Only a hint of when to look again.
+    "rescheduledAt": lambda v: v if isinstance(v, str) else None,
+    "tables": _tables,
+}
+
+
+def event_data(kind: EventKind, data: Any) -> EventData:
+    """Read a delivery's ``data``. A field of a shape nobody documents (``tables`` as an
+    object, ``data`` as a list) is dropped and named in ``dropped``: only ids, ``created``
+    and a ``sync_end``'s status refuse a delivery, since Fivetran retries a refused one for
+    24 hours, then disables the webhook (fivetran.com/docs/rest-api/getting-started/webhooks)."""
+    dropped = [] if isinstance(data, dict) or data is None else ["data"]
+    data = data if isinstance(data, dict) else {}
+    kept: dict[str, Any] = {}
+    for name, read in _DATA_FIELDS.items():
+        value = data.get(name)
+        kept[name] = None if value is None else read(value)
+        if value is not None and kept[name] is None:
+            dropped.append(f"data.{name}")
+    status = kept["status"]
+    if kind is EventKind.SYNC_END and status is None:  # what the history needs
+        what = (
+            "is required on sync_end"
+            if data.get("status") is None
+            else "must be 1-64 characters of text"
         )
-
-    @field_validator("rescheduledAt", mode="before")
-    @classmethod
-    def _time_text(cls, value: Any) -> Any:
-        # Only a hint of when to look again: a shape we cannot read is dropped.
-        return value if isinstance(value, str) else None
+        raise InvalidPayload(f"field 'data.status' {what}", field="data.status")
+    return EventData(
+        status=status,
+        reason=kept["reason"],
+        task_type=kept["taskType"],
+        rescheduled_at_ms=rescheduled_ms(status, kept["rescheduledAt"]),
+        tables=kept["tables"] or (),
+        dropped=tuple(dropped),
+    )
 
 
 class _Envelope(BaseModel):
@@ -157,11 +219,8 @@ class _Envelope(BaseModel):
     event: str = Field(min_length=1, max_length=128)
     created: str = Field(min_length=1, max_length=64)
     connector_id: str = Field(pattern=ID_PATTERN)
-    connector_name: str | None = Field(default=None, max_length=512)
-    connector_type: str | None = Field(default=None, max_length=256)
     group_id: str | None = Field(default=None, max_length=256)
     sync_id: str | None = Field(default=None, pattern=ID_PATTERN)
-    data: _Data = Field(default_factory=_Data)
 
 
 @dataclass(frozen=True)
@@ -183,6 +242,8 @@ class Event:
     rescheduled_at_ms: int | None = None
     #: ``SOURCE_*``: not part of ``dedup_id`` (the same event read elsewhere is the same).
     source: str = SOURCE_WEBHOOK
+    #: The optional fields left out for their shape (``data.tables``, ``connector_name``).
+    dropped: tuple[str, ...] = ()
 
     @cached_property
     def created_ms(self) -> int:
@@ -314,7 +375,7 @@ def parse_event(body: bytes | str) -> Event:
             connector_id=_connector_field(payload),
         )
     try:
-        env = _Envelope.model_validate(_rename(payload))
+        env = _Envelope.model_validate(renamed := _rename(payload))
     except ValidationError as exc:
         raise _first_error(exc) from None
     try:
@@ -322,32 +383,28 @@ def parse_event(body: bytes | str) -> Event:
     except ValueError:  # out of range (year 9999 at -14:00); not a time at all: a sample
         msg = "field 'created' must be an ISO 8601 timestamp"
         raise InvalidPayload(msg, field="created") from None
-    status = env.data.status
     sync_id = env.sync_id
     if kind in (EventKind.SYNC_START, EventKind.SYNC_END) and sync_id is None:
         sync_id = derived_sync_id(env.connector_id, to_ms(created))
-    if kind is EventKind.SYNC_END and status is None:
-        raise InvalidPayload("field 'data.status' is required on sync_end", field="data.status")
-    tables = tuple(env.data.tables or ())
-    if any(not isinstance(t, str) or len(t) > 512 for t in tables):
-        raise InvalidPayload(
-            "field 'data.tables' must be a list of table names", field="data.tables"
-        )
+    data = event_data(kind, payload.get("data"))
+    names = {n: optional_text(renamed.get(n), n) for n in ("connector_name", "connector_type")}
+    odd = tuple(n for n, v in names.items() if v is None and renamed.get(n) is not None)
     return _refuse_unencodable(
         Event(
             kind=kind,
             event=name,
             created=created,
             connector_id=env.connector_id,
-            connector_name=env.connector_name,
-            connector_type=env.connector_type,
+            connector_name=names["connector_name"],
+            connector_type=names["connector_type"],
             group_id=env.group_id,
             sync_id=sync_id,
-            status=status,
-            reason=env.data.reason,
-            task_type=env.data.taskType,
-            tables=tables,
-            rescheduled_at_ms=rescheduled_ms(status, env.data.rescheduledAt),
+            status=data.status,
+            reason=data.reason,
+            task_type=data.task_type,
+            tables=data.tables,
+            rescheduled_at_ms=data.rescheduled_at_ms,
+            dropped=odd + data.dropped,
         )
     )
 
@@ -363,28 +420,14 @@ def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
         )
 
 
-_PAYLOAD_FIELDS = {
-    "reason": "data.reason",
-    "task_type": "data.taskType",
-    "tables": "data.tables",
-    "status": "data.status",
-}
-
-
 def _refuse_unencodable(event: Event) -> Event:
-    """Refuse a lone surrogate escape (``"\\ud800"``), which JSON takes but UTF-8 cannot
-    carry: a 400 naming the field, never a 500; return ``event``."""
+    """Refuse a lone surrogate escape (``"\\ud800"``) in a field that must be kept (the
+    optional ones are dropped): JSON takes it, UTF-8 cannot carry it; a 400, never a 500."""
     for f in fields(event):
         value = getattr(event, f.name)
-        for text in value if isinstance(value, tuple) else (value,):
-            if isinstance(text, str):
-                try:
-                    text.encode()
-                except UnicodeEncodeError:
-                    name = _PAYLOAD_FIELDS.get(f.name, f.name)
-                    raise InvalidPayload(
-                        f"field '{name}' is not valid Unicode (a lone "
-                        "surrogate escape such as \\ud800)",
-                        field=name,
-                    ) from None
+        if isinstance(value, str) and not _storable(value):
+            raise InvalidPayload(
+                f"field '{f.name}' is not valid Unicode (a lone surrogate escape such as \\ud800)",
+                field=f.name,
+            )
     return event

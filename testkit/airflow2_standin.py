@@ -25,6 +25,9 @@ from werkzeug.serving import make_server
 
 from .servers import serving_in_thread
 
+BASIC_AUTH = "airflow.api.auth.backend.basic_auth"
+SESSION_AUTH = "airflow.api.auth.backend.session"
+
 
 @dataclass
 class Airflow2StandIn:
@@ -50,6 +53,8 @@ class Airflow2StandIn:
     consumers: dict[str, list[str]] = field(default_factory=dict)
     #: How many listings (``GET /api/v1/datasets``) were asked.
     listings: int = 0
+    #: Airflow's ``[api] auth_backends``; a stock Airflow 2 has only the session one.
+    auth_backends: tuple[str, ...] = (BASIC_AUTH,)
 
     def add_dataset(self, uri: str, dags: tuple[str, ...] = ()) -> int:
         self.datasets[uri] = len(self.datasets) + 1
@@ -77,8 +82,8 @@ class Airflow2StandIn:
         def guard() -> Response | None:
             if request.path == "/api/v1/health":
                 return None
-            if not authorised():
-                return problem(401, "Unauthorized")
+            if BASIC_AUTH not in self.auth_backends or not authorised():
+                return problem(401, "Unauthorized")  # the same 401 either way
             if self.faults:
                 status, headers = self.faults.pop(0)
                 if status == 200:  # a proxy's page where Airflow's JSON should be

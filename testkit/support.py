@@ -20,6 +20,13 @@ from fivetran_events.timeutil import iso, to_ms
 SECRET = "test-webhook-secret"
 OTHER_SECRET = "rotated-webhook-secret"
 TOKEN = "test-api-token"
+#: The whole reason of a priority-first sync's end, as dbt_fivetran_log's connection_status
+#: model quotes it (models/fivetran_platform__connection_status.sql): a LOG ``status`` row's.
+PRIORITY_FIRST = (
+    "We have rescheduled the connection to force flush data from the forward sync into "
+    "your destination. This is intended behavior and means that the connection is "
+    "working as expected."
+)
 UTC = timezone.utc
 
 

@@ -233,7 +233,15 @@ class AirflowClient:
     def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         """Send with the right authentication; on a 401 renew the JWT once and resend."""
         if self.version() == "2":
-            return self._send(method, path, auth=(self.username, self.password), **kwargs)
+            resp = self._send(method, path, auth=(self.username, self.password), **kwargs)
+            if resp.status_code == 401:  # the same 401 for a wrong password or no basic auth
+                raise AirflowRejected(
+                    401,
+                    f"{body_text(resp)}; Airflow 2 takes basic auth only if its [api] "
+                    "auth_backends includes airflow.api.auth.backend.basic_auth (the default "
+                    f"is session auth only); else user '{self.username}' or the password is wrong",
+                )
+            return resp
         resp = self._send(method, path, headers=self._auth_header(), **kwargs)
         if resp.status_code == 401:
             self._token = None
@@ -276,8 +284,7 @@ class AirflowClient:
         return self._version
 
     def warm_up(self) -> None:
-        """Learn the API version and fetch a token before the first delivery needs them
-        (seconds on a busy Airflow, else paid inside a delivery's latency)."""
+        """Learn the API version and fetch a token before a delivery has to wait for them."""
         if self.version() != "2":
             self._auth_header()
 

@@ -61,6 +61,12 @@ SYNC_END_STATUSES = Counter(
     ["status"],
 )
 
+DROPPED_FIELDS = Counter(
+    "fivetran_events_webhook_dropped_fields",
+    "Optional fields of known events left out for a shape nobody documents (data.tables "
+    "as an object, data as a list, ...): the delivery is taken without them.",
+    ["field"],
+)
 
 #: Every outcome the webhook counts. Each series exists at 0 from the start: Prometheus's
 #: increase() needs a sample before the first increment, or an alert on the first 503

@@ -78,6 +78,8 @@ def _receive() -> dict[str, Any]:
     try:
         event = parse_event(body)
         logs.bind(connector_id=event.connector_id, sync_id=event.sync_id)
+        for name in event.dropped:  # taken without them: a refusal would disable the webhook
+            metrics.DROPPED_FIELDS.labels(field=name).inc()
         result = st.writer.record(
             event, on_success=st.on_success, max_clock_skew_ms=st.settings.max_clock_skew_ms
         )
@@ -103,6 +105,8 @@ def _receive() -> dict[str, Any]:
             answer["sync_id_derived"] = True
     if result.reason:
         answer["reason"] = result.reason
+    if event.dropped:
+        answer["dropped_fields"] = list(event.dropped)
     return answer
 
 

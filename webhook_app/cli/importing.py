@@ -142,8 +142,9 @@ def import_log(
 ) -> None:
     """Record the syncs in Fivetran's LOG table as if the webhook had delivered them.
 
-    Every sync_start and sync_end row is recorded, marked imported; other rows are
-    counted as skipped, with why. Running it again changes nothing.
+    Every sync_start and sync_end row is recorded, marked imported (and the status rows
+    that hold an older table's sync outcomes); other rows are counted as skipped, with
+    why. Running it again changes nothing.
     """
     if (from_file is None) == (from_db is None):
         raise click.UsageError("give one of --from FILE or --from-db URL")

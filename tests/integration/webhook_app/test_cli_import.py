@@ -25,7 +25,7 @@ from click.testing import CliRunner, Result
 from fivetran_events import Settings
 from testkit.forward_support import syncs
 from testkit.own_postgres import OwnPostgres, own_postgres
-from testkit.support import deliver, payload
+from testkit.support import PRIORITY_FIRST, deliver, payload
 from testkit.worker_process import worker_env
 from webhook_app.cli import importing, main
 from webhook_app.forwarding.enqueue import delivery_store
@@ -379,6 +379,93 @@ class TestFromTheDatabase:
             )
         )
         assert (since["rows"], since["already_known"]) == (2, 2)
+
+
+def older_table(pg: OwnPostgres) -> None:
+    """A LOG table from before the rename (both connector columns, its older rows fill only
+    connector_id) that kept older syncs' outcomes in ``status`` rows, as dbt_fivetran_log's
+    seeds and connection_status model show them."""
+    pg.execute(
+        "DROP SCHEMA IF EXISTS fivetran_metadata CASCADE",
+        "CREATE SCHEMA fivetran_metadata",
+        "CREATE TABLE fivetran_metadata.log (id text PRIMARY KEY, time_stamp timestamp, "
+        "connector_id text, connection_id text, event text, message_event text, "
+        "message_data text, sync_id text, transformation_id text)",
+    )
+    ok, first = (
+        '{"status":"SUCCESSFUL"}',
+        json.dumps({"status": "RESCHEDULED", "reason": PRIORITY_FIRST}),
+    )
+    a, b, c = sync_id(1), sync_id(2), sync_id(3)
+    rows = [  # id, time, connector_id, connection_id, event, message_event, data, sync, tr
+        ("a1", "06:00", CONN, None, "INFO", "sync_start", None, a, None),
+        ("a2", "06:10", CONN, None, "INFO", "sync_end", None, a, None),
+        ("a3", "06:10:01", CONN, None, "INFO", "status", ok, a, None),
+        ("t1", "06:20", CONN, None, "INFO", "status", ok, None, "tr_1"),
+        ("b1", "07:00", CONN, None, "INFO", "sync_start", None, b, None),
+        ("b2", "07:10", CONN, None, "WARNING", "status", first, b, None),
+        ("b3", "07:11", CONN, None, "INFO", "sync_end", None, b, None),
+        ("c1", "08:00", CONN, CONN, "INFO", "sync_start", None, c, None),
+        ("c2", "08:10", CONN, CONN, "INFO", "sync_end", ok, c, None),
+    ]
+    values = ", ".join(
+        "("
+        + ", ".join(
+            "NULL" if v is None else "'" + v.replace("'", "''") + "'"
+            for v in (r[0], f"2026-11-20 {r[1]}", *r[2:])
+        )
+        + ")"
+        for r in rows
+    )
+    pg.execute(f"INSERT INTO fivetran_metadata.log VALUES {values}")
+
+
+def docs_query(name: str) -> str:
+    """The export query docs/day-one.md gives for ``name`` (the PostgreSQL one's SELECT)."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "day-one.md").read_text()
+    block = page.split(f"**{name}**", 1)[1]
+    return block[block.index("SELECT") : block.index("ORDER BY time_stamp") + 19]
+
+
+class TestOlderTables:
+    """The LOG table in its older forms, in a real PostgreSQL."""
+
+    #: The older syncs' outcomes come from their status rows, the newest from its sync_end.
+    EXPECTED = ((sync_id(1), "SUCCESSFUL"), (sync_id(2), "RESCHEDULED"), (sync_id(3), "SUCCESSFUL"))
+
+    def outcomes(self, env: dict[str, str]) -> list[tuple[str, str]]:
+        body = json.loads(cli(env, "history", CONN, "--json").output)
+        return sorted((s["sync_id"], s["status"]) for s in body["syncs"])
+
+    def test_from_db_reads_connector_id_and_status_rows(
+        self, env: dict[str, str], postgres: OwnPostgres
+    ) -> None:
+        older_table(postgres)
+        body = summary(cli(env, "import", "--from-db", postgres.url, "--json"))
+        assert (body["rows"], body["recorded"], body["recorded_successes"]) == (9, 6, 2)
+        assert body["skipped"] == {
+            "no data.status (older tables keep it in a status row)": 2,
+            "a transformation's status row": 1,
+        }
+        assert self.outcomes(env) == list(self.EXPECTED)
+
+    def test_the_docs_export_query_reads_it_too(
+        self, env: dict[str, str], postgres: OwnPostgres, tmp_path: Path
+    ) -> None:
+        older_table(postgres)
+        import psycopg
+
+        path = tmp_path / "log.csv"
+        with (
+            psycopg.connect(host="127.0.0.1", port=postgres.port, user="postgres") as c,
+            c.cursor().copy(
+                f"COPY ({docs_query('PostgreSQL')}) TO STDOUT WITH (FORMAT csv, HEADER)"
+            ) as copy,
+        ):
+            path.write_bytes(b"".join(bytes(chunk) for chunk in copy))
+        body = summary(cli(env, "import", "--from", str(path), "--json"))
+        assert (body["rows"], body["recorded"], body["recorded_successes"]) == (8, 6, 2)
+        assert self.outcomes(env) == list(self.EXPECTED)
 
 
 class TestBadInput:

@@ -42,7 +42,10 @@ def decision(http: FlaskClient, target: str, **flags: str) -> dict[str, Any]:
 
 
 def status_count(http: FlaskClient, status: str) -> float:
-    key = f'fivetran_events_sync_end_statuses_total{{status="{status}"}}'
+    return sample(http, f'fivetran_events_sync_end_statuses_total{{status="{status}"}}')
+
+
+def sample(http: FlaskClient, key: str) -> float:
     text = http.get("/metrics").get_data(as_text=True)
     return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(key)), 0)
 
@@ -168,6 +171,61 @@ class TestWhatFivetranSays:
         d = decision(http, "2026-01-03T01:30:00Z")
         assert d["decision"] == "wait" and d["recheck_at"] == "2026-01-03T05:00:00.000Z"
         assert "rescheduledAt" in d["reason"] and "2026-01-03T05:00:00.000Z" in d["reason"]
+
+
+def dropped_count(http: FlaskClient, name: str) -> float:
+    return sample(http, f'fivetran_events_webhook_dropped_fields_total{{field="{name}"}}')
+
+
+class TestOddOptionalFields:
+    """An optional field of a shape nobody documents never refuses a known event: a
+    refused delivery is retried for 24 hours and then disables the webhook."""
+
+    @pytest.mark.parametrize(
+        ("body", "dropped"),
+        [
+            (payload("resync_table", created=at(3), tables={"public": ["orders"]}), "data.tables"),
+            (payload("resync_table", created=at(3), tables=["orders", "\ud800"]), "data.tables"),
+            ({**payload("edit_connector", created=at(3)), "data": ["name", "schedule"]}, "data"),
+            ({**payload("pause_connector", created=at(3)), "data": "paused by x"}, "data"),
+            (
+                {**payload("resync_connector", created=at(3)), "data": {"status": {"code": 1}}},
+                "data.status",
+            ),
+            ({**payload("sync_start", created=at(3)), "data": {"status": ""}}, "data.status"),
+            (payload(created=at(3), reason="\ud800", taskType=None), "data.reason"),
+            (payload(created=at(3), status="RESCHEDULED", rescheduledAt=5), "data.rescheduledAt"),
+            ({**payload(created=at(3)), "connector_name": {"n": "pg"}}, "connector_name"),
+        ],
+    )
+    def test_taken_without_the_field_and_counted(
+        self, http: FlaskClient, client: redis.Redis, body: dict[str, Any], dropped: str
+    ) -> None:
+        before = dropped_count(http, dropped)
+        got = deliver(http, body)
+        assert got["status"] == "recorded" and got["dropped_fields"] == [dropped], got
+        assert dropped_count(http, dropped) == before + 1
+        assert deliver(http, body)["status"] == "duplicate"  # and taken once
+
+    def test_the_rest_of_the_delivery_is_kept(self, http: FlaskClient, client: redis.Redis) -> None:
+        deliver(http, {**payload("pause_connector", created=at(3)), "data": [1]})
+        assert connector(http)["lifecycle"]["state"] == "paused"
+        deliver(http, payload("resync_table", created=at(4), tables={"public": ["orders"]}))
+        assert client.zcard(f"test:h:{CID}:resyncs") == 1
+        got = deliver(
+            http,
+            payload(sync_id="f1", created=at(5), status="FAILED", reason=[1], taskType="\ud800"),
+        )
+        assert got["dropped_fields"] == ["data.taskType"]
+        assert [(r["status"], r["reason"], r["task_type"]) for r in syncs(http)] == [
+            ("FAILED", "[1]", None)
+        ]
+
+    @pytest.mark.parametrize("status", [None, "", {"s": 1}, "\ud800", "x" * 65])
+    def test_a_sync_ends_status_still_refuses(self, http: FlaskClient, status: Any) -> None:
+        """The history cannot record an end without its outcome: 400 naming it."""
+        r = post_signed(http, payload(created=at(3), status=status))
+        assert r.status_code == 400 and answer(r)["field"] == "data.status", r.json
 
 
 class TestLifecycle:

@@ -9,6 +9,7 @@ runs against the real thing.
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -18,7 +19,7 @@ from rq import Queue
 from fivetran_events import Settings
 from fivetran_events.deliveries import SyncRef, extra_for
 from fivetran_events.keys import delivery_id, due_key
-from testkit.airflow2_standin import Airflow2StandIn
+from testkit.airflow2_standin import BASIC_AUTH, SESSION_AUTH, Airflow2StandIn
 from testkit.forward_support import (
     CID,
     URI,
@@ -285,6 +286,20 @@ class TestFailures:
         run_worker(fw)
         d = state_of(fw, "s1")
         assert d.state is DeliveryState.FAILED and "401" in (d.get("reason") or "")
+        assert "user 'admin' or the password is wrong" in (d.get("reason") or "")
+
+    def test_stock_airflow_2_names_the_basic_auth_setting(
+        self, http: Any, fw: Forwarder, standin: Airflow2StandIn, caplog: Any
+    ) -> None:
+        """Airflow 2 accepts only session auth unless told otherwise: the worker's log line
+        says which setting lets it take ours."""
+        standin.auth_backends = (SESSION_AUTH,)
+        post_event(http, sync_id="s1")
+        with caplog.at_level(logging.WARNING):
+            run_worker(fw)
+        assert state_of(fw, "s1").state is DeliveryState.FAILED
+        setting = "[api] auth_backends includes airflow.api.auth.backend.basic_auth"
+        assert any(setting in r.getMessage() and "s1" in r.getMessage() for r in caplog.records)
 
 
 class TestExactlyOnce:
@@ -406,8 +421,24 @@ class TestClient:
 
     def test_rejects_bad_credentials(self, standin: Airflow2StandIn) -> None:
         c = AirflowClient(standin.url, standin.username, "nope", api_version="2")
-        with pytest.raises(AirflowRejected, match="401"):
+        with pytest.raises(AirflowRejected, match=r"401.*user 'admin' or the password is wrong"):
             c.post_event(URI, {})
+
+    @pytest.mark.parametrize("backends", [(SESSION_AUTH,), (BASIC_AUTH, SESSION_AUTH)])
+    def test_refused_basic_auth_names_the_setting(
+        self, standin: Airflow2StandIn, backends: tuple[str, ...]
+    ) -> None:
+        """Airflow 2's 401 is the same for a stock install (session auth only) and a wrong
+        password: either way the error names the setting Airflow 2 needs."""
+        standin.auth_backends = backends
+        c = AirflowClient(standin.url, standin.username, standin.password)
+        if BASIC_AUTH in backends:
+            assert c.known(URI)
+            c.password = "nope"
+        with pytest.raises(AirflowRejected, match="takes basic auth only if") as err:
+            c.known(URI)
+        assert err.value.status == 401
+        assert "auth_backends includes airflow.api.auth.backend.basic_auth" in str(err.value)
 
 
 def test_queue_name_is_the_settings(fw: Forwarder, settings: Settings) -> None:

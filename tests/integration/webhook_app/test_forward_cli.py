@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from prometheus_client import REGISTRY
 
 from fivetran_events import Settings
-from testkit.airflow2_standin import Airflow2StandIn
+from testkit.airflow2_standin import SESSION_AUTH, Airflow2StandIn
 from testkit.forward_support import forwarder, post_event, run_worker
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
@@ -74,6 +74,16 @@ class TestDeliveriesAndReplay:
         airflow2_standin.add_dataset(URI)
         out = cli(env, "datasets", "check")
         assert out.exit_code == 0 and "ok" in out.output
+
+    def test_datasets_check_names_airflow_2s_basic_auth_setting(
+        self, http: Any, airflow2_standin: Airflow2StandIn, env: dict[str, str]
+    ) -> None:
+        """On a stock Airflow 2 (session auth only) the error names the setting to change."""
+        airflow2_standin.auth_backends = (SESSION_AUTH,)
+        post_event(http, sync_id="s1")
+        out = cli(env, "datasets", "check")
+        assert out.exit_code == 5 and "Traceback" not in out.output  # refused, not "missing"
+        assert "[api] auth_backends includes airflow.api.auth.backend.basic_auth" in out.output
 
     def test_worker_refuses_to_start_without_airflow(self, env: dict[str, str]) -> None:
         env = {k: v for k, v in env.items() if "AIRFLOW" not in k}

@@ -29,7 +29,7 @@ from fivetran_events.log_import import (
 )
 from fivetran_events.model import SOURCE_IMPORTED, EventKind
 from fivetran_events.timeutil import to_ms
-from testkit.support import at, ev
+from testkit.support import PRIORITY_FIRST, at, ev
 
 UUID = "0b0e3a0f-7a0b-4c39-9a1d-6e5f2b3c4d5e"
 LOWER = Columns.of(["time_stamp", "connection_id", "message_event", "message_data", "sync_id"], "t")
@@ -124,7 +124,8 @@ class TestRows:
             ({"time_stamp": "soon"}, "time_stamp is not a time"),
             ({"message_data": "{not json"}, "message_data is not JSON"),
             ({"message_data": "[1]"}, "message_data is not a JSON object"),
-            ({"message_data": "{}"}, "invalid data.status"),
+            ({"message_data": "{}"}, "no data.status (older tables keep it in a status row)"),
+            ({"message_data": '{"status": ""}'}, "invalid data.status"),
             ({"sync_id": "a b"}, "invalid sync_id"),
         ],
     )
@@ -149,6 +150,78 @@ class TestRows:
         assert dict(summary.skipped) == {"not a sync event": 1, "time_stamp is not a time": 1}
 
 
+WITH_TRANSFORMATIONS = Columns.of([*LOWER.names, "transformation_id"], "t")
+
+
+class TestOlderTables:
+    """A sync's outcome in a ``status`` row, read as dbt_fivetran_log's connection_status
+    model reads it; the older ``connector_id`` where ``connection_id`` is NULL."""
+
+    def test_a_successful_status_row_is_the_syncs_successful_end(self) -> None:
+        got = row_event(
+            row(message_event="status", message_data='{"status": "SUCCESSFUL"}'),
+            WITH_TRANSFORMATIONS,
+            RowFilter(),
+        )
+        assert not isinstance(got, str)
+        assert (got.kind, got.event, got.status, got.sync_id) == (
+            EventKind.SYNC_END,
+            "sync_end",
+            "SUCCESSFUL",
+            UUID,
+        )
+        assert got.is_success and got.source == SOURCE_IMPORTED
+
+    def test_a_priority_first_syncs_end_is_rescheduled(self) -> None:
+        data = json.dumps({"status": "RESCHEDULED", "reason": PRIORITY_FIRST})
+        got = row_event(row(message_event="status", message_data=data), LOWER, RowFilter())
+        assert not isinstance(got, str)
+        assert (got.status, got.reason) == ("RESCHEDULED", PRIORITY_FIRST)
+        assert not got.is_success and not got.is_failure
+
+    @pytest.mark.parametrize(
+        ("changes", "why"),
+        [
+            (
+                {"message_data": '{"status": "RESCHEDULED", "reason": "quota"}'},
+                "a status row without a sync's outcome",
+            ),
+            ({"message_data": '{"status": "FAILURE"}'}, "a status row without a sync's outcome"),
+            ({"message_data": None}, "a status row without a sync's outcome"),
+            ({"message_data": "says actor but not a json"}, "message_data is not JSON"),
+            ({"transformation_id": "t1"}, "a transformation's status row"),
+        ],
+    )
+    def test_other_status_rows_are_skipped(self, changes: dict[str, Any], why: str) -> None:
+        r = row(message_event="status", **changes)
+        assert row_event(r, WITH_TRANSFORMATIONS, RowFilter()) == why
+
+    def test_older_rows_of_a_table_with_both_columns_name_connector_id(self) -> None:
+        both = Columns.of([*LOWER.names, "connector_id"], "t")
+        got = row_event(row(connection_id=None, connector_id="old_conn"), both, RowFilter())
+        assert not isinstance(got, str) and got.connector_id == "old_conn"
+
+    def test_an_outcome_in_both_a_sync_end_and_a_status_row_is_taken_once(self) -> None:
+        summary = Summary()
+        rows = [
+            row(message_event="sync_end", time_stamp="2026-11-01 10:30:00"),
+            row(message_event="status", time_stamp="2026-11-01 10:30:01"),
+            row(message_event="status", time_stamp="2026-11-01 11:30:01", sync_id="s2"),
+            row(message_event="sync_end", time_stamp="2026-11-01 11:30:02", sync_id="s2"),
+            row(message_event="sync_end", time_stamp="2026-11-01 12:30:00", sync_id="s3"),
+            row(message_event="sync_end", time_stamp="2026-11-01 12:30:00", sync_id="s3"),
+        ]
+        got = list(events_of(rows, LOWER, RowFilter(), summary))
+        # The first read of each stays; the same row twice is left to the history.
+        assert [(e.sync_id, e.created_ms) for e in got] == [
+            (UUID, parse_time("2026-11-01 10:30:00")),
+            ("s2", parse_time("2026-11-01 11:30:01")),
+            ("s3", parse_time("2026-11-01 12:30:00")),
+            ("s3", parse_time("2026-11-01 12:30:00")),
+        ]
+        assert dict(summary.skipped) == {"the outcome its sync_end or status row gave": 2}
+
+
 #: message_data variants, valid and not, for both event kinds.
 DATA: list[Any] = [
     {"status": "SUCCESSFUL"},
@@ -162,6 +235,8 @@ DATA: list[Any] = [
     {"status": "CANCELED", "reason": "x" * 8193},
     {"status": "FAILED", "taskType": "t" * 257},
     {"status": "FAILED", "reason": "\ud800"},
+    {"status": {"odd": 1}, "tables": {"public": ["t"]}},
+    {"status": "SUCCESSFUL", "rescheduledAt": 5, "taskType": "\ud800"},
     {},
 ]
 
@@ -194,7 +269,7 @@ class TestTheFastPathIsParseEvent:
         except InvalidPayload:
             slow = None
         if slow is None:
-            assert isinstance(fast, str) and fast.startswith("invalid"), fast
+            assert isinstance(fast, str) and fast.startswith(("invalid", "no data.")), fast
         else:
             assert fast == slow
 

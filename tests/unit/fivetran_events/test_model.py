@@ -68,6 +68,59 @@ class TestAccepts:
         assert ev.kind is EventKind.RESYNC and ev.tables == ("a", "b")
 
 
+class TestOptionalFieldsNeverRefuse:
+    """Only ids, ``created`` and a sync_end's status may refuse a delivery (a refusal is
+    retried for 24 hours, then disables the webhook); odd optional fields are dropped."""
+
+    @pytest.mark.parametrize(
+        ("event", "data", "dropped"),
+        [
+            ("resync_table", {"tables": {"public": ["orders"]}}, ("data.tables",)),
+            ("resync_table", {"tables": ["a", 5]}, ("data.tables",)),
+            ("resync_table", {"tables": ["a", "t" * 513]}, ("data.tables",)),
+            ("resync_table", {"tables": ["a"] * 10_001}, ("data.tables",)),
+            ("edit_connector", ["name", "schedule"], ("data",)),
+            ("edit_connection", "changed", ("data",)),
+            ("pause_connector", {"status": {"a": 1}, "reason": 5}, ("data.status", "data.reason")),
+            (
+                "sync_start",
+                {"status": "", "rescheduledAt": ["x"]},
+                ("data.status", "data.rescheduledAt"),
+            ),
+            (
+                "sync_end",
+                {"status": "FAILED", "reason": "\ud800", "taskType": 7},
+                ("data.reason", "data.taskType"),
+            ),
+        ],
+    )
+    def test_odd_fields_are_dropped_and_named(
+        self, event: str, data: object, dropped: tuple[str, ...]
+    ) -> None:
+        body = {**payload(event, sync_id="s1"), "data": data}
+        ev = parse_event(json.dumps(body))  # a lone surrogate goes as the escape \\ud800
+        assert ev.dropped == dropped and ev.connector_id == "assimilate_seem"
+        assert ev.tables == () and ev.reason is None and ev.task_type is None
+
+    def test_envelope_texts_are_dropped_or_cut(self) -> None:
+        body = {**payload(), "connector_name": {"n": 1}, "connector_type": "t" * 300}
+        ev = parse_event(json.dumps(body))
+        assert ev.dropped == ("connector_name",) and ev.connector_name is None
+        assert ev.connector_type == "t" * 256
+
+    def test_long_texts_are_cut_structured_ones_kept_as_json(self) -> None:
+        ev = parse_event(json.dumps(payload(status="FAILED", reason="r" * 9000, taskType=["t"])))
+        assert ev.reason == "r" * 8192 and ev.task_type == '["t"]' and ev.dropped == ()
+
+    def test_documented_shapes_drop_nothing(self) -> None:
+        ev = parse_event(json.dumps(payload("resync_table", tables=["a"])))
+        assert ev.tables == ("a",) and ev.dropped == ()
+        assert parse_event(REAL_CAPTURE).dropped == ()
+
+    def test_data_null_is_no_data(self) -> None:
+        assert parse_event(json.dumps({**payload("edit_connector"), "data": None})).dropped == ()
+
+
 #: Fivetran's test payload, as its documentation shows it
 #: (https://fivetran.com/docs/rest-api/troubleshooting/sync-id-field-required-error).
 DOCUMENTED_TEST_PAYLOAD = {
