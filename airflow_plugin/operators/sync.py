@@ -417,8 +417,10 @@ class FivetranResyncOperator(FivetranSyncOperator):
             raise ValueError(f"{self.task_id}: {exc}") from None
 
     def _request(self, after: Mapping[str, Any] | None) -> bool:
-        if after is not None and not after.get("conflict"):
-            return super()._request(after)  # a rescheduled resync goes on as a sync
+        # A rescheduled resync goes on as a plain sync, which a running one holds off.
+        self._follows = after is None or bool(after.get("conflict"))
+        if not self._follows:
+            return super()._request(after)
         try:
             self.client.resync_connection(self.connector_id, self.scope)
         except FivetranRejected as exc:

@@ -302,6 +302,19 @@ class TestResync:
         assert conn.calls["POST /v1/connections/{id}/resync"] == asked, conn.calls
         assert [got["sync_id"]] == self.resyncs(conn, cid), (got, conn.started)
 
+    def test_a_rescheduled_resync_goes_on_with_a_sync_request(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        """Due at its rescheduledAt, a manual connection's resync is run on by the sync
+        endpoint (the only way it syncs), not by a second resync."""
+        conn.connector("rs_resched")
+        conn.next_status, conn.reschedule_seconds = "RESCHEDULED", 1.0
+        conn.on_sync_end = lambda cid, ended: setattr(conn, "next_status", "SUCCESSFUL")
+        got = resync_op("rs_resched").execute({})
+        assert got["status"] == "SUCCESSFUL", got
+        assert conn.calls["POST /v1/connections/{id}/resync"] == 1, conn.calls
+        assert conn.calls["POST /v1/connections/{id}/sync"] == 1, conn.calls
+
     def test_a_second_409_fails_the_task(
         self, dagtest_airflow: Path, conn: FivetranStandIn
     ) -> None:
