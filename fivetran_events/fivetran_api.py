@@ -69,6 +69,26 @@ def _transport_reason(exc: requests.RequestException, timeout: float) -> str:
     return f"{type(exc).__name__}: {quoted(str(exc))}"
 
 
+def resync_scope(scope: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]] | None:
+    """``scope`` as the resync endpoint takes it, schema -> table names, or None (the whole
+    connection). Fivetran answers 400 to an empty scope or an empty table list
+    (fivetran.com/docs/rest-api/api-reference/connections/resync-connection), so they,
+    and a bare string for a list, raise ValueError: an empty one must never mean "all"."""
+    if scope is None:
+        return None
+    if not isinstance(scope, Mapping) or not scope:
+        raise ValueError("a resync scope names at least one schema and its tables")
+    checked: dict[str, list[str]] = {}
+    for schema, tables in scope.items():
+        names = [] if isinstance(tables, str) else list(tables)
+        if not isinstance(schema, str) or not schema or not names:
+            raise ValueError(f"resync scope {schema!r}: give a non-empty list of table names")
+        if not all(isinstance(t, str) and t for t in names):
+            raise ValueError(f"resync scope {schema!r}: table names are non-empty strings")
+        checked[schema] = names
+    return checked
+
+
 class FivetranClient:
     """Fivetran's REST API with one account's key and secret (a ``requests`` session,
     released by ``close()`` or ``with``)."""
@@ -159,10 +179,12 @@ class FivetranClient:
         return self._one("GET", f"/v1/connections/{_segment(connection_id)}/schemas")
 
     def update_connection(self, connection_id: str, fields: Mapping[str, Any]) -> Connection:
+        """Change ``fields`` of the connection. Setup tests are skipped unless ``fields``
+        asks for them: Fivetran runs them on every PATCH by default, slowly and under their
+        own rate limit (fivetran.com/docs/rest-api/api-reference/connections/modify-connection)."""
         path = f"/v1/connections/{_segment(connection_id)}"
-        return Connection.from_json(
-            self._one("PATCH", path, body=dict(fields), accept=CONNECTIONS_ACCEPT)
-        )
+        body = {"run_setup_tests": False, **fields}
+        return Connection.from_json(self._one("PATCH", path, body=body, accept=CONNECTIONS_ACCEPT))
 
     # --- Syncs -----------------------------------------------------------------------
 
@@ -176,10 +198,12 @@ class FivetranClient:
     def resync_connection(
         self, connection_id: str, scope: Mapping[str, Sequence[str]] | None = None
     ) -> None:
-        """Resync the whole connection, or ``scope`` (``{"public": ["orders"]}``) only."""
+        """Resync the whole connection (``scope`` None), or ``scope`` only. Fivetran
+        completes a running sync first, or answers 409 (``FivetranRejected``) when it
+        cannot; a bad ``scope`` is refused here (``ValueError``), before any call."""
         path = f"/v1/connections/{_segment(connection_id)}/resync"
-        body = {"scope": {k: list(v) for k, v in scope.items()}} if scope else None
-        self.request("POST", path, body=body)
+        checked = resync_scope(scope)
+        self.request("POST", path, body=None if checked is None else {"scope": checked})
 
     # --- Webhooks --------------------------------------------------------------------
 

@@ -43,6 +43,8 @@ class Connection:
     schedule_type: str | None
     sync_frequency: int | None
     raw: Mapping[str, Any] = field(repr=False, compare=False)
+    #: With ``sync_state`` ``rescheduled``: when the sync is due again (``status.rescheduled_for``).
+    rescheduled_for: datetime | None = None
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Connection:
@@ -64,6 +66,7 @@ class Connection:
             schedule_type=text_field(body.get("schedule_type")),
             sync_frequency=frequency if isinstance(frequency, int) else None,
             raw=body,
+            rescheduled_for=_time(status.get("rescheduled_for")),
         )
 
 

@@ -2,8 +2,10 @@
 
 A request made at T ends on the first sync that *started* at or after T: one already
 running holds rows from before T. Asked without ``force`` while a sync runs, Fivetran
-starts nothing, so a request whose earlier sync ended is asked again (ASK_AGAIN); while
-a sync of its own runs, it waits for that one from its start (``retarget_ms``). With
+starts nothing, so a request whose earlier sync ended is asked again (ASK_AGAIN); with
+``force`` (a forced sync stops the running one, a resync completes it first) the
+request's own sync follows, so it waits. While a sync of its own runs, it waits for
+that one from its start (``retarget_ms``). With
 nothing recorded for ``fallback_after_ms``, the webhook may be broken: the connection is
 read from Fivetran instead (FALL_BACK, ``answer_from_connection``). Two requests made at
 once both end on a sync that started after each asked.
@@ -67,8 +69,9 @@ def answer(
     reschedule_wait_ms: int | None = None,
 ) -> Answer:
     """Decide the next step of a request made at ``facts.target_ms`` and last asked at
-    ``asked_ms``. A RESCHEDULED sync of the request is asked again once its
-    ``rescheduledAt`` (or ``reschedule_wait_ms``) has passed with nothing running."""
+    ``asked_ms``; ``force``: the request's own sync follows one running when it asked.
+    A RESCHEDULED sync of the request is asked again once its ``rescheduledAt`` (or
+    ``reschedule_wait_ms``) has passed with nothing running."""
     t = facts.target_ms
     d = decide(
         facts,
@@ -153,16 +156,33 @@ def answer_from_connection(
     running_at_ask: bool,
     force: bool,
     connector_id: str,
+    rescheduled: bool = False,
+    rescheduled_for: datetime | None = None,
+    reschedule_wait_ms: int | None = None,
+    now_ms: int = 0,
 ) -> tuple[Step, str, Completion | None]:
     """Decide a request from Fivetran's connection fields (the fallback, no history).
     They say not when a sync started: an end after a request made without ``force``
-    while one ran may be that earlier sync's (ask again)."""
+    while one ran may be that earlier sync's (ask again). ``rescheduled``: a manual
+    connection's ``sync_state`` is ``rescheduled``; only a request runs it again, so it
+    is asked again at ``rescheduled_for`` (or ``reschedule_wait_ms`` after the request,
+    or at once)."""
     if paused:
         return Step.FAIL, f"connector {connector_id} was paused in Fivetran", None
     if syncing:
         return Step.WAIT, f"connector {connector_id} is syncing (Fivetran's sync_state)", None
     ends = [(to_ms(at), ok) for at, ok in ((succeeded_at, True), (failed_at, False)) if at]
     ended_ms, ok = max(ends, default=(None, False))
+    if (ended_ms is None or ended_ms < asked_ms) and rescheduled:
+        due = to_ms(rescheduled_for) if rescheduled_for else asked_ms + (reschedule_wait_ms or 0)
+        if now_ms < due:
+            return Step.WAIT, f"connector {connector_id} is rescheduled to {iso(due)}", None
+        return (
+            Step.ASK_AGAIN,
+            f"connector {connector_id}'s sync was rescheduled to {iso(due)} and, the "
+            "connection being manual, runs only when asked: asking again",
+            None,
+        )
     if ended_ms is None or ended_ms < asked_ms:
         return Step.WAIT, f"no sync of connector {connector_id} ended since {iso(asked_ms)}", None
     if running_at_ask and not force:

@@ -30,10 +30,21 @@ a webhook URL may be plain ``http://`` (the test servers have no TLS) unless
 Syncs, as Fivetran documents them: ``POST /v1/connections/{id}/sync`` (``{"force":
 bool}``) and ``.../resync`` (optional ``{"scope": {schema: [table, ...]}}``), and
 ``PATCH /v1/connections/{id}``. A sync starts at once and ends ``sync_seconds`` later
-with ``next_status`` (SUCCESSFUL by default), updating ``succeeded_at``/``failed_at``.
+with ``next_status`` (SUCCESSFUL by default), updating ``succeeded_at``/``failed_at``;
+RESCHEDULED moves neither and leaves ``status.sync_state`` ``rescheduled`` with
+``status.rescheduled_for`` ``reschedule_seconds`` later (``data.rescheduledAt`` in the
+webhook), until a request starts the sync again.
 A request while the connection syncs starts nothing without ``force`` ("the connection
 will sync only if it isn't currently syncing"; still answered 200); with ``force`` the
-running sync is stopped (it ends CANCELED) and a new one starts. With ``webhook_url``
+running sync is stopped (it ends CANCELED) and a new one starts. A resync instead
+completes the running sync (it ends SUCCESSFUL) and starts ``resync_gap_seconds``
+later, or, with
+``resync_conflict`` set, answers 409 ("If there is a data sync already in progress, we
+will try to complete it. If it fails, ... 409 Conflict", fivetran.com/docs/rest-api/
+api-reference/connections/resync-connection); an empty ``scope`` or table list is 400.
+A PATCH runs the setup tests (counted in ``setup_tests``) unless ``run_setup_tests`` is
+false, and a PATCH of test-control fields alone is 400, as Fivetran's "Update a
+Connection" says. With ``webhook_url``
 set, each start and end is POSTed there signed with ``webhook_secret``, in order, from
 one thread (``sync_start`` at the start, ``sync_end`` at the end), unless ``silent``:
 a broken webhook.
@@ -61,7 +72,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -161,6 +172,14 @@ class FivetranStandIn:
         self.silent = False
         #: The status the next syncs end with.
         self.next_status = "SUCCESSFUL"
+        #: Seconds from a RESCHEDULED end to its ``status.rescheduled_for``.
+        self.reschedule_seconds = 60.0
+        #: True: a resync while a sync runs answers 409 (the running one cannot complete).
+        self.resync_conflict = False
+        #: Seconds between a sync a resync completed and the resync's start.
+        self.resync_gap_seconds = 0.5
+        #: PATCHes that ran the connection's setup tests.
+        self.setup_tests = 0
         #: Per connector: (sync id, started) of its running sync and the timer ending it.
         self.running: dict[str, tuple[str, datetime, threading.Timer]] = {}
         #: Every sync started: (connector id, sync id, started, how it was asked).
@@ -298,9 +317,26 @@ class FivetranStandIn:
     # --- Syncs ------------------------------------------------------------------------
 
     def start_sync(self, connector_id: str, force: bool, how: str = "sync") -> bool:
-        """Start a sync as Fivetran does on a request; return whether one started."""
+        """Start a sync as Fivetran does on a request; return whether one started. A
+        resync completes a running sync first (or raises the 409 of ``resync_conflict``)."""
         with self.lock:
             current = self.running.get(connector_id)
+            if current is not None and how == "resync":
+                if self.resync_conflict:
+                    raise _error(
+                        409,
+                        "Conflict",
+                        f"Connection '{connector_id}' is syncing and the sync cannot be completed",
+                    )
+                current[2].cancel()
+                self._ended_locked(connector_id, current[0], current[1], "SUCCESSFUL")
+                # Fivetran starts the resync after the completed sync, not at its end.
+                later = threading.Timer(
+                    self.resync_gap_seconds, self.start_sync, (connector_id, False, how)
+                )
+                later.daemon = True
+                later.start()
+                return True
             if current is not None and not force:
                 return False  # "will sync only if it isn't currently syncing"
             if current is not None:
@@ -317,6 +353,7 @@ class FivetranStandIn:
             self.running[connector_id] = (sync_id, started, timer)
             self.started.append((connector_id, sync_id, started, how))
             self.connectors[connector_id]["status"]["sync_state"] = "syncing"
+            self.connectors[connector_id]["status"].pop("rescheduled_for", None)
             self._send_locked(connector_id, "sync_start", sync_id, None, started)
             timer.start()
         return True
@@ -326,19 +363,30 @@ class FivetranStandIn:
             current = self.running.get(connector_id)
             if current is None or current[0] != sync_id:
                 return  # stopped by a forced sync meanwhile
-            del self.running[connector_id]
-            ended = max(datetime.now(timezone.utc), current[1])
-            status = self.next_status
-            self.ended[sync_id] = (ended, status)
-            c = self.connectors[connector_id]
-            c["succeeded_at" if status == "SUCCESSFUL" else "failed_at"] = iso(ended)
-            c["status"]["sync_state"] = "scheduled"
-            data: dict[str, Any] = {"status": status}
-            if status != "SUCCESSFUL":
-                data["reason"] = "the stand-in was told to fail"
-            self._send_locked(connector_id, "sync_end", sync_id, data, ended)
+            ended = self._ended_locked(connector_id, sync_id, current[1], self.next_status)
         if self.on_sync_end is not None:
             self.on_sync_end(connector_id, ended)
+
+    def _ended_locked(
+        self, connector_id: str, sync_id: str, started: datetime, status: str
+    ) -> datetime:
+        """End the running sync with ``status`` and send its ``sync_end``; the lock is held."""
+        del self.running[connector_id]
+        ended = max(datetime.now(timezone.utc), started)
+        self.ended[sync_id] = (ended, status)
+        c = self.connectors[connector_id]
+        data: dict[str, Any] = {"status": status}
+        if status == "RESCHEDULED":
+            again = iso(ended + timedelta(seconds=self.reschedule_seconds))
+            c["status"].update(sync_state="rescheduled", rescheduled_for=again)
+            data["rescheduledAt"] = again
+        else:
+            c["succeeded_at" if status == "SUCCESSFUL" else "failed_at"] = iso(ended)
+            c["status"]["sync_state"] = "scheduled"
+        if status not in ("SUCCESSFUL", "RESCHEDULED"):
+            data["reason"] = "the stand-in was told to fail"
+        self._send_locked(connector_id, "sync_end", sync_id, data, ended)
+        return ended
 
     def _send_locked(
         self,
@@ -557,11 +605,24 @@ class FivetranStandIn:
                     )
                 return "GET /v1/destinations/{id}", {"code": "Success", "data": data}
             case ("PATCH", ["v1", "connections", cid]):
+                name = "PATCH /v1/connections/{id}"
+                tests = body.get("run_setup_tests", True)
+                if not isinstance(tests, bool) or not set(body) - TEST_CONTROL:
+                    raise _named(
+                        _error(
+                            400,
+                            "InvalidInput",
+                            "run_setup_tests must be a boolean, sent with at least one "
+                            "persistent configuration parameter",
+                        ),
+                        name,
+                    )
                 with self.lock:
                     conn = self._known(self.connectors, "Connection", cid)
                     conn.update({k: v for k, v in body.items() if k in EDITABLE})
+                    self.setup_tests += tests
                     data = json.loads(json.dumps(conn))
-                return "PATCH /v1/connections/{id}", {"code": "Success", "data": data}
+                return name, {"code": "Success", "data": data}
             case ("POST", ["v1", "connections", cid, "sync" | "resync" as what]):
                 with self.lock:
                     conn = self._known(self.connectors, "Connection", cid)
@@ -574,7 +635,13 @@ class FivetranStandIn:
                     raise _named(
                         _error(400, "InvalidInput", "Field 'force' must be a boolean"), name
                     )
-                self.start_sync(cid, force=force, how=what)
+                if what == "resync" and not _scope_ok(body.get("scope")):
+                    message = "Field 'scope' must map schemas to non-empty lists of tables"
+                    raise _named(_error(400, "InvalidInput", message), name)
+                try:
+                    self.start_sync(cid, force=force and what == "sync", how=what)
+                except Answer as exc:
+                    raise _named(exc, name) from None
                 message = (
                     f"Sync has been successfully triggered for connection with id '{cid}'"
                     if what == "sync"
@@ -695,6 +762,21 @@ class FivetranStandIn:
 
 #: The connection fields ``PATCH /v1/connections/{id}`` changes here.
 EDITABLE = frozenset({"paused", "schedule_type", "sync_frequency"})
+#: The PATCH fields that only steer its setup tests and cannot be sent alone.
+TEST_CONTROL = frozenset({"run_setup_tests", "trust_certificates", "trust_fingerprints"})
+
+
+def _scope_ok(scope: Any) -> bool:
+    """A resync's ``scope``: absent or null (everything), else non-empty lists per schema."""
+    if scope is None:
+        return True
+    return (
+        isinstance(scope, dict)
+        and bool(scope)
+        and all(
+            isinstance(t, list) and t and all(isinstance(n, str) for n in t) for t in scope.values()
+        )
+    )
 
 
 def _named(answer: Answer, name: str) -> Answer:

@@ -26,7 +26,8 @@ from fivetran_events import (
     Outcome,
     parse_criterion,
 )
-from fivetran_events.fivetran_api import FivetranClient
+from fivetran_events.exceptions import FivetranRejected
+from fivetran_events.fivetran_api import FivetranClient, resync_scope
 from fivetran_events.model import SOURCE_RECONCILED
 from fivetran_events.settings import Settings
 from fivetran_events.sync_request import Step
@@ -54,6 +55,14 @@ from ..ui import FivetranConnectorLink
 #: The history's retention when the Airflow side records a reconciled sync (the server's
 #: default; older events are refused, and this one is new).
 RETENTION_MS = int(Settings.model_fields["retention_days"].default * 86_400_000)
+
+
+def _asks_again(event: Mapping[str, Any]) -> bool:
+    """Whether a wait's event means: make the request again. After a refusal (``conflict``)
+    any sync's success means only that the running one ended: the request is still due."""
+    if event.get("conflict") and event.get("status") == Step.SUCCESS.value:
+        return True
+    return event.get("status") == Step.ASK_AGAIN.value
 
 
 def _sync_needed(**context: Any) -> bool:
@@ -220,8 +229,9 @@ class FivetranSyncOperator(BaseOperator):
         self.connector_id = found[0].id
         self.log.info("connector name %r is connector %s", self.connector_name, self.connector_id)
 
-    def _ask(self) -> tuple[int, bool]:
-        """Ask Fivetran for the sync; return the moment asked and whether one was running."""
+    def _ask(self, after: Mapping[str, Any] | None = None) -> tuple[int, bool, bool]:
+        """Ask Fivetran for the sync (again ``after`` a wait's ASK_AGAIN event); return the
+        moment asked, whether one was running, and whether Fivetran refused it for now."""
         cid = self.connector_id
         conn = self.client.connection(cid)
         if conn.paused:
@@ -238,8 +248,14 @@ class FivetranSyncOperator(BaseOperator):
         )
         running = conn.sync_state == "syncing" or recorded is not None
         asked = now_ms()
-        self._request()
-        if running and self.force:
+        if not self._request(after):
+            return asked, running, True
+        if running and self._follows:
+            self.log.info(
+                "connector %s was syncing: Fivetran completes that sync, then runs the resync",
+                cid,
+            )
+        elif running and self.force:
             self.log.info(
                 "connector %s was syncing: asked with force, so Fivetran stops "
                 "that sync and runs a new one",
@@ -252,17 +268,24 @@ class FivetranSyncOperator(BaseOperator):
                 cid,
             )
         self.log.info("connector %s: %s asked at %s", cid, self.mode, iso(asked))
-        return asked, running
+        return asked, running, False
 
-    def _request(self) -> None:
+    #: Whether the requested sync follows one running (a resync completes it first).
+    _follows = False
+
+    def _request(self, after: Mapping[str, Any] | None) -> bool:
+        """Make the request; return False when Fivetran refused it until a sync ends."""
         self.client.sync_connection(self.connector_id, force=self.force)
+        return True
 
-    def _trigger(self, asked_ms: int, running: bool) -> FivetranSyncRequestTrigger:
+    def _trigger(self, asked_ms: int, running: bool, conflict: bool) -> FivetranSyncRequestTrigger:
         return FivetranSyncRequestTrigger(
             connector_id=self.connector_id,
             target_ms=asked_ms,
-            force=self.force,
-            running_at_ask=running,
+            # Refused, the request is made again after the running sync: as a plain sync.
+            force=(self.force or self._follows) and not conflict,
+            running_at_ask=running or conflict,
+            conflict=conflict,
             fallback_after=self.fallback_after,
             poll_frequency=self.poll_frequency,
             reschedule_wait_time=self.reschedule_wait_time,
@@ -282,12 +305,12 @@ class FivetranSyncOperator(BaseOperator):
                 return self._result(done, None, reconciled=False)
         return self._ask_and_wait()
 
-    def _ask_and_wait(self) -> Any:
+    def _ask_and_wait(self, after: Mapping[str, Any] | None = None) -> Any:
         while True:
-            asked, running = self._ask()
-            if not self.wait_for_completion:
+            asked, running, conflict = self._ask(after)
+            if not self.wait_for_completion and not conflict:
                 return {"connector_id": self.connector_id, "asked_at": iso(asked)}
-            trigger = self._trigger(asked, running)
+            trigger = self._trigger(asked, running, conflict)
             if self.deferrable:
                 self.defer(
                     trigger=trigger,
@@ -295,18 +318,19 @@ class FivetranSyncOperator(BaseOperator):
                     timeout=self.execution_timeout,
                 )
             event = asyncio.run(trigger.wait(self.hook.config, lambda: self.client))
-            if event["status"] != Step.ASK_AGAIN.value:
+            if not _asks_again(event):
                 return self._finish(event)
             self.log.info("connector %s: %s", self.connector_id, event["message"])
+            after = event
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Finish on the trigger's event; ask again when it says so."""
         # The id a connector_name was resolved to before deferring: no second lookup.
         self.connector_id = (event or {}).get("connector_id") or self.connector_id
         self._resolve_connector()
-        if event and event.get("status") == Step.ASK_AGAIN.value:
+        if event and _asks_again(event):
             self.log.info("connector %s: %s", self.connector_id, event.get("message"))
-            return self._ask_and_wait()
+            return self._ask_and_wait(event)
         return self._finish(event)
 
     def _finish(self, event: Mapping[str, Any] | None) -> Any:
@@ -374,16 +398,46 @@ class FivetranSyncOperator(BaseOperator):
 
 class FivetranResyncOperator(FivetranSyncOperator):
     """Start a historical resync and wait for it; ``scope``: schema -> table names to
-    resync (``{"public": ["orders"]}``), None for the whole connection."""
+    resync (``{"public": ["orders"]}``), None for the whole connection.
+
+    A resync is asked for once: Fivetran completes a running sync first and then runs
+    it. When it cannot, it answers 409; the task then waits for the running sync's end
+    and asks once more, and a second 409 fails it. A RESCHEDULED resync of a manual
+    connection is run again by a plain sync request, as Fivetran documents.
+    """
 
     mode = "resync"
+    _follows = True
 
     def __init__(self, *, scope: Mapping[str, Sequence[str]] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.scope = scope
+        try:
+            self.scope = resync_scope(scope)
+        except ValueError as exc:
+            raise ValueError(f"{self.task_id}: {exc}") from None
 
-    def _request(self) -> None:
-        self.client.resync_connection(self.connector_id, self.scope)
+    def _request(self, after: Mapping[str, Any] | None) -> bool:
+        # A rescheduled resync goes on as a plain sync, which a running one holds off.
+        self._follows = after is None or bool(after.get("conflict"))
+        if not self._follows:
+            return super()._request(after)
+        try:
+            self.client.resync_connection(self.connector_id, self.scope)
+        except FivetranRejected as exc:
+            if exc.status != 409:
+                raise
+            if after is not None:
+                raise FivetranSyncFailed(
+                    f"Fivetran connector {self.connector_id}: the resync was refused again "
+                    f"after the running sync ended: {exc}"
+                ) from None
+            self.log.warning(
+                "connector %s: %s; waiting for the running sync to end to ask once more",
+                self.connector_id,
+                exc,
+            )
+            return False
+        return True
 
 
 __all__ = [

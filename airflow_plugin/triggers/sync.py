@@ -5,7 +5,8 @@
 operator asks again and defers anew). After ``fallback_after`` seconds with nothing of
 the request recorded, it also reads the connection from Fivetran's API every
 ``poll_frequency`` seconds (in a thread: the client blocks), so a broken webhook degrades
-to polling instead of hanging. Not deferrable, the operator runs the same ``wait``.
+to polling instead of hanging; a manual connection Fivetran reports ``rescheduled`` is
+asked again at its ``rescheduled_for``. Not deferrable, the operator runs the same ``wait``.
 
 Deferred, the answer is held until ``min_deferral`` seconds after the task deferred:
 Airflow 3.2-3.3's scheduler fails a task resumed before it has read the executor's
@@ -48,7 +49,12 @@ DEFAULT_MIN_DEFERRAL = 10.0
 
 
 class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
-    """Fire once the request made at ``target_ms`` is answered, or must be made again."""
+    """Fire once the request made at ``target_ms`` is answered, or must be made again.
+
+    ``force``: the request's own sync follows one running when it asked (a forced sync,
+    a resync). ``conflict``: the request was refused (a resync's 409) and this waits for
+    the running sync to end; echoed in the event so the operator asks only once more.
+    """
 
     def __init__(
         self,
@@ -66,6 +72,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         retry_timeout: float | None = DEFAULT_REDIS_RETRY_TIMEOUT,
         deferred_ms: int | None = None,
         min_deferral: float = DEFAULT_MIN_DEFERRAL,
+        conflict: bool = False,
     ) -> None:
         super().__init__(
             connector_id,
@@ -87,12 +94,13 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         # When the task deferred (epoch ms; None: when run() starts) and the hold after it.
         self.deferred_ms = deferred_ms
         self.min_deferral = float(min_deferral)
+        self.conflict = conflict
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         names: tuple[str, ...] = ("connector_id", "target_ms", "force", "running_at_ask")
         names += ("fallback_after", "poll_frequency", "reschedule_wait_time", "fivetran_conn_id")
         names += ("redis_conn_id", "recheck_interval", "retry_timeout", "deferred_ms")
-        names += ("min_deferral",)
+        names += ("min_deferral", "conflict")
         return (
             "airflow_plugin.triggers.sync.FivetranSyncRequestTrigger",
             {n: getattr(self, n) for n in names},
@@ -205,6 +213,10 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
             running_at_ask=self.running_at_ask,
             force=self.force,
             connector_id=self.connector_id,
+            rescheduled=conn.sync_state == "rescheduled" and conn.schedule_type == "manual",
+            rescheduled_for=conn.rescheduled_for,
+            reschedule_wait_ms=_ms(self.reschedule_wait_time),
+            now_ms=now_ms(),
         )
         if step is Step.WAIT:
             self.log.debug("connector %s (from Fivetran's API): %s", self.connector_id, reason)
@@ -224,6 +236,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
             "decision": decision.to_dict(),
             "asked_at": iso(self.target_ms),
             "reconciled": reconciled,
+            "conflict": self.conflict,
             # When the trigger fired (epoch s): times the wake-up itself (bench/sync.py).
             "fired_at": time.time(),
         }

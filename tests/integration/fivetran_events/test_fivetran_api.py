@@ -287,8 +287,9 @@ class TestWebhooks:
 
 
 class TestSyncs:
-    """``sync_connection``/``resync_connection`` against the stand-in, which runs the sync
-    and sends its signed webhooks as Fivetran does."""
+    """``sync_connection``/``resync_connection``/``update_connection`` against the
+    stand-in, which runs the sync and sends its signed webhooks as Fivetran documents
+    (fivetran.com/docs/rest-api/api-reference/connections/...)."""
 
     @pytest.fixture
     def syncing(self, api: FivetranStandIn, receiver: str) -> FivetranStandIn:
@@ -360,3 +361,77 @@ class TestSyncs:
         with pytest.raises(FivetranRejected, match="paused"):
             c.sync_connection("c1")
         assert syncing.started == []
+
+    def test_a_resync_while_syncing_completes_that_sync_then_runs(
+        self, syncing: FivetranStandIn
+    ) -> None:
+        """One request: the running sync ends SUCCESSFUL, the resync starts after it."""
+        c = client(syncing.url)
+        c.sync_connection("c1")
+        c.resync_connection("c1", {"public": ["orders"]})
+        poll_until(lambda: len(Receiver.bodies) == 4, "four webhooks")
+        assert self.events() == [
+            ("sync_start", ""),
+            ("sync_end", "SUCCESSFUL"),
+            ("sync_start", ""),
+            ("sync_end", "SUCCESSFUL"),
+        ]
+        assert [s[3] for s in syncing.started] == ["sync", "resync"]
+        assert syncing.calls["POST /v1/connections/{id}/resync"] == 1
+
+    def test_a_resync_the_running_sync_blocks_is_a_409_not_retried(
+        self, syncing: FivetranStandIn
+    ) -> None:
+        syncing.resync_conflict = True
+        c = client(syncing.url)
+        c.sync_connection("c1")
+        with pytest.raises(FivetranRejected) as caught:
+            c.resync_connection("c1")
+        assert caught.value.status == 409
+        assert syncing.calls["POST /v1/connections/{id}/resync"] == 1
+        assert [s[3] for s in syncing.started] == ["sync"]
+
+    @pytest.mark.parametrize("scope", [{}, {"public": []}, {"public": "orders"}, {"": ["t"]}])
+    def test_an_empty_or_malformed_scope_is_refused_before_any_call(
+        self, syncing: FivetranStandIn, scope: Any
+    ) -> None:
+        """Never "resync everything" for an empty scope: nothing is sent at all."""
+        with pytest.raises(ValueError, match="resync scope"):
+            client(syncing.url).resync_connection("c1", scope)
+        assert syncing.total_calls == 0 and syncing.started == []
+
+    def test_the_stand_in_answers_an_empty_scope_400_as_fivetran_does(
+        self, syncing: FivetranStandIn
+    ) -> None:
+        bodies: list[dict[str, Any]] = [{"scope": {}}, {"scope": {"public": []}}]
+        for body in bodies:
+            with pytest.raises(FivetranRejected) as caught:
+                client(syncing.url).request("POST", "/v1/connections/c1/resync", body=body)
+            assert caught.value.status == 400
+        assert syncing.started == []
+
+    def test_a_rescheduled_sync_waits_for_a_request_on_a_manual_connection(
+        self, syncing: FivetranStandIn
+    ) -> None:
+        syncing.next_status = "RESCHEDULED"
+        c = client(syncing.url)
+        c.sync_connection("c1")
+        poll_until(lambda: c.connection("c1").sync_state == "rescheduled", "the reschedule")
+        conn = c.connection("c1")
+        assert conn.rescheduled_for is not None and conn.succeeded_at is conn.failed_at is None
+        poll_until(lambda: len(Receiver.bodies) == 2, "both webhooks")
+        assert Receiver.bodies[1]["data"]["rescheduledAt"] == conn.raw["status"]["rescheduled_for"]
+        syncing.next_status = "SUCCESSFUL"
+        c.sync_connection("c1")
+        poll_until(lambda: c.connection("c1").succeeded_at, "the sync asked again")
+        assert c.connection("c1").rescheduled_for is None
+
+    def test_a_schedule_change_runs_no_setup_tests(self, syncing: FivetranStandIn) -> None:
+        """PATCH runs setup tests unless run_setup_tests is false; ours never asks for them."""
+        c = client(syncing.url)
+        assert c.update_connection("c1", {"schedule_type": "auto"}).schedule_type == "auto"
+        assert syncing.setup_tests == 0
+        c.request("PATCH", "/v1/connections/c1", body={"schedule_type": "manual"})
+        assert syncing.setup_tests == 1
+        with pytest.raises(FivetranRejected, match="persistent"):
+            c.request("PATCH", "/v1/connections/c1", body={"run_setup_tests": False})

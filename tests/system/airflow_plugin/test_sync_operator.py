@@ -62,7 +62,16 @@ def api(fivetran: FivetranStandIn) -> Iterator[FivetranStandIn]:
     fivetran.sync_seconds = 2.0
     fivetran.calls.clear()
     yield fivetran
-    fivetran.silent = False
+    fivetran.silent = fivetran.resync_conflict = False
+    fivetran.next_status, fivetran.on_sync_end = "SUCCESSFUL", None
+
+
+@pytest.fixture
+def conn(api: FivetranStandIn, monkeypatch: pytest.MonkeyPatch) -> FivetranStandIn:
+    """The stand-in as Airflow's ``fivetran_default``, for operators run in this process."""
+    body = {"conn_type": "http", "host": api.url, "login": KEY, "password": API_SECRET}
+    monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_DEFAULT", json.dumps(body))
+    return api
 
 
 def reader(url: str) -> HistoryReader:
@@ -174,13 +183,32 @@ class TestTheWait:
         assert event["status"] == "success" and at_once < 1.0, (at_once, event)
 
 
-class TestAsking:
-    @pytest.fixture
-    def conn(self, api: FivetranStandIn, monkeypatch: pytest.MonkeyPatch) -> FivetranStandIn:
-        body = {"conn_type": "http", "host": api.url, "login": KEY, "password": API_SECRET}
-        monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_DEFAULT", json.dumps(body))
-        return api
+class TestRescheduled:
+    def test_the_fallback_asks_a_rescheduled_manual_connection_again_when_due(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        """No webhook; the sync ends RESCHEDULED: the task asks again at Fivetran's
+        ``status.rescheduled_for`` and ends on the sync that follows."""
+        from airflow_plugin.operators.sync import FivetranSyncOperator
 
+        api = conn
+        api.connector("resched")
+        api.silent, api.next_status, api.reschedule_seconds = True, "RESCHEDULED", 1.0
+        api.on_sync_end = lambda cid, ended: setattr(api, "next_status", "SUCCESSFUL")
+        op = FivetranSyncOperator(
+            task_id="t",
+            connector_id="resched",
+            deferrable=False,
+            fallback_after=1,
+            poll_frequency=0.5,
+            recheck_interval=30,
+        )
+        got = op.execute({})
+        assert got["status"] == "SUCCESSFUL" and got["reconciled"] is True, got
+        assert api.calls["POST /v1/connections/{id}/sync"] == 2, api.calls
+
+
+class TestAsking:
     def test_a_connector_name_is_looked_up_once_with_one_call_each(
         self, dagtest_airflow: Path, conn: FivetranStandIn
     ) -> None:
@@ -213,8 +241,8 @@ class TestAsking:
         conn.connector("ask_auto")
         conn.connectors["ask_auto"]["schedule_type"] = "auto"
         op = FivetranSyncOperator(task_id="t", connector_id="ask_auto")
-        asked, running = op._ask()
-        assert running is False and asked <= now_ms()
+        asked, running, refused = op._ask()
+        assert running is False and refused is False and asked <= now_ms()
         assert dict(conn.calls) == {
             "GET /v1/connections/{id}": 1,
             "PATCH /v1/connections/{id}": 1,
@@ -234,6 +262,72 @@ class TestAsking:
         op._ask()
         assert conn.calls["POST /v1/connections/{id}/resync"] == 1
         assert conn.started[-1][0] == "ask_resync" and conn.started[-1][3] == "resync"
+
+    def test_a_schedule_change_runs_no_setup_tests(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        from airflow_plugin.operators.sync import FivetranSyncOperator
+
+        conn.connector("ask_tests")
+        conn.connectors["ask_tests"]["schedule_type"] = "auto"
+        FivetranSyncOperator(task_id="t", connector_id="ask_tests")._ask()
+        assert conn.calls["PATCH /v1/connections/{id}"] == 1 and conn.setup_tests == 0
+
+
+def resync_op(connector_id: str, **kwargs: Any) -> Any:
+    from airflow_plugin.operators.sync import FivetranResyncOperator
+
+    kwargs = {"deferrable": False, "recheck_interval": 30, **kwargs}
+    return FivetranResyncOperator(task_id="t", connector_id=connector_id, **kwargs)
+
+
+class TestResync:
+    """A resync is asked for once: Fivetran completes a running sync first (or answers
+    409), so asking again after that sync would start a second historical resync."""
+
+    def resyncs(self, api: FivetranStandIn, cid: str) -> list[str]:
+        return [s[1] for s in api.started if s[0] == cid and s[3] == "resync"]
+
+    @pytest.mark.parametrize(("conflict", "asked"), [(False, 1), (True, 2)])
+    def test_asked_during_a_sync_it_ends_on_the_resync_asked_once_or_after_a_409(
+        self, dagtest_airflow: Path, conn: FivetranStandIn, conflict: bool, asked: int
+    ) -> None:
+        """Accepted, the resync is never asked again; refused (409), it is asked once
+        more after the running sync's end. Either way one resync runs and answers."""
+        cid = f"rs_{conflict}"
+        conn.connector(cid)
+        conn.resync_conflict = conflict
+        FivetranClient(KEY, API_SECRET, conn.url).sync_connection(cid)
+        got = resync_op(cid).execute({})
+        assert conn.calls["POST /v1/connections/{id}/resync"] == asked, conn.calls
+        assert [got["sync_id"]] == self.resyncs(conn, cid), (got, conn.started)
+
+    def test_a_rescheduled_resync_goes_on_with_a_sync_request(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        """Due at its rescheduledAt, a manual connection's resync is run on by the sync
+        endpoint (the only way it syncs), not by a second resync."""
+        conn.connector("rs_resched")
+        conn.next_status, conn.reschedule_seconds = "RESCHEDULED", 1.0
+        conn.on_sync_end = lambda cid, ended: setattr(conn, "next_status", "SUCCESSFUL")
+        got = resync_op("rs_resched").execute({})
+        assert got["status"] == "SUCCESSFUL", got
+        assert conn.calls["POST /v1/connections/{id}/resync"] == 1, conn.calls
+        assert conn.calls["POST /v1/connections/{id}/sync"] == 1, conn.calls
+
+    def test_a_second_409_fails_the_task(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        from airflow_plugin.exceptions import FivetranSyncFailed
+
+        conn.connector("rs_409_twice")
+        conn.resync_conflict = True
+        FivetranClient(KEY, API_SECRET, conn.url).sync_connection("rs_409_twice")
+        op = resync_op("rs_409_twice")
+        assert op._ask()[2] is True  # refused: wait for the running sync, then once more
+        with pytest.raises(FivetranSyncFailed, match="refused again"):
+            op._ask({"status": "ask_again", "conflict": True})
+        assert self.resyncs(conn, "rs_409_twice") == []
 
 
 class TestSkipIfSynced:

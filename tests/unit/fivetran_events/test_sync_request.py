@@ -7,6 +7,7 @@ the first sync that started at or after it, never on one that started before.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 from fivetran_events import Completion, Facts, RunningSync
 from fivetran_events.decision import Lifecycle
@@ -161,6 +162,22 @@ class TestTwoRequestsAtOnce:
                     assert got.sync.started_ms >= ASK
 
 
+def from_connection(
+    ok: datetime | None, failed: datetime | None, **fields: Any
+) -> tuple[Step, str, Completion | None]:
+    """``answer_from_connection`` for a request asked at ``ASK``, idle and unpaused unless
+    ``fields`` say otherwise."""
+    given: dict[str, Any] = {"syncing": False, "paused": False, "running_at_ask": False}
+    return answer_from_connection(
+        asked_ms=ASK,
+        succeeded_at=ok,
+        failed_at=failed,
+        force=False,
+        connector_id="c1",
+        **{**given, **fields},
+    )
+
+
 class TestFallback:
     def test_nothing_recorded_for_the_fallback_time_falls_back(self) -> None:
         assert step(facts(), now=100 + 599, fallback_after_ms=ms(600)) is Step.WAIT
@@ -170,17 +187,7 @@ class TestFallback:
         assert step(facts(running=("s1", 101)), now=900, fallback_after_ms=ms(600)) is Step.WAIT
 
     def test_the_connection_read_answers_with_a_marked_record(self) -> None:
-        t = datetime.fromtimestamp(130, tz=timezone.utc)
-        got = answer_from_connection(
-            asked_ms=ASK,
-            succeeded_at=t,
-            failed_at=None,
-            syncing=False,
-            paused=False,
-            running_at_ask=False,
-            force=False,
-            connector_id="c1",
-        )
+        got = from_connection(datetime.fromtimestamp(130, tz=timezone.utc), None)
         assert got[0] is Step.SUCCESS and got[2] is not None
         assert got[2].ended_ms == ms(130) and is_derived_sync_id(got[2].sync_id)
 
@@ -188,27 +195,32 @@ class TestFallback:
         before = datetime.fromtimestamp(90, tz=timezone.utc)
         after = datetime.fromtimestamp(130, tz=timezone.utc)
 
-        def read(
-            ok: datetime | None,
-            failed: datetime | None,
-            *,
-            syncing: bool = False,
-            paused: bool = False,
-            running_at_ask: bool = False,
-        ) -> Step:
-            return answer_from_connection(
-                asked_ms=ASK,
-                succeeded_at=ok,
-                failed_at=failed,
-                syncing=syncing,
-                paused=paused,
-                running_at_ask=running_at_ask,
-                force=False,
-                connector_id="c1",
-            )[0]
+        def read(ok: datetime | None, failed: datetime | None, **fields: Any) -> Step:
+            return from_connection(ok, failed, **fields)[0]
 
         assert read(before, None) is Step.WAIT
         assert read(after, None, syncing=True) is Step.WAIT
         assert read(after, None, running_at_ask=True) is Step.ASK_AGAIN
         assert read(before, after) is Step.FAIL
         assert read(None, None, paused=True) is Step.FAIL
+
+    def test_a_rescheduled_manual_connection_is_asked_again_at_rescheduled_for(self) -> None:
+        """Only a request runs a manual connection's rescheduled sync: ask again when due,
+        not after execution_timeout (Fivetran's "Sync Connection Data")."""
+        due = datetime.fromtimestamp(160, tz=timezone.utc)
+
+        def read(now: float, *, rescheduled: bool = True, when: datetime | None = due) -> Step:
+            return from_connection(
+                datetime.fromtimestamp(90, tz=timezone.utc),
+                None,
+                rescheduled=rescheduled,
+                rescheduled_for=when,
+                reschedule_wait_ms=ms(30),
+                now_ms=ms(now),
+            )[0]
+
+        assert read(159) is Step.WAIT
+        assert read(160) is Step.ASK_AGAIN
+        assert read(500, rescheduled=False) is Step.WAIT  # auto: Fivetran runs it itself
+        assert read(129, when=None) is Step.WAIT  # no time given: reschedule_wait_time
+        assert read(130, when=None) is Step.ASK_AGAIN
