@@ -45,10 +45,12 @@ times; a missing one is an hour from the other, both missing the last hour; ``en
 after ``start_time`` and at most 7 days from it, else 400; ``duration`` is deprecated and
 ignored) pages like the collections above. Its items are the syncs started in the range,
 oldest first: ``sync_id``, ``start_time``, ``end_time`` (null while it runs), ``status``
-(the ``sync_end`` status; null while it runs) and, for a failure, ``reason``; the
-reference names the start's meaning, and Fivetran's connector SDK guide
-(github.com/fivetran/fivetran_connector_sdk, its debugging skill) the per-sync
-``sync_id`` and ``reason``. They are the syncs the stand-in ran and those
+(the ``sync_end`` status; null while it runs) and, for a failure, ``reason``. The
+reference describes the items' start ("the UTC timestamp of when the sync started, in
+ISO 8601 format"); the other key names follow its query parameters and the webhook's
+``sync_end``: check them against the reference when it changes. ``FivetranClient``
+reads them leniently (an item without an end, id or status is skipped). They are the syncs the
+stand-in ran and those
 ``past_sync`` adds; ``sync_history_status`` makes the endpoint answer 404 or 403 (an
 account or API version without it).
 
