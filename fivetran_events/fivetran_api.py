@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -26,10 +27,19 @@ from .exceptions import (
     FivetranRejected,
     FivetranUnavailable,
 )
-from .fivetran_records import Connection, Destination, Group, Webhook, WebhookTest, text_field
+from .fivetran_records import (
+    Connection,
+    Destination,
+    Group,
+    SyncRecord,
+    Webhook,
+    WebhookTest,
+    text_field,
+)
 from .http import never_sent, quoted, retry_after_seconds
 from .model import LIFECYCLE_EVENTS, RESYNC_EVENTS
 from .settings import DEFAULT_FIVETRAN_API_URL, Settings, check_api_url
+from .timeutil import iso
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +53,8 @@ MAX_BACKOFF = 8.0
 PAGE_SIZE = 1000
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 RETRIED_STATUSES = frozenset({500, 502, 503, 504})
+#: The longest time range one sync-history call may ask for.
+SYNC_HISTORY_WINDOW = timedelta(days=7)
 #: The Accept header the connection endpoints document (their version 2 answers).
 CONNECTIONS_ACCEPT = "application/json;version=2"
 #: The events a webhook created for the service subscribes to.
@@ -170,6 +182,21 @@ class FivetranClient:
 
     def groups(self) -> list[Group]:
         return [Group.from_json(item) for item in self.items("/v1/groups")]
+
+    def sync_history(self, connection_id: str, start: datetime, end: datetime) -> list[SyncRecord]:
+        """The connection's syncs from ``start`` to ``end``: Fivetran's "Retrieve
+        Connection Sync History" (fivetran.com/docs/rest-api/api-reference/connections/
+        retrieve-connection-sync-history), asked in windows of at most 7 days (its
+        maximum), each paged like any collection."""
+        path = f"/v1/connections/{_segment(connection_id)}/sync-history"
+        out: list[SyncRecord] = []
+        while start < end:
+            until = min(end, start + SYNC_HISTORY_WINDOW)
+            params = {"start_time": iso(start) or "", "end_time": iso(until) or ""}
+            items = self.items(path, params, accept=CONNECTIONS_ACCEPT)
+            out.extend(SyncRecord.from_json(item) for item in items)
+            start = until
+        return out
 
     def destination(self, destination_id: str) -> Destination:
         path = f"/v1/destinations/{_segment(destination_id)}"

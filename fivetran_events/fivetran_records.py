@@ -71,6 +71,28 @@ class Connection:
 
 
 @dataclass(frozen=True)
+class SyncRecord:
+    """One sync of a connection's sync history: its id, start, end (None while it runs)
+    and status, with the reason of a failure."""
+
+    sync_id: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    status: str | None
+    reason: str | None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> SyncRecord:
+        return cls(
+            sync_id=text_field(body.get("sync_id")),
+            started_at=_time(body.get("start_time")),
+            ended_at=_time(body.get("end_time")),
+            status=text_field(body.get("status")),
+            reason=text_field(body.get("reason")),
+        )
+
+
+@dataclass(frozen=True)
 class Group:
     id: str
     name: str | None

@@ -77,7 +77,7 @@ LIFECYCLE_EVENTS: dict[str, tuple[str, str]] = {
 #: Starts a derived sync id (of a sync event without one): no real id can hold it.
 DERIVED_SYNC_MARK = "~"
 #: Where a recorded sync came from, as the letter its completion member carries
-#: (history/codec.py); ``R``: Fivetran's REST API (succeeded_at/failed_at).
+#: (history/codec.py); ``R``: Fivetran's REST API (succeeded_at/failed_at, sync history).
 SOURCE_WEBHOOK = ""
 SOURCE_IMPORTED = "I"
 SOURCE_RECONCILED = "R"

@@ -49,6 +49,22 @@ set, each start and end is POSTed there signed with ``webhook_secret``, in order
 one thread (``sync_start`` at the start, ``sync_end`` at the end), unless ``silent``:
 a broken webhook.
 
+Sync history, as Fivetran's REST API reference documents it ("Retrieve Connection Sync
+History", fivetran.com/docs/rest-api/api-reference/connections/retrieve-connection-sync-history):
+``GET /v1/connections/{id}/sync-history?start_time=&end_time=&cursor=&limit=`` (ISO 8601
+times; a missing one is an hour from the other, both missing the last hour; ``end_time``
+after ``start_time`` and at most 7 days from it, else 400; ``duration`` is deprecated and
+ignored) pages like the collections above. Its items are the syncs started in the range,
+oldest first: ``sync_id``, ``start_time``, ``end_time`` (null while it runs), ``status``
+(the ``sync_end`` status; null while it runs) and, for a failure, ``reason``. The
+reference describes the items' start ("the UTC timestamp of when the sync started, in
+ISO 8601 format"); the other key names follow its query parameters and the webhook's
+``sync_end``: check them against the reference when it changes. ``FivetranClient``
+reads them leniently (an item without an end, id or status is skipped). They are the syncs the
+stand-in ran and those
+``past_sync`` adds; ``sync_history_status`` makes the endpoint answer 404 or 403 (an
+account or API version without it).
+
 The legacy endpoints, for ``airflow-provider-fivetran-async``'s hook (the sensor
 benchmark and the provider's system test): ``GET/PATCH /v1/connectors/{id}`` and
 ``POST /v1/connectors/{id}/force`` with the fields it reads (``succeeded_at``,
@@ -80,7 +96,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import requests
 
 from fivetran_events.model import SIGNATURE_HEADER, sign
-from fivetran_events.timeutil import iso
+from fivetran_events.timeutil import iso, parse_iso
 
 from .servers import serving_in_thread
 
@@ -190,6 +206,10 @@ class FivetranStandIn:
         self.schemas: dict[str, dict[str, Any]] = {}
         #: Per group id: its destination (``destination`` sets it).
         self.destinations: dict[str, dict[str, Any]] = {}
+        #: Per connection: the syncs ``past_sync`` added to its sync history.
+        self.history: dict[str, list[dict[str, Any]]] = {}
+        #: An error status the sync-history endpoint answers (404, 403), or None.
+        self.sync_history_status: int | None = None
         self._outbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self._sender: threading.Thread | None = None
 
@@ -281,6 +301,32 @@ class FivetranStandIn:
                 "setup_status": "connected",
                 "config": {**config, "password": "******"},
             }
+
+    def past_sync(
+        self,
+        connector_id: str,
+        sync_id: str,
+        started: datetime,
+        ended: datetime,
+        status: str = "SUCCESSFUL",
+        reason: str | None = None,
+    ) -> None:
+        """Add a sync that ran to the connection's sync history (its webhook is the
+        test's to send, or not), and make its end ``succeeded_at`` or ``failed_at`` when
+        it is the newest of its outcome."""
+        item = {
+            "sync_id": sync_id,
+            "start_time": iso(started),
+            "end_time": iso(ended),
+            "status": status,
+            **({"reason": reason} if reason else {}),
+        }
+        field = {"SUCCESSFUL": "succeeded_at", "FAILURE": "failed_at"}.get(status)
+        with self.lock:
+            self.history.setdefault(connector_id, []).append(item)
+            c = self.connectors[connector_id]
+            if field and (c[field] is None or c[field] < iso(ended)):
+                c[field] = iso(ended)
 
     def fail_next(self, times: int, status: int = 429, retry_after: str | None = "1") -> None:
         """Answer the next ``times`` calls, whatever they are, with ``status`` and Retry-After."""
@@ -523,6 +569,40 @@ class FivetranStandIn:
             "data": _shown(webhook),
         }
 
+    def _sync_history(self, cid: str, query: dict[str, str]) -> dict[str, Any]:
+        name = "GET /v1/connections/{id}/sync-history"
+        try:
+            start = parse_iso(query["start_time"]) if "start_time" in query else None
+            end = parse_iso(query["end_time"]) if "end_time" in query else None
+        except ValueError:
+            raise _named(_error(400, "InvalidInput", "Times must be ISO 8601"), name) from None
+        hour = timedelta(hours=1)
+        end = end or (start + hour if start else datetime.now(timezone.utc))
+        start = start or end - hour
+        if not start < end <= start + timedelta(days=7):
+            message = "end_time must be after start_time, and at most 7 days from it"
+            raise _named(_error(400, "InvalidInput", message), name)
+        with self.lock:
+            self._known(self.connectors, "Connection", cid)
+            if self.sync_history_status is not None:
+                raise _named(_error(self.sync_history_status, "Error", "Not available"), name)
+            ran = [
+                {
+                    "sync_id": sid,
+                    "start_time": iso(began),
+                    "end_time": iso(self.ended[sid][0]) if sid in self.ended else None,
+                    "status": self.ended[sid][1] if sid in self.ended else None,
+                }
+                for c, sid, began, _ in self.started
+                if c == cid and (sid in self.ended or sid == self.running.get(c, ("",))[0])
+            ]
+            items = sorted(
+                (i for i in [*self.history.get(cid, []), *ran] if i["start_time"]),
+                key=lambda i: parse_iso(i["start_time"]),
+            )
+        items = [i for i in items if start <= parse_iso(i["start_time"]) < end]
+        return self._page(items, query)
+
     def _test_webhook(self, webhook_id: str, body: dict[str, Any]) -> dict[str, Any]:
         event = body.get("event")
         if not isinstance(event, str) or not event:
@@ -564,6 +644,9 @@ class FivetranStandIn:
             except Answer as exc:
                 exc.name = name  # counted by endpoint, as it always was
                 raise
+        if method == "GET" and parts[:2] == ["v1", "connections"] and parts[3:] == ["sync-history"]:
+            name = "GET /v1/connections/{id}/sync-history"
+            return name, self._sync_history(parts[2], query)
         match (method, parts):
             case ("GET", ["v1", "connections"]):
                 with self.lock:

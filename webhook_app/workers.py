@@ -226,10 +226,11 @@ def reconcile_run(settings: Settings, forward: bool = True) -> Outcome:
     for webhook in outcome.inactive_webhooks:
         log.error("Fivetran reports webhook %s (%s) inactive", webhook["id"], webhook["url"])
     log.info(
-        "reconciled %d connections: %d recorded, %d already known",
+        "reconciled %d connections: %d recorded, %d already known, %d sync histories read",
         outcome.connections,
         len(outcome.recorded),
         outcome.known,
+        outcome.sync_histories,
     )
     return outcome
 

@@ -247,7 +247,8 @@ def reconcile(forward: bool, as_json: bool) -> None:
         return
     echo(
         f"Reconciled {outcome.connections} connections: {len(outcome.recorded)} recorded "
-        f"(reconciled), {outcome.known} already known, {outcome.skipped} skipped."
+        f"(reconciled), {outcome.known} already known, {outcome.skipped} skipped; "
+        f"{outcome.sync_histories} sync histories read."
     )
     if outcome.recorded:
         table(

@@ -1,5 +1,10 @@
 """Reconcile: a completion Fivetran reports that the history lacks is recorded, once.
 
+Where the history lacks it, the connection's sync history (Fivetran's "Retrieve
+Connection Sync History", the stand-in's endpoint shaped as its reference documents it)
+gives every sync since the history's newest end, each with its own sync id; where that
+endpoint answers 404 or 403, the reported time alone is recorded.
+
 Real Redis (the suite's), the record script itself, Fivetran's REST API stand-in. The
 reconciled end has a derived sync id and no details: within _lua.SAME_SYNC_WINDOW_MS
 of any other source's end of its status it is the same completion, whichever came first.
@@ -8,7 +13,7 @@ of any other source's end of its status it is the same completion, whichever cam
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
@@ -169,3 +174,169 @@ def test_inactive_webhooks_are_kept_with_the_outcome(
     assert [w["id"] for w in outcome.inactive_webhooks] == ["w1"]
     stored = last_outcome(client, "test:")
     assert stored is not None and [w["id"] for w in stored["inactive_webhooks"]] == ["w1"]
+
+
+# --- The sync history: read only for a connection whose reported completion is new ------
+
+HISTORY = "GET /v1/connections/{id}/sync-history"
+#: Syncs of these tests end at BASE + n hours (recent: inside the history's lookback).
+BASE = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(days=1)
+
+
+def hours(n: float) -> datetime:
+    return BASE + timedelta(hours=n)
+
+
+def sid(n: int) -> str:
+    return f"sync-{n}"
+
+
+def ran(fivetran: FivetranStandIn, n: int, cid: str = CID, status: str = "SUCCESSFUL") -> None:
+    """Fivetran ran sync ``n`` of ``cid``, ending at hours(n); no webhook came."""
+    if cid not in fivetran.connectors:
+        fivetran.connector(cid)
+    fivetran.past_sync(cid, sid(n), hours(n) - timedelta(minutes=10), hours(n), status)
+
+
+def deliver(writer: HistoryWriter, n: int, cid: str = CID) -> None:
+    """The webhook delivered sync ``n``'s end (and Fivetran ran it)."""
+    writer.record(ev(connector_id=cid, sync_id=sid(n), created=hours(n)))
+
+
+def recorded(reader: HistoryReader) -> list[tuple[str, str, str | None]]:
+    return rows(reader)[::-1]
+
+
+def test_a_missed_sync_that_is_not_the_latest_is_recovered_with_its_own_id(
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    writer: HistoryWriter,
+    reader: HistoryReader,
+) -> None:
+    ran(fivetran, 0)
+    deliver(writer, 0)
+    ran(fivetran, 1)
+    ran(fivetran, 2, status="FAILURE")
+    ran(fivetran, 3)  # the latest success: all Fivetran's connection list reports of it
+    outcome = run(client, settings, api)
+    assert [(e.sync_id, e.status) for e in outcome.recorded] == [
+        (sid(1), "SUCCESSFUL"),
+        (sid(2), "FAILURE"),
+        (sid(3), "SUCCESSFUL"),
+    ]
+    assert recorded(reader) == [
+        (sid(0), "SUCCESSFUL", None),
+        (sid(1), "SUCCESSFUL", "reconciled"),
+        (sid(2), "FAILURE", "reconciled"),
+        (sid(3), "SUCCESSFUL", "reconciled"),
+    ]
+    assert fivetran.calls[HISTORY] == 1 and outcome.sync_histories == 1
+    # Now the history has what Fivetran reports: no sync-history call, nothing new.
+    again = run(client, settings, api)
+    assert (len(again.recorded), again.known, again.sync_histories) == (0, 2, 0)
+    assert fivetran.calls[HISTORY] == 1
+
+
+def test_the_webhooks_late_delivery_of_a_recovered_sync_is_a_duplicate(
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    writer: HistoryWriter,
+    reader: HistoryReader,
+) -> None:
+    for n in (1, 2):
+        ran(fivetran, n)
+    run(client, settings, api)
+    end = ev(sync_id=sid(1), created=hours(1) + timedelta(seconds=2))
+    assert writer.record(end).status is WriteStatus.DUPLICATE
+    assert [r[0] for r in recorded(reader)] == [sid(1), sid(2)]
+
+
+def test_one_paged_list_call_when_the_history_has_every_reported_completion(
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    writer: HistoryWriter,
+) -> None:
+    """The common case: one list of connections, one of webhooks, no sync history; a
+    connection whose latest completion is new costs one call (one 7-day window)."""
+    others = [f"conn_{i}" for i in range(5)]
+    for cid in others:
+        fivetran.connector(cid)
+        ran(fivetran, 1, cid)
+        deliver(writer, 1, cid)
+    ran(fivetran, 1)
+    deliver(writer, 1)
+    run(client, settings, api)
+    assert dict(fivetran.calls) == {"GET /v1/connections": 1, "GET /v1/webhooks": 1}
+    ran(fivetran, 2)  # CID's newest success: the webhook missed it
+    outcome = run(client, settings, api)
+    assert fivetran.calls[HISTORY] == 1 and fivetran.calls["GET /v1/connections"] == 2
+    assert [e.sync_id for e in outcome.recorded] == [sid(2)]
+
+
+def test_a_gap_longer_than_seven_days_is_read_in_windows(
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    writer: HistoryWriter,
+) -> None:
+    """The stand-in refuses a range over 7 days with 400, as Fivetran does."""
+    ran(fivetran, -24 * 10)
+    deliver(writer, -24 * 10)
+    ran(fivetran, -24 * 9)
+    ran(fivetran, 0)
+    outcome = run(client, settings, api)
+    assert [e.sync_id for e in outcome.recorded] == [sid(-24 * 9), sid(0)]
+    assert fivetran.calls[HISTORY] == 2
+
+
+@pytest.mark.parametrize("status", [404, 403])
+def test_without_the_sync_history_the_latest_completion_is_recorded(
+    status: int,
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    reader: HistoryReader,
+) -> None:
+    fivetran.sync_history_status = status
+    for n in (1, 2):
+        ran(fivetran, n)
+    outcome = run(client, settings, api)
+    assert fivetran.calls[HISTORY] == 1 and outcome.sync_histories == 0
+    derived = derived_sync_id(CID, to_ms(hours(2)))
+    assert recorded(reader) == [(derived, "SUCCESSFUL", "reconciled")]
+
+
+def test_a_reported_completion_the_sync_history_lacks_is_still_recorded(
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    reader: HistoryReader,
+) -> None:
+    """Fivetran's list and its history disagree (the history lists nothing yet): the
+    reported time is recorded, as without the history."""
+    fivetran.connector(CID, succeeded_at=hours(2))
+    ran(fivetran, 1, status="FAILURE")
+    run(client, settings, api)
+    assert recorded(reader) == [
+        (sid(1), "FAILURE", "reconciled"),
+        (derived_sync_id(CID, to_ms(hours(2))), "SUCCESSFUL", "reconciled"),
+    ]
+
+
+def test_a_completion_older_than_the_lookback_costs_no_call(
+    client: redis.Redis, settings: Settings, api: FivetranClient, fivetran: FivetranStandIn
+) -> None:
+    """Older gaps are the LOG import's: no sync-history call, on this run or the next."""
+    fivetran.connector(CID, succeeded_at=BASE - timedelta(days=40))
+    for _ in range(2):
+        run(client, settings, api)
+    assert fivetran.calls[HISTORY] == 0

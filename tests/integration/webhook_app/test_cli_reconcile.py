@@ -101,6 +101,25 @@ class TestReconcile:
         assert [r.get("source") for r in rows] == ["reconciled"]
         assert [r.get("source") for r in syncs(http, CONN)] == ["reconciled"]  # the read API
 
+    def test_a_missed_sync_before_the_latest_is_recovered_from_the_sync_history(
+        self, env: dict[str, str], api: FivetranStandIn, settings: Settings, client: redis.Redis
+    ) -> None:
+        """Two syncs the webhook missed: the connection list reports the latter only, the
+        sync history both, each forwarded once under its own sync id."""
+        api.connector(CONN)
+        ids = [SID, SID.replace("0b8a", "1c9b")]
+        for sync_id, ended in zip(ids, (ENDED - timedelta(minutes=30), ENDED), strict=True):
+            api.past_sync(CONN, sync_id, ended - timedelta(minutes=5), ended)
+        body = reconciled(env)
+        assert [r["sync_id"] for r in body["reconciled"]] == ids
+        assert (body["recorded"], body["sync_histories"]) == (2, 1)
+        store = delivery_store(settings, client)
+        assert {k: len(v) for k, v in store.for_syncs(CONN, ids).items()} == dict.fromkeys(ids, 1)
+        again = reconciled(env)
+        assert (again["recorded"], again["known"], again["sync_histories"]) == (0, 1, 0)
+        out = cli(env, "reconcile", "--no-forward")
+        assert "0 sync histories read" in out.output, out.output
+
     def test_the_webhooks_late_delivery_is_a_duplicate_and_forwards_nothing(
         self,
         env: dict[str, str],

@@ -7,13 +7,14 @@ and is POSTed, signed, to the webhook; during the outage the POST finds no serve
 never retried, as after Fivetran's 24 h) and the Airflow 2 REST stand-in the worker
 forwards to.
 
-Fivetran's connection list reports only the latest completion per connection, so a
-reconcile recovers one sync per connector per run: here each round of the outage ends one
-sync per connector, and the next round starts once a run recorded them (the worker's
-period bounds the wait). The test checks that every success is then in the history, each
+Each sync is also in the connection's sync history (the stand-in's endpoint): a run
+whose connection list reports a completion the history lacks reads it and recovers every
+sync since, each with its own id. Here each round of the outage ends one sync per
+connector, and the next round starts once a run recorded them (the worker's period
+bounds the wait). The test checks that every success is then in the history, each
 forwarded once (one Airflow event per sync and dataset URI), that the sensor's decisions
 over a calendar of targets equal those of a history that got every delivery, and that
-two syncs of one connector between two runs leave the older one to the import.
+two syncs of one connector between two runs are both recovered.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def play_sync(
     ]
     for body in events:
         reference.record(parse_event(encode(body)))
-    fivetran.finish_sync(cid, end)
+    fivetran.past_sync(cid, sync_id(cid, k), end - DURATION, end)
     if url is None:
         return False
     return all(fivetran.send(url, body, SECRET).status == 200 for body in events)
@@ -204,10 +205,10 @@ def _run_seconds(client: redis.Redis) -> float:
     return (to_ms(parse_iso(run["finished_at"])) - to_ms(parse_iso(run["started_at"]))) / 1000
 
 
-def test_two_syncs_between_runs_leave_the_older_to_the_import(
+def test_two_syncs_between_runs_are_both_recovered(
     client: redis.Redis, settings: Settings, fivetran: FivetranStandIn
 ) -> None:
-    """Fivetran's list has only the latest succeeded_at: reconcile cannot see the other."""
+    """Fivetran's list has only the latest succeeded_at: the sync history has the other."""
     from webhook_app.workers import reconcile_run
 
     s = settings.model_copy(
@@ -222,5 +223,7 @@ def test_two_syncs_between_runs_leave_the_older_to_the_import(
     for k in range(2):
         play_sync(fivetran, reference, None, 0, k)
     outcome = reconcile_run(s)
-    assert [iso(e.created_ms) for e in outcome.recorded] == [iso(end_of(0, 1))]
-    assert successes(client, CONNECTORS[0]) == [to_ms(end_of(0, 1))]
+    assert [(e.sync_id, iso(e.created_ms)) for e in outcome.recorded] == [
+        (sync_id(CONNECTORS[0], k), iso(end_of(0, k))) for k in range(2)
+    ]
+    assert successes(client, CONNECTORS[0]) == [to_ms(end_of(0, k)) for k in range(2)]
