@@ -40,25 +40,46 @@ __all__ = [
     "mark_stale",
     "name_table",
     "refresh",
+    "snowflake_account",
     "store_tables",
     "tables_fresh",
 ]
 
-#: Fivetran's destination services per naming family.
+#: Fivetran's destination services per naming family, from Fivetran's own list
+#: (terraform-provider-fivetran's destination-services.txt:
+#: https://github.com/fivetran/terraform-provider-fivetran/blob/main/destination-services.txt).
 POSTGRES_SERVICES = frozenset(
     {
         "postgres_warehouse",
         "postgres_rds_warehouse",
         "postgres_gcp_warehouse",
+        "postgres_databricks_warehouse",
         "aurora_postgres_warehouse",
         "azure_postgres_warehouse",
-        "heroku_postgres_warehouse",
     }
 )
+#: MariaDB speaks MySQL's protocol: Airflow reads it with the MySQL provider's hook.
 MYSQL_SERVICES = frozenset(
-    {"mysql_warehouse", "mysql_rds_warehouse", "aurora_warehouse", "azure_mysql_warehouse"}
+    {
+        "mysql_warehouse",
+        "mysql_rds_warehouse",
+        "aurora_warehouse",
+        "maria_warehouse",
+        "maria_rds_warehouse",
+    }
 )
-BIGQUERY_SERVICES = frozenset({"big_query", "managed_big_query"})
+#: SQL Server, Azure SQL and Synapse (which Airflow reads with the MSSQL provider's hook).
+MSSQL_SERVICES = frozenset(
+    {
+        "sql_server_warehouse",
+        "sql_server_rds_warehouse",
+        "azure_sql_database",
+        "azure_sql_managed_db_warehouse",
+        "azure_sql_data_warehouse",
+    }
+)
+BIGQUERY_SERVICES = frozenset({"big_query", "big_query_dts", "managed_big_query"})
+DATABRICKS_SERVICES = frozenset({"databricks", "databricks_via_managed_data_lake"})
 #: Events after which a connection's tables or their names may differ.
 STALE_EVENTS = frozenset(
     {
@@ -72,7 +93,7 @@ STALE_EVENTS = frozenset(
         "update_schema_config",
     }
 )
-_PORTS = {"postgres": 5432, "mysql": 3306, "redshift": 5439}
+_PORTS = {"postgres": 5432, "mysql": 3306, "redshift": 5439, "mssql": 1433}
 
 
 @dataclass(frozen=True)
@@ -108,11 +129,27 @@ def _redshift_authority(config: Mapping[str, Any]) -> str:
     return host_port
 
 
-def _snowflake_account(config: Mapping[str, Any]) -> str:
-    # Fivetran's host is "<account>.snowflakecomputing.com"; OpenLineage names the
-    # account (lower case, the organisation-account form as written).
-    host = str(config.get("host") or "").strip().lower()
-    return host.removesuffix(".snowflakecomputing.com")
+def snowflake_account(host: str) -> str:
+    """The account of a Snowflake host ("<account>.snowflakecomputing.com") as OpenLineage
+    names it, lower case: ``fix_account_name`` in OpenLineage's
+    integration/common/src/openlineage/common/provider/snowflake.py, which Airflow's
+    Snowflake hook applies too (apache/airflow's
+    providers/snowflake/src/airflow/providers/snowflake/utils/openlineage.py). A locator
+    gets its region and cloud (``xy12345.eu-west-1`` is ``xy12345.eu-west-1.aws``,
+    ``xy12345`` is ``xy12345.us-west-1.aws``); the organisation-account form stays."""
+    account = host.strip().lower().removesuffix(".snowflakecomputing.com")
+    parts = account.split(".")
+    if "-" in parts[0]:
+        return parts[0]
+    defaults = {1: ["us-west-1", "aws"], 2: ["aws"]}.get(len(parts), [])  # region, cloud
+    return ".".join(parts + defaults)
+
+
+def _named(schema: str, table: str, namespace: str, *parts: str) -> DestinationTable:
+    """``schema.table`` named ``parts`` joined: by dots (OpenLineage), by slashes (the URI)."""
+    return DestinationTable(
+        schema, table, namespace, ".".join(parts), "/".join([namespace, *parts])
+    )
 
 
 def name_table(
@@ -127,45 +164,43 @@ def name_table(
 
     A destination kind not known here gets ``fivetran://{group_id}/{schema}/{table}``
     (namespace ``fivetran://{group_id}``): unique, though no SQL task's lineage uses it.
+    Raises ``ValueError`` when ``config`` lacks what the kind's names need.
     """
     kind = (service or "").lower()
     database = str(config.get("database") or "")
-    if kind in POSTGRES_SERVICES or kind == "redshift":
-        ns = (
-            f"redshift://{_redshift_authority(config)}"
-            if kind == "redshift"
-            else f"postgres://{_host_port(config, 'postgres')}"
-        )
-        return DestinationTable(
-            schema, table, ns, f"{database}.{schema}.{table}", f"{ns}/{database}/{schema}/{table}"
+    if kind in POSTGRES_SERVICES:
+        ns = f"postgres://{_host_port(config, 'postgres')}"
+        return _named(schema, table, ns, database, schema, table)
+    if kind == "redshift":
+        return _named(
+            schema, table, f"redshift://{_redshift_authority(config)}", database, schema, table
         )
     if kind in MYSQL_SERVICES:
         # In MySQL a schema is a database: Fivetran's schema is the database name.
-        ns = f"mysql://{_host_port(config, 'mysql')}"
-        return DestinationTable(schema, table, ns, f"{schema}.{table}", f"{ns}/{schema}/{table}")
+        return _named(schema, table, f"mysql://{_host_port(config, 'mysql')}", schema, table)
+    if kind in MSSQL_SERVICES:
+        ns = f"mssql://{_host_port(config, 'mssql')}"
+        return _named(schema, table, ns, database, schema, table)
     if kind in BIGQUERY_SERVICES:
         project = str(config.get("project_id") or "")
-        return DestinationTable(
-            schema,
-            table,
-            "bigquery",
-            f"{project}.{schema}.{table}",
-            f"bigquery://{project}/{schema}/{table}",
-        )
+        if not project:
+            raise ValueError(
+                f"the {kind} destination's config has no project_id: its tables cannot be "
+                "named (bigquery://PROJECT/dataset/table)"
+            )
+        uri = f"bigquery://{project}/{schema}/{table}"
+        return DestinationTable(schema, table, "bigquery", f"{project}.{schema}.{table}", uri)
     if kind == "snowflake":
-        ns = f"snowflake://{_snowflake_account(config)}"
-        return DestinationTable(
-            schema, table, ns, f"{database}.{schema}.{table}", f"{ns}/{database}/{schema}/{table}"
-        )
-    if kind == "databricks":
+        # Snowflake stores unquoted names upper case, and OpenLineage's naming spec and
+        # Airflow's Snowflake hook (is_uppercase_names) name them so; Fivetran's
+        # name_in_destination is lower case.
+        ns = f"snowflake://{snowflake_account(str(config.get('host') or ''))}"
+        return _named(schema, table, ns, database.upper(), schema.upper(), table.upper())
+    if kind in DATABRICKS_SERVICES:
         host = str(config.get("server_host_name") or config.get("host") or "").lower()
         catalog = str(config.get("catalog") or "hive_metastore")
-        ns = f"databricks://{host}"
-        return DestinationTable(
-            schema, table, ns, f"{catalog}.{schema}.{table}", f"{ns}/{catalog}/{schema}/{table}"
-        )
-    ns = f"fivetran://{group_id}"
-    return DestinationTable(schema, table, ns, f"{schema}.{table}", f"{ns}/{schema}/{table}")
+        return _named(schema, table, f"databricks://{host}", catalog, schema, table)
+    return _named(schema, table, f"fivetran://{group_id}", schema, table)
 
 
 def templated(
@@ -255,10 +290,12 @@ def refresh(
         group_id = fivetran.connection(connector_id).group_id or ""
     destination = fivetran.destination(group_id)
     service = destination.service or ""
-    named = [
-        name_table(service, destination.config, schema, table, group_id=group_id)
-        for schema, table in enabled_tables(fivetran.schema_config(connector_id))
-    ]
+    found = enabled_tables(fivetran.schema_config(connector_id))
+    try:
+        named = [name_table(service, destination.config, s, t, group_id=group_id) for s, t in found]
+    except ValueError as exc:  # Fivetran's answer lacks what the names need: say which
+        path = f"/v1/destinations/{group_id}"
+        raise FivetranApiError("GET", path, str(exc), status=200) from None
     tables = templated(
         named,
         settings.table_uri_template,

@@ -112,6 +112,19 @@ TEST_EVENT: dict[str, Any] = {
 CREATED_BY = "_airworthy"
 #: The key and secret the CLI tests' stand-in accepts.
 TEST_API_KEY, TEST_API_SECRET = "ft-key", "ft-api-secret-for-tests"
+#: Fivetran's destination services (``service``), as terraform-provider-fivetran lists
+#: them: https://github.com/fivetran/terraform-provider-fivetran/blob/main/destination-services.txt
+DESTINATION_SERVICES = frozenset(
+    """aiven_kafka_wh aurora_postgres_warehouse aurora_warehouse aws_msk_wh
+    azure_postgres_warehouse azure_sql_data_warehouse azure_sql_database
+    azure_sql_managed_db_warehouse big_query big_query_dts clickhouse confluent_cloud_wh
+    databricks databricks_via_managed_data_lake managed_big_query managed_data_lake
+    maria_rds_warehouse maria_warehouse materialize milvus motherduck mysql_rds_warehouse
+    mysql_warehouse oracle_rac_warehouse oracle_rds_warehouse oracle_warehouse
+    postgres_databricks_warehouse postgres_gcp_warehouse postgres_rds_warehouse
+    postgres_warehouse redshift singlestore snowflake sql_server_rds_warehouse
+    sql_server_warehouse surrealdb_destination teradata_destination""".split()  # noqa: SIM905
+)
 
 
 @dataclass(frozen=True)
@@ -290,7 +303,9 @@ class FivetranStandIn:
     def destination(
         self, group_id: str, service: str = "postgres_warehouse", **config: Any
     ) -> None:
-        """Set the destination of a group: its kind and ``config`` (host, port, database...)."""
+        """Set the destination of a group: its kind (one Fivetran has) and ``config``
+        (host, port, database...)."""
+        assert service in DESTINATION_SERVICES, f"Fivetran has no destination {service!r}"
         with self.lock:
             self.destinations[group_id] = {
                 "id": group_id,

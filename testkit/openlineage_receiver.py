@@ -4,9 +4,10 @@ A real HTTP server on 127.0.0.1 (``POST /api/v1/lineage``, Marquez's path, which
 client posts to by default): each body is checked against the spec's ``RunEvent``
 (testkit/openlineage_spec/, vendored from OpenLineage's repository with its license)
 and each facet against the schema its ``_schemaURL`` names (the spec's facets, or ours
-in docs/schemas/), with date-time, uuid and uri formats checked. A valid event is kept
-and answered 201; an invalid one is kept in ``invalid`` with its errors and answered
-400, so a test sees both. ``status`` makes it answer something else (503, 429, 400);
+in docs/schemas/), with date-time, uuid and uri formats checked; a run may end once
+(one COMPLETE, FAIL or ABORT). A valid event is kept and answered 201; an invalid one
+is kept in ``invalid`` with its errors and answered 400, so a test sees both.
+``status`` makes it answer something else (503, 429, 400);
 ``down()`` and ``up()`` stop and restart it on the same port (connection refused between).
 """
 
@@ -29,6 +30,8 @@ SPEC_DIR = Path(__file__).parent / "openlineage_spec"
 OUR_SCHEMAS = Path(__file__).parent.parent / "docs" / "schemas"
 #: The spec's event definition our events claim (``RunEvent.schemaURL``'s document).
 RUN_EVENT = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+#: The event types that end a run (the spec's run cycle: one per run).
+TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
 
 
 @cache
@@ -153,7 +156,7 @@ class LineageReceiver:
             except ValueError:
                 self.invalid.append((body, ["not JSON"]))
                 return 400
-            errors = schema_errors(event)
+            errors = schema_errors(event) or self.second_end(event)
             if errors:
                 self.invalid.append((event, errors))
                 return 400
@@ -161,6 +164,19 @@ class LineageReceiver:
                 return self.status
             self.events.append(event)
             return 201
+
+    def second_end(self, event: dict[str, Any]) -> list[str]:
+        """The spec allows one terminal event (COMPLETE, FAIL, ABORT) per run; the same
+        event twice (a resent POST) is one transition, any other is an error."""
+        run, kind = event["run"]["runId"], event["eventType"]
+        ended = [
+            e
+            for e in self.events
+            if e["run"]["runId"] == run and e["eventType"] in TERMINAL and e != event
+        ]
+        if kind in TERMINAL and ended:
+            return [f"run/runId: {run} already ended with {ended[0]['eventType']}"]
+        return []
 
     def types(self) -> list[str]:
         with self.lock:

@@ -254,20 +254,21 @@ class HistoryReader(_Reader):
         )
         return [decode_completion(m, s) for m, s in rows]
 
-    def sync_end(
+    def sync_ends(
         self, connector_id: str, sync_id: str, ended_ms: int
-    ) -> tuple[Completion | None, int | None]:
-        """The end of ``sync_id`` recorded at ``ended_ms`` (any outcome), and the sync's
-        first recorded start (None once trimmed): one round trip."""
+    ) -> tuple[list[Completion], int | None]:
+        """The ends of ``sync_id`` recorded up to ``ended_ms`` within the maximum sync
+        duration (any outcome, oldest first), and the sync's first recorded start (None
+        once trimmed): one round trip."""
         keys = self.keys(connector_id)
         pipe = self.client.pipeline(transaction=False)
         for key in (keys.ok, keys.fail, keys.other):
-            pipe.zrangebyscore(key, ended_ms, ended_ms, withscores=True)
+            pipe.zrangebyscore(key, ended_ms - self.max_sync_duration_ms, ended_ms, withscores=True)
         pipe.zscore(keys.starts, sync_id)
         *ends, first_start = pipe.execute()
         found = (decode_completion(m, s) for rows in ends for m, s in rows)
-        end = next((c for c in found if c.sync_id == sync_id), None)
-        return end, None if first_start is None else int(first_start)
+        mine = sorted((c for c in found if c.sync_id == sync_id), key=Completion.order_key)
+        return mine, None if first_start is None else int(first_start)
 
     def syncs(
         self,

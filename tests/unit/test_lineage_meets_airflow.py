@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+import pytest
 from airflow.providers.openlineage.sqlparser import DatabaseInfo, SQLParser
 from openlineage.client.serde import Serde
 
@@ -71,3 +72,40 @@ class TestSameDataset:
         """The comparison can fail: another schema's table is another dataset."""
         read = airflow_inputs("SELECT * FROM hubspot.account")
         assert not read & our_outputs()
+
+
+class TestSnowflake:
+    """SnowflakeHook's ``DatabaseInfo`` (apache-airflow-providers-snowflake 6.20.0,
+    hooks/snowflake.py ``get_openlineage_database_info``): scheme ``snowflake``, authority
+    the connection's account through ``fix_snowflake_sqlalchemy_uri``, upper-case names.
+    The provider is not installed (its Snowflake connector, Snowpark, pandas and pyarrow
+    are heavy), so that info is built here with OpenLineage's own account fix."""
+
+    @pytest.mark.parametrize("account", ["xy12345.eu-west-1", "xy12345", "myorg-analytics"])
+    def test_a_snowflake_task_reads_the_table_fivetran_wrote(self, account: str) -> None:
+        from urllib.parse import urlsplit
+
+        from openlineage.common.provider.snowflake import (  # type: ignore[import-untyped]
+            fix_snowflake_sqlalchemy_uri,
+        )
+
+        # Fivetran's destination: its host and database, names lower case.
+        config = {"host": f"{account}.snowflakecomputing.com", "database": "raw"}
+        ours = name_table("snowflake", config, "stripe", "charge")
+        uri = fix_snowflake_sqlalchemy_uri(f"snowflake://user:pw@{account}/raw/public")
+        info = DatabaseInfo(
+            scheme="snowflake",
+            authority=urlsplit(uri).hostname,
+            database="raw",
+            is_information_schema_cross_db=True,
+            is_uppercase_names=True,
+        )
+        lineage = SQLParser(
+            dialect="snowflake", default_schema="PUBLIC"
+        ).generate_openlineage_metadata_from_sql(
+            sql="SELECT * FROM stripe.charge",
+            hook=cast(Any, None),
+            database_info=info,
+            use_connection=False,
+        )
+        assert {(ds.namespace, ds.name) for ds in lineage.inputs} == {(ours.namespace, ours.name)}

@@ -18,15 +18,16 @@ import attr
 import redis
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.facet_v2 import RunFacet, job_type_job
+from openlineage.client.facet_v2 import RunFacet, job_type_job, parent_run
 
 from fivetran_events import HistoryReader, Settings, __version__
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
 from fivetran_events.http import RetryableError, retry_after_seconds
 from fivetran_events.keys import delivery_id
+from fivetran_events.model import SOURCE_RECONCILED, SOURCE_WEBHOOK, EventKind
 from fivetran_events.timeutil import iso
 
-from .enqueue import LINEAGE_PREFIX
+from .enqueue import LINEAGE_PREFIX, event_type
 from .recorder import AttemptResult, Recorder, retry_at
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ FACET_SCHEMA_URL = (
 #: Run ids are UUID v5 in this namespace, of "<connector id>:<sync id>": START and the
 #: end of one sync carry the same id whichever worker builds them, and a retry too.
 RUN_NAMESPACE = uuid.UUID("6b1f3c1e-5f0a-5d4e-9a57-0c2f1b7d9e41")
+#: The event types that end a run: the spec allows one per run.
+TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
 #: How long an end waits for its START's delivery before it looks again, in ms.
 START_FIRST_MS = 1000
 
@@ -119,21 +122,33 @@ class FivetranSyncRunFacet(RunFacet):
         return FACET_SCHEMA_URL
 
 
-def sync_details(client: redis.Redis, prefix: str, d: Delivery) -> dict[str, str]:
+def sync_details(client: redis.Redis, settings: Settings, d: Delivery) -> dict[str, str]:
     """Read what the history holds of an end beyond the delivery record: when the sync
-    started, and a failure's reason and task type (one round trip; none for a START)."""
+    started, a failure's reason and task type, and, when an earlier end of the same sync
+    id already ended its run (FAILED then SUCCESSFUL), that run's id as this end's parent
+    (one round trip; none for a START)."""
     kind = target_type(d.uri)
     ended = d.ms("ended_ms")
     if kind == "START" or ended is None:
         return {}
     f = d.fields
-    reader = HistoryReader(client, prefix, max_sync_duration_ms=0)
-    end, first_start = reader.sync_end(f["connector_id"], f["sync_id"], ended)
+    reader = HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms)
+    ends, first_start = reader.sync_ends(f["connector_id"], f["sync_id"], ended)
+    end = next((c for c in reversed(ends) if c.ended_ms == ended), None)
     started = end.started_ms if end is not None and end.started_ms is not None else first_start
+    # An end sent as lineage (lineage_targets) whose event type ends a run.
+    closed = [
+        c
+        for c in ends
+        if c.ended_ms < ended
+        and c.source in (SOURCE_WEBHOOK, SOURCE_RECONCILED)
+        and event_type(EventKind.SYNC_END, c.status) in TERMINAL
+    ]
     details = {
         "startedAt": iso(int(started)) if started is not None else None,
         "failureReason": end.reason if end is not None else None,
         "taskType": end.task_type if end is not None else None,
+        "parentRunId": run_id(f["connector_id"], f["sync_id"]) if closed else None,
     }
     return {k: v for k, v in details.items() if v}
 
@@ -151,6 +166,9 @@ def build_event(
     connector, sync = f["connector_id"], f["sync_id"]
     kind = target_type(d.uri)
     ms = d.ms("ended_ms") or d.ms("received_ms")  # the event's own time (start or end)
+    namespace = job_namespace(namespace_template, connector, f.get("group_id") or "")
+    run = run_id(connector, sync)
+    parent = details.get("parentRunId")
     facets: dict[str, RunFacet] = {
         "fivetran_sync": FivetranSyncRunFacet(
             connectorId=connector,
@@ -165,6 +183,14 @@ def build_event(
             producer=PRODUCER,
         )
     }
+    if parent:
+        # The sync's run has ended already: this end is a run of its own, a child of it.
+        run = str(uuid.uuid5(RUN_NAMESPACE, f"{connector}:{sync}:{ms}"))
+        facets["parent"] = parent_run.ParentRunFacet(
+            run=parent_run.Run(runId=parent),
+            job=parent_run.Job(namespace=namespace, name=connector),
+            producer=PRODUCER,
+        )
     job_facets = {
         "jobType": job_type_job.JobTypeJobFacet(
             processingType="BATCH", integration="FIVETRAN", jobType="SYNC", producer=PRODUCER
@@ -173,12 +199,8 @@ def build_event(
     return RunEvent(
         eventType=RunState[kind],
         eventTime=iso(ms) or "",
-        run=Run(runId=run_id(connector, sync), facets=facets),
-        job=Job(
-            namespace=job_namespace(namespace_template, connector, f.get("group_id") or ""),
-            name=connector,
-            facets=job_facets,  # type: ignore[arg-type]
-        ),
+        run=Run(runId=run, facets=facets),
+        job=Job(namespace=namespace, name=connector, facets=job_facets),  # type: ignore[arg-type]
         inputs=[],
         outputs=[OutputDataset(namespace=ns, name=name) for ns, name in outputs(connector) or []],
         producer=PRODUCER,
@@ -230,7 +252,7 @@ class LineageSender:
         # Read from the history once and kept on the record: every attempt sends the same.
         details = json.loads(d.get("extra") or "null")
         if details is None:
-            details = sync_details(r.redis, r.settings.key_prefix, d)
+            details = sync_details(r.redis, r.settings, d)
         event = build_event(d, self.namespace_template, self.outputs, details)
         r.begin(d, details)
         try:

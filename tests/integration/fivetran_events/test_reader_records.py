@@ -67,9 +67,24 @@ class TestLookups:
         assert newest is not None and newest.sync_id == "s3"
         assert reader.last_success("c", to_ms(at(1)) - 1) is None
         assert [c.sync_id for c in reader.successes_since("c", to_ms(at(2)))] == ["s2", "s3"]
-        end, first_start = reader.sync_end("c", "f4", to_ms(at(4)))
-        assert end is not None and end.status == "FAILURE" and first_start is None
-        assert reader.sync_end("c", "s9", to_ms(at(4))) == (None, None)
+        ends, first_start = reader.sync_ends("c", "f4", to_ms(at(4)))
+        assert [e.status for e in ends] == ["FAILURE"] and first_start is None
+        assert reader.sync_ends("c", "s9", to_ms(at(4))) == ([], None)
+
+    def test_the_ends_of_one_sync_within_its_duration(
+        self, writer: HistoryWriter, reader: HistoryReader
+    ) -> None:
+        """FAILED then SUCCESSFUL under one sync id: both, oldest first; an end of the same
+        id longer ago than the maximum sync duration (24 h) is another sync's."""
+        writer.record(ev(connector_id="c", sync_id="t", created=at(1), status="FAILED"))
+        writer.record(ev(connector_id="c", sync_id="t", created=at(3), status="FAILED"))
+        writer.record(ev(connector_id="c", sync_id="t", created=at(3, 1)))
+        writer.record(ev(connector_id="c", sync_id="u", created=at(3, 1)))
+        ends, _ = reader.sync_ends("c", "t", to_ms(at(3, 1)))
+        assert [(e.status, e.ended_ms) for e in ends] == [
+            ("FAILED", to_ms(at(3))),
+            ("SUCCESSFUL", to_ms(at(3, 1))),
+        ]
 
 
 def test_the_async_reader_reads_the_same(

@@ -111,6 +111,21 @@ class TestTheCache:
         assert fivetran.calls["GET /v1/destinations/{id}"] == 1
         assert tables_fresh(client, tsettings.key_prefix, CID)
 
+    def test_a_snowflake_destination_is_named_upper_case(
+        self, client: redis.Redis, tsettings: Settings, fivetran: FivetranStandIn
+    ) -> None:
+        """Fivetran's lower-case names become Snowflake's upper-case ones, the account
+        OpenLineage's (its cloud added), in both the asset URI and the lineage name."""
+        fivetran.destination(
+            GROUP, "snowflake", host="xy12345.eu-west-1.snowflakecomputing.com", database="raw"
+        )
+        refresh(client, tsettings, client_of(fivetran), CID, GROUP)
+        got = destination_tables(client, tsettings.key_prefix, CID) or []
+        assert (got[0].uri, got[0].name) == (
+            "snowflake://xy12345.eu-west-1.aws/RAW/SALESFORCE/ACCOUNT",
+            "RAW.SALESFORCE.ACCOUNT",
+        )
+
     def test_the_group_comes_from_the_connection_when_not_given(
         self, client: redis.Redis, tsettings: Settings, fivetran: FivetranStandIn
     ) -> None:
@@ -256,6 +271,22 @@ class TestForwardingPerTable:
         run_worker(tfw)
         marker = tfw.store.get(delivery_id(CID, "s1", tables_uri(CID)))
         assert marker is not None and marker.state is DeliveryState.RETRYING
+        assert airflow2_standin.posts == []
+
+    def test_managed_bigquery_without_a_project_fails_clearly(
+        self,
+        thttp: Any,
+        tfw: Forwarder,
+        fivetran: FivetranStandIn,
+        airflow2_standin: Airflow2StandIn,
+    ) -> None:
+        """No bigquery:///... URI: the table-level delivery fails, naming the field."""
+        fivetran.destination(GROUP, "managed_big_query", data_set_location="US")
+        post_event(thttp, sync_id="s1")
+        run_worker(tfw)
+        marker = tfw.store.get(delivery_id(CID, "s1", tables_uri(CID)))
+        assert marker is not None and marker.state is DeliveryState.FAILED
+        assert "project_id" in (marker.get("reason") or ""), marker.fields
         assert airflow2_standin.posts == []
 
     def test_a_stale_list_is_used_while_fivetran_is_down(

@@ -113,6 +113,19 @@ def wait_events(receiver: LineageReceiver, n: int, stack: Stack, timeout: float 
     time.sleep(SETTLE_S)  # an extra (duplicate) event would arrive meanwhile
 
 
+def end_then_success(stack: Stack, receiver: LineageReceiver, status: str) -> str:
+    """A sync_start, a sync_end with ``status``, then one SUCCESSFUL under the same sync
+    id, each sent once the previous event arrived; return the sync id."""
+    start = payload("sync_start", CONNECTOR)
+    sync: str = start["sync_id"]
+    stack.post(start)
+    stack.post(payload("sync_end", CONNECTOR, sync_id=sync, status=status))
+    wait_events(receiver, 2, stack)
+    stack.post(payload("sync_end", CONNECTOR, sync_id=sync))
+    wait_events(receiver, 3, stack)
+    return sync
+
+
 class TestRuns:
     def test_start_and_complete_exactly_once_without_airflow(
         self, receiver: LineageReceiver, stack_factory: Any
@@ -205,17 +218,29 @@ class TestRuns:
         self, receiver: LineageReceiver, stack_factory: Any
     ) -> None:
         """RESCHEDULED is OTHER (the run stays open); the later success completes it."""
-        stack = stack_factory(client_env(receiver))
-        start = payload("sync_start", CONNECTOR)
-        sync = start["sync_id"]
-        stack.post(start)
-        stack.post(payload("sync_end", CONNECTOR, sync_id=sync, status="RESCHEDULED"))
-        wait_events(receiver, 2, stack)
-        stack.post(payload("sync_end", CONNECTOR, sync_id=sync))
-        wait_events(receiver, 3, stack)
+        sync = end_then_success(stack_factory(client_env(receiver)), receiver, "RESCHEDULED")
         assert receiver.types() == ["START", "OTHER", "COMPLETE"]
         assert {e["run"]["runId"] for e in receiver.events} == {run_id(CONNECTOR, sync)}
         assert receiver.invalid == []
+
+    def test_failed_then_successful_ends_two_runs_the_second_a_child(
+        self, receiver: LineageReceiver, stack_factory: Any
+    ) -> None:
+        """Fivetran's FAILED then SUCCESSFUL under one sync id: the FAIL ends the sync's
+        run, and the COMPLETE is a run of its own whose parent facet names that run, so
+        no run ends twice (the receiver refuses a second end)."""
+        sync = end_then_success(stack_factory(client_env(receiver)), receiver, "FAILED")
+        assert receiver.invalid == []
+        assert receiver.types() == ["START", "FAIL", "COMPLETE"]
+        first, _, complete = (e["run"] for e in receiver.events)
+        assert first["runId"] == receiver.events[1]["run"]["runId"] == run_id(CONNECTOR, sync)
+        assert complete["runId"] != first["runId"]
+        parent = complete["facets"]["parent"]
+        assert parent["run"]["runId"] == first["runId"]
+        assert (parent["job"]["namespace"], parent["job"]["name"]) == (
+            "fivetran://inappropriate_implode",
+            CONNECTOR,
+        )
 
     def test_no_sync_start_still_a_complete_run(
         self, receiver: LineageReceiver, stack_factory: Any

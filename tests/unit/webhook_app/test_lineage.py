@@ -14,7 +14,7 @@ from openlineage.client.serde import Serde
 from fivetran_events import ConfigurationError, Settings, load_settings
 from fivetran_events.deliveries import Delivery
 from fivetran_events.model import SOURCE_IMPORTED, SOURCE_RECONCILED, EventKind
-from testkit.openlineage_receiver import schema_errors
+from testkit.openlineage_receiver import LineageReceiver, schema_errors
 from testkit.support import ev
 from webhook_app.forwarding.enqueue import event_type, lineage_enabled, lineage_targets
 from webhook_app.forwarding.lineage import (
@@ -172,6 +172,24 @@ class TestEvent:
         event["run"]["facets"]["fivetran_sync"]["startedAt"] = "yesterday"
         assert any("startedAt" in e for e in schema_errors(event))
 
+    def test_an_end_after_the_run_ended_is_a_child_run(self) -> None:
+        """With ``parentRunId`` (an earlier end of the sync closed its run) the end is a
+        run of its own, deterministic, whose parent facet (the spec's ParentRunFacet)
+        names the sync's run and job; valid against the vendored schemas."""
+        d = record("openlineage:COMPLETE")
+        base = run_id("assimilate_seem", d.fields["sync_id"])
+        details = {"parentRunId": base}
+        event = json.loads(Serde.to_json(build_event(d, "fivetran://{group_id}", details=details)))
+        assert schema_errors(event) == []
+        run = event["run"]
+        assert run["runId"] not in (base, as_json(record("openlineage:FAIL"))["run"]["runId"])
+        again = build_event(d, "fivetran://{group_id}", details=details)
+        assert again.run.runId == run["runId"]
+        assert run["facets"]["parent"]["run"]["runId"] == base
+        assert run["facets"]["parent"]["job"]["name"] == "assimilate_seem"
+        assert run["facets"]["parent"]["job"]["namespace"] == "fivetran://inappropriate_implode"
+        assert run["facets"]["parent"]["_schemaURL"].startswith("https://openlineage.io/spec/")
+
     def test_event_time_is_the_events_own(self) -> None:
         """The time Fivetran gave the start or end, not when the worker sent it."""
         assert as_json(record("openlineage:COMPLETE"))["eventTime"] == "2026-05-22T00:06:08.638Z"
@@ -226,6 +244,16 @@ class TestValidatorCatchesFaults:
         event = as_json(record("openlineage:COMPLETE"))
         event["run"]["runId"] = "assimilate_seem:s1"
         assert any("runId" in e for e in schema_errors(event))
+
+    def test_a_second_end_of_a_run(self) -> None:
+        """The receiver refuses a run's second terminal event, not a resent one."""
+        receiver = LineageReceiver()
+        fail = as_json(record("openlineage:FAIL", status="FAILURE"))
+        complete = as_json(record("openlineage:COMPLETE"))
+        post = [receiver.receive("/api/v1/lineage", json.dumps(e).encode()) for e in (fail, fail)]
+        assert post == [201, 201]
+        assert receiver.receive("/api/v1/lineage", json.dumps(complete).encode()) == 400
+        assert "already ended with FAIL" in receiver.invalid[0][1][0]
 
     def test_facet_of_unknown_schema(self) -> None:
         event = as_json(record("openlineage:COMPLETE"))
