@@ -1,14 +1,7 @@
 """The provider's hooks: the history's Redis and Fivetran's REST API, as connections.
 
-``FivetranEventsRedisHook`` (connection type ``fivetran_events``, default id
-``fivetran_events_redis``) reads the history the webhook server records, in Redis of
-type ``redis`` or a URI, Sentinel too; docs/airflow-setup.md lists the fields and extras
-``config_from_connection`` reads. Its ``read_retrying`` and ``aread_retrying`` are the
-one outage policy of the sensor, its trigger and the operators.
-
-``FivetranApiHook`` (connection type ``fivetran``) reads the connection Fivetran's
-providers use, ``fivetran_default`` (login = API key, password = API secret), whatever
-its type: ``AIRFLOW_CONN_FIVETRAN_DEFAULT='fivetran://KEY:SECRET@'``.
+``read_retrying`` and ``aread_retrying`` are the one outage policy of the sensor, its
+trigger and the operators; docs/airflow-setup.md lists the connections' fields.
 """
 
 from __future__ import annotations
@@ -67,9 +60,8 @@ DEFAULT_REDIS_RETRY_TIMEOUT = 60.0
 #: First pause between two attempts; it doubles after each failed one, up to the cap.
 RETRY_FIRST_DELAY = 0.5
 RETRY_MAX_DELAY = 10.0
-#: What "Redis cannot be reached now" looks like: refused or reset connections,
-#: timeouts, and a restarted Redis still loading its data (``BusyLoadingError`` is a
-#: ``ConnectionError``). Other errors (a wrong key type, a script error) are not retried.
+#: "Redis cannot be reached now", retried: a restarted Redis still loading its data
+#: raises ``BusyLoadingError``, a ``ConnectionError``.
 UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
 #: A task process's client connects once and reads once, so nothing on connect but the
 #: connection: RESP2 (no HELLO, nor the CLIENT MAINT_NOTIFICATIONS redis-py 8 sends over
@@ -91,12 +83,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class HistoryConfig:
-    """Where the history lives and how to read it, resolved from a connection."""
-
     url: str
     key_prefix: str
     max_sync_duration_ms: int
-    #: A private CA file that signed Redis' TLS certificate (None: the system's CAs).
     ssl_ca_certs: str | None = None
 
     def to_redis_kwargs(self) -> dict[str, Any]:
@@ -112,7 +101,7 @@ class HistoryConfig:
         return kwargs
 
     def where(self) -> str:
-        """Return host:port/db for messages (the URL without its credentials)."""
+        """Return host:port/db (the URL without its credentials)."""
         if is_sentinel(self.url):
             return parse_sentinel_url(self.url).where()
         parts = urlsplit(self.url)
@@ -120,7 +109,6 @@ class HistoryConfig:
 
 
 def config_from_connection(conn: Connection) -> HistoryConfig:
-    """Build the history config from an Airflow connection's fields and extras."""
     extra = _extras(conn)
     ssl = extra.get("ssl")
     tls = (conn.conn_type or "").lower() == "rediss" or (
@@ -179,9 +167,8 @@ def _extras(conn: Connection) -> dict[str, Any]:
     raw = getattr(conn, "extra", None)
     extra: Any
     if AIRFLOW_V_3 and isinstance(raw, str):
-        # Airflow 3's lookup has masked these extras already; every read of
-        # ``extra_dejson`` asks the task's supervisor to mask them again, a blocking
-        # round trip.
+        # Airflow 3 masked these already; each ``extra_dejson`` asks the supervisor
+        # to mask them again, a blocking round trip.
         try:
             extra = json.loads(raw) if raw else {}
         except ValueError:
@@ -231,7 +218,6 @@ class FivetranEventsRedisHook(BaseHook):
         return HistoryReader(self.get_conn(), cfg.key_prefix, cfg.max_sync_duration_ms)
 
     async def aconfig(self) -> HistoryConfig:
-        """Resolve the connection without blocking the event loop (triggers)."""
         return config_from_connection(await aget_connection(self.redis_conn_id))
 
     def read_retrying(self, read: Callable[[HistoryReader], T], what: str, timeout: float) -> T:
@@ -243,7 +229,6 @@ class FivetranEventsRedisHook(BaseHook):
             raise _unavailable(what, self.config, self.redis_conn_id, timeout, exc) from exc
 
     def last_success(self, connector_id: str, as_of_ms: int) -> Completion | None:
-        """Return the newest successful sync that ended at or before ``as_of_ms``."""
         return self.reader().last_success(connector_id, as_of_ms)
 
     def test_connection(self) -> tuple[bool, str]:
@@ -256,7 +241,6 @@ class FivetranEventsRedisHook(BaseHook):
     def connector_id_for(
         self, name: str, destination_name: str | None = None, *, timeout: float = 0.0
     ) -> str:
-        """Return the id of the connector ``name`` from the recorded connectors."""
         connectors = self.read_retrying(
             lambda r: r.connector_records(), "the recorded connectors", timeout
         )
@@ -281,10 +265,7 @@ class FivetranEventsRedisHook(BaseHook):
 
 
 def _retry_policy(what: str, timeout: float | None) -> dict[str, Any]:
-    """Retry while Redis is unreachable, with backoff, for ``timeout`` s.
-
-    ``None``: until cancelled (a ``silent_fail`` sensor's trigger, ended by its deferral timeout).
-    """
+    """Retry while Redis is unreachable for ``timeout`` s (None: until cancelled)."""
 
     def warn(state: RetryCallState) -> None:
         delay = state.next_action.sleep if state.next_action else 0.0
@@ -336,11 +317,8 @@ async def aread_retrying(
 def resolve_connector_name(
     connectors: Iterable[ConnectorRecord], name: str, destination_name: str | None = None
 ) -> str:
-    """Return the id of the one recorded connector called ``name`` (in that destination).
-
-    ``destination_name`` is matched against the group id: Fivetran's webhooks carry no
-    destination's display name.
-    """
+    """Return the id of the one recorded connector called ``name``; ``destination_name``
+    is the group id: Fivetran's webhooks carry no destination's display name."""
     known = [(c.connector_id, c.name, c.group) for c in connectors]
     named = sorted(k for k in known if k[1] == name)
     found = [k for k in named if destination_name is None or k[2] == destination_name]
@@ -419,12 +397,10 @@ class FivetranApiHook(BaseHook):
         )
 
     async def aget_conn(self) -> FivetranClient:
-        """Build a client, resolving the connection without blocking the loop (triggers)."""
         conn = await aget_connection(self.fivetran_conn_id)
         return client_from_connection(conn, **self.client_kwargs)
 
     def test_connection(self) -> tuple[bool, str]:
-        """List the account's groups (the UI's Test button): one API call."""
         try:
             groups = self.get_conn().groups()
         except (ConfigurationError, FivetranApiError) as exc:

@@ -44,28 +44,20 @@ MIN_RESCHEDULE_POKE_INTERVAL = 15.0
 class FivetranDateTimeSensor(BaseSensorOperator):
     """Succeed once ``connector_id`` has synced as of the run's target time (docs/sensor.md).
 
-    :param connector_id: the Fivetran connector id (templated), or else:
-    :param connector_name: its name (templated), resolved from the recorded connectors when
-        the task runs, with ``destination_name`` (the group id Fivetran's webhooks carry)
-        when several share it; else ``ConnectorNameError`` names the candidates.
-    :param target_time: datetime or ISO 8601 text (templated; naive is UTC). Default:
-        ``airflow_plugin.targets.resolve_target`` (the run's ``data_interval_end``).
-    :param wait_when_paused: keep waiting on a paused or deleted connector, not FAIL;
-        with ``propagate_failures_forward``, ``always_wait_when_syncing`` and
-        ``criterion``, the flags of ``decide`` (docs/decision.md).
-    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``),
-        re-checking every ``recheck_interval`` seconds without a change message.
+    :param connector_name: instead of ``connector_id``, resolved from the recorded
+        connectors when the task runs, with ``destination_name`` (the group id Fivetran's
+        webhooks carry) when several share it.
+    :param target_time: datetime or ISO 8601 text (naive is UTC); default: the run's
+        ``data_interval_end``.
     :param redis_retry_timeout: seconds a check retries an unreachable Redis before it
-        raises ``FivetranHistoryUnavailable`` (an error in ``poke`` for Airflow).
+        raises ``FivetranHistoryUnavailable``.
 
-    Returns (XCom) the deciding sync with the target; a FAIL raises ``FivetranSyncFailed``
-    naming the sync, its reason and the target. While the latest end is RESCHEDULED, the
-    next look is at Fivetran's ``rescheduledAt`` (poke modes: not past the timeout).
+    Returns (XCom) the deciding sync with the target; a FAIL raises ``FivetranSyncFailed``.
+    While the latest end is RESCHEDULED, the next look is at Fivetran's ``rescheduledAt``.
     """
 
     template_fields = ("connector_id", "target_time", "connector_name", "destination_name")
     ui_color = "#e3f4fc"
-    #: The connector's page in the plugin's UI, at the run's target.
     operator_extra_links = (FivetranConnectorLink(),)
 
     def __init__(
@@ -188,11 +180,9 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return float(super()._get_next_poke_interval(started_at, run_duration, poke_count))
 
     def _unavailable(self, exc: FivetranHistoryUnavailable, *, may_wait: bool) -> None:
-        """Treat an outage as ``BaseSensorOperator.execute`` treats an error in ``poke``.
+        """Treat an outage as ``BaseSensorOperator.execute`` treats an error in ``poke``
+        (the deferrable path never runs that): skip, wait on (return) or raise."""
 
-        The deferrable path never runs that: skip under ``never_fail``, keep waiting
-        under ``silent_fail`` (return), otherwise raise (retries apply).
-        """
         if getattr(self, "never_fail", False):
             raise AirflowSkipException(f"Skipping due to never_fail: {exc}") from exc
         if may_wait and self._silent_on_outage():

@@ -1,15 +1,9 @@
 """A connection's destination tables: their names in Airflow and OpenLineage, and their cache.
 
-``name_table`` turns a table enabled in Fivetran's schema configuration and its
-destination's kind and address into the names an Airflow SQL task's lineage uses for the
-same table, so both meet on one URI: the Airflow asset URI as the providers'
-``asset-uris`` handlers sanitize it (the port made explicit), and the OpenLineage
-dataset namespace and name of its naming spec.
-
-The cache is one JSON string per connector, already named, so a reader never needs
-Fivetran. ``refresh`` fills it at most once per ``tables_refresh_hours`` unless an event
-says the tables may have changed (``STALE_EVENTS``); the worker refreshes it, so the
-webhook never calls Fivetran (nor imports its client).
+``name_table`` names a table as an Airflow SQL task's lineage does, so both meet on one
+URI: the asset URI as the providers' ``asset-uris`` handlers sanitize it (the port made
+explicit), and OpenLineage's namespace and name. The cache is one JSON string per
+connector, already named; only the worker refreshes it, so the webhook never calls Fivetran.
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -213,21 +207,9 @@ def templated(
 ) -> list[DestinationTable]:
     if not template:
         return list(tables)
+    names = {"connector_id": connector_id, "group_id": group_id, "service": service}
     return [
-        DestinationTable(
-            t.schema,
-            t.table,
-            t.namespace,
-            t.name,
-            template.format(
-                connector_id=connector_id,
-                group_id=group_id,
-                service=service,
-                schema=t.schema,
-                table=t.table,
-                uri=t.uri,
-            ),
-        )
+        replace(t, uri=template.format(**names, schema=t.schema, table=t.table, uri=t.uri))
         for t in tables
     ]
 

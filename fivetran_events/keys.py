@@ -1,21 +1,10 @@
 """The Redis key layout: every key this project writes is named here and nowhere else.
 
-Per connector (``{p}`` is the configurable prefix, ``{c}`` the connector id), sized in
-docs/internals.md ("The history in Redis")::
+``{p}`` is the configurable prefix, ``{c}`` the connector id. A connector's sorted sets,
+``{p}h:{c}:`` + ``CONNECTOR_SETS``, are drawn and sized in docs/internals.md ("The
+history in Redis"); ``starts`` and ``seen`` are trimmed RECENT_MS (history/writer.py)
+behind the connector's newest event. The other keys::
 
-    {p}h:{c}:ok        ZSET  successful completions, score: ended ms, member: the compact
-                             completion of history/codec.py (sync id, start as a delta)
-    {p}h:{c}:okstart   ZSET  the same members for successes whose start is known, score:
-                             their start ms (the first success started at or after T)
-    {p}h:{c}:fail      ZSET  failed completions (member adds status, reason), score: ended ms
-    {p}h:{c}:other     ZSET  the other sync_ends (RESCHEDULED, unknown statuses), score: ended ms
-    {p}h:{c}:resyncs   ZSET  resync_connector / resync_table events, member JSON, score created ms
-    {p}h:{c}:running   ZSET  sync_id -> start ms of the running attempt (started, not ended;
-                             an end removes its entry, so only lost syncs stay: retention)
-    short-lived, trimmed RECENT_MS (history/writer.py) behind the connector's newest event:
-    {p}h:{c}:starts    ZSET  sync_id -> first start ms (start_of; a completion's member
-                             carries its own attempt's start)
-    {p}h:{c}:seen      ZSET  delivery dedup ids -> created ms (redelivery is a no-op)
     {p}connectors      HASH  connector id -> JSON {name, type, group, last_event_at}; only
                        moves forward (an older event fills gaps, changes nothing else)
     {p}changes:{c}     pub/sub channel, published on every recorded event of the connector

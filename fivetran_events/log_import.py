@@ -1,9 +1,7 @@
 """Read Fivetran's Platform Connector LOG table into sync events, as the webhook would have.
 
-Rows come from a CSV or JSON Lines export (``read_file``) or the destination itself
-(``read_database``: SQLAlchemy, imported only then). A ``sync_start``/``sync_end`` row
-becomes the ``Event`` its webhook delivery would have parsed to, marked
-``SOURCE_IMPORTED``; any other row is skipped with a reason.
+Rows come from a CSV or JSON Lines export or the destination (SQLAlchemy, imported only
+then); a row that is no sync's start or end is skipped with a reason.
 """
 
 from __future__ import annotations
@@ -32,17 +30,16 @@ from .timeutil import from_ms, now_ms, to_ms, to_utc
 T = TypeVar("T")
 Rows = Iterator[Mapping[str, Any]]
 
-#: The ``message_event`` values imported: what the history records of a sync, and the
-#: ``status`` rows where older tables keep a sync's outcome. Read as dbt_fivetran_log's
-#: models/fivetran_platform__connection_status.sql (github.com/fivetran/dbt_fivetran_log)
-#: does: SUCCESSFUL is a success, RESCHEDULED with a reason saying "intended behavior" a
-#: priority-first sync's end; a transformation's row (``transformation_id``) is no sync's.
+#: The ``message_event`` values imported; older tables keep a sync's outcome in
+#: ``status`` rows, read as github.com/fivetran/dbt_fivetran_log's
+#: models/fivetran_platform__connection_status.sql does: SUCCESSFUL, or RESCHEDULED
+#: "intended behavior" (a priority-first sync's end); a transformation's row is no sync's.
 SYNC_EVENTS = ("sync_start", "sync_end", "status")
-#: The columns read, in their lower-case names; one of CONNECTOR_COLUMNS is needed too.
+#: Lower-case names; one of CONNECTOR_COLUMNS is needed too.
 REQUIRED_COLUMNS = ("time_stamp", "message_event")
 OPTIONAL_COLUMNS = ("message_data", "sync_id", "transformation_id")
-#: Newer tables name the connector ``connection_id``; older ones ``connector_id``; a
-#: table from before the rename has both, its older rows only ``connector_id``.
+#: Newer tables say ``connection_id``; one from before the rename has both, its older
+#: rows only ``connector_id``.
 CONNECTOR_COLUMNS = ("connection_id", "connector_id")
 DEFAULT_SCHEMA = "fivetran_metadata"
 #: How CSV exports write a NULL: an empty cell, or ``\\N`` (Snowflake's unload default).

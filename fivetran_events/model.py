@@ -54,9 +54,8 @@ _ID_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 SUCCESS_STATUSES = frozenset({"SUCCESSFUL"})
 FAILURE_STATUSES = frozenset({"FAILURE", "FAILURE_WITH_TASK", "FAILED"})
 RESCHEDULED = "RESCHEDULED"
-#: Statuses that end a sync without completing it: RESCHEDULED (it runs again at
-#: ``data.rescheduledAt``) and CANCELED. An unknown status is taken the same way: recorded
-#: verbatim, never refused (Fivetran adds values over time).
+#: End a sync without completing it, as an unknown status does (recorded verbatim, never
+#: refused: Fivetran adds values over time).
 NON_COMPLETION_STATUSES = frozenset({RESCHEDULED, "CANCELED"})
 KNOWN_STATUSES = SUCCESS_STATUSES | FAILURE_STATUSES | NON_COMPLETION_STATUSES
 
@@ -76,8 +75,7 @@ LIFECYCLE_EVENTS: dict[str, tuple[str, str]] = {
 }
 #: Starts a derived sync id (of a sync event without one): no real id can hold it.
 DERIVED_SYNC_MARK = "~"
-#: Where a recorded sync came from, as the letter its completion member carries
-#: (history/codec.py); ``R``: Fivetran's REST API (succeeded_at/failed_at, sync history).
+#: Where a recorded sync came from, the letter its completion member carries (codec.py).
 SOURCE_WEBHOOK = ""
 SOURCE_IMPORTED = "I"
 SOURCE_RECONCILED = "R"
@@ -225,8 +223,6 @@ class _Envelope(BaseModel):
 
 @dataclass(frozen=True)
 class Event:
-    """A Fivetran event that passed validation."""
-
     kind: EventKind
     event: str
     created: datetime
@@ -308,12 +304,8 @@ def _first_error(exc: ValidationError) -> InvalidPayload:
 
 
 def event_kind(name: str) -> EventKind:
-    if name == "sync_start":
-        return EventKind.SYNC_START
-    if name == "sync_end":
-        return EventKind.SYNC_END
-    if name == "test_event":
-        return EventKind.TEST
+    if name in ("sync_start", "sync_end", "test_event"):
+        return EventKind(name)
     if name in RESYNC_EVENTS:
         return EventKind.RESYNC
     if lifecycle_name(name) in LIFECYCLE_EVENTS:

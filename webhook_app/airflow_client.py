@@ -1,11 +1,8 @@
 """A small client of Airflow's REST API: post dataset (asset) events and find them again.
 
-Airflow 3 (``/api/v2``): a JWT from ``POST /auth/token``, cached and fetched anew on a
-401; events posted by asset id, looked up by exact URI (``uri_pattern`` is a substring
-match) and cached. Airflow 2.9-2.11 (``/api/v1``): basic auth, events posted by
-``dataset_uri``. Airflow has no idempotency key, so ``find_event`` looks an event up by
-its ``extra`` before a second POST. Every answer is classified into the errors below,
-which the forwarder acts on.
+Airflow 3 (``/api/v2``): a cached JWT, events posted by asset id; Airflow 2.9-2.11
+(``/api/v1``): basic auth, events posted by ``dataset_uri``. Airflow has no idempotency
+key, so ``find_event`` looks an event up by its ``extra`` before a second POST.
 """
 
 from __future__ import annotations
@@ -85,7 +82,6 @@ def unexpected_answer_is_a_retry(what: str) -> Iterator[None]:
 
 
 def body_text(resp: requests.Response) -> str:
-    """The piece of Airflow's answer an error quotes."""
     return quoted(resp.text or resp.reason)
 
 
@@ -101,8 +97,6 @@ class SharedAssetIds(Protocol):
 
 @dataclass(frozen=True)
 class AirflowEvent:
-    """An asset/dataset event as Airflow reports it."""
-
     id: int
     uri: str | None
     timestamp: datetime
@@ -297,8 +291,7 @@ class AirflowClient:
         if shared is not None and not refresh:
             known = shared.get(uri)
             if known is not None:
-                # Kept here a full period again: an id is at most two periods old, and a
-                # 404 on the POST looks it up again at once.
+                # An id is at most two periods old; a 404 on the POST looks it up again.
                 self._cache(uri, known, share=False)
                 return known
         found = self._lookup_asset(uri)
@@ -335,7 +328,6 @@ class AirflowClient:
         return None
 
     def _pages(self, path: str, params: dict[str, Any], key: str) -> Iterator[list[Any]]:
-        """Yield the pages of the listing at ``path`` (``key`` in each answer) to its end."""
         offset = 0
         while True:
             resp = self._request(
@@ -378,7 +370,6 @@ class AirflowClient:
             self.asset_id(uri)
 
     def known(self, uri: str) -> bool:
-        """Return whether Airflow knows the URI (for ``datasets check``)."""
         try:
             self.asset_id(uri, refresh=True)
         except AssetNotFound:
@@ -386,7 +377,6 @@ class AirflowClient:
         return True
 
     def post_event(self, uri: str, extra: Mapping[str, Any]) -> AirflowEvent:
-        """Create one event on the dataset ``uri``; return it as Airflow recorded it."""
         if self.version() == "2":
             resp = self._request(
                 "POST", "/api/v1/datasets/events", json={"dataset_uri": uri, "extra": dict(extra)}

@@ -1,16 +1,10 @@
 """The worker processes: the forwarding and reconcile RQ jobs, the worker class, a pool.
 
-``ForwardingWorker`` (an RQ SimpleWorker: jobs run in its process) hands its one
-Forwarder to each job, so its cached JWT and asset ids live as long as the worker and no
-module-level state decides which Forwarder a job uses.
-
-``WorkerPool`` runs N single workers as processes and restarts one that dies: a POST
-waiting for its timeout holds one delivery, not the queue. Not RQ's ``WorkerPool``: it
-cannot hand a worker its Forwarder, and it forks. A stop is passed once, as SIGTERM (RQ's
-warm shutdown), to members in process groups of their own (Ctrl-C twice would be RQ's
-cold shutdown); SIGKILL after ``stop_timeout``; SIGTERM should the pool die.
-
-A worker reconciles every ``FIVETRAN_EVENTS_RECONCILE_MINUTES`` through RQ's scheduler.
+``ForwardingWorker`` hands its one Forwarder to each job, so its cached JWT and asset ids
+live as long as the worker, with no module-level state. ``WorkerPool`` runs N single
+workers as processes (a POST waiting for its timeout holds one delivery, not the queue);
+not RQ's ``WorkerPool``: it cannot hand a worker its Forwarder, and it forks. A stop is
+passed once, as SIGTERM (RQ's warm shutdown; Ctrl-C twice would be its cold shutdown).
 """
 
 from __future__ import annotations
@@ -121,14 +115,11 @@ class ForwardingJob(Job):
 
 
 class ForwardingWorker(SimpleWorker):
-    """A SimpleWorker that runs every job with its own Forwarder."""
-
     job_class = ForwardingJob
 
     def __init__(self, forwarder: Forwarder, name: str | None = None) -> None:
         super().__init__([forwarder.queue], connection=forwarder.redis, name=name)
         self.forwarder = forwarder
-        #: Set on SIGTERM/SIGINT (RQ's warm shutdown): the work loop ends for good.
         self.stop_signalled = False
 
     def handle_warm_shutdown_request(self) -> None:
@@ -174,7 +165,6 @@ class ForwardingWorker(SimpleWorker):
 
 
 def job_forwarder() -> Forwarder:
-    """The running worker's Forwarder, or one built from the environment."""
     job = get_current_job()
     if isinstance(job, ForwardingJob) and job.forwarder is not None:
         return job.forwarder
@@ -195,15 +185,13 @@ RECONCILE_JOB_ID = "fivetran-events-reconcile-{period}"
 
 
 def reconcile_enabled(settings: Settings) -> bool:
-    """Whether the worker reconciles: with an API key and secret, and a period."""
     return bool(
         settings.fivetran_api_key and settings.fivetran_api_secret and settings.reconcile_minutes
     )
 
 
 def reconcile_run(settings: Settings, forward: bool = True) -> Outcome:
-    """Reconcile once (fivetran_events/reconcile.py) with forwarding, metric and log lines:
-    recorded successes are forwarded when ``forward`` and forwarding is on."""
+    """Reconcile once, with forwarding (when ``forward``), metrics and log lines."""
     st = State.from_settings(settings)
     on_success = st.on_success if forward else None
     with FivetranClient.from_settings(settings) as fivetran:
@@ -285,7 +273,6 @@ def start_schedule(settings: Settings, queue: Queue) -> bool:
 
 #: Seconds before a member that died is started again (a crash loop stays slow).
 RESTART_DELAY_S = 1.0
-#: Seconds between two looks at the members.
 POLL_S = 0.2
 #: prctl(2)'s option naming the signal a process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
@@ -310,8 +297,6 @@ def serve_metrics(port: int, directory: str) -> None:
 
 @dataclass
 class Member:
-    """One worker process of the pool, and how many times its slot was started."""
-
     slot: int
     proc: subprocess.Popen[bytes]
     starts: int = 1

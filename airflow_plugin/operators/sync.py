@@ -1,12 +1,7 @@
 """Start a Fivetran sync and wait for it by the webhook's push, not by polling.
 
-``FivetranSyncOperator`` takes astronomer's ``FivetranOperator`` arguments where they
-mean the same thing, so migrating is a changed import (docs/triggering.md). It asks
-Fivetran for a sync and waits for the first sync that *started* after it asked to end,
-from the history (``fivetran_events.sync_request`` decides which sync answers); only
-when nothing is recorded for ``fallback_after`` seconds does it read Fivetran's API, as
-astronomer's operator does. ``FivetranSyncShortCircuitOperator`` skips the sync (and
-what follows) when one already counts for the run's target, from the history alone.
+Arguments as astronomer's ``FivetranOperator`` (docs/triggering.md); Fivetran's API is
+read only after ``fallback_after`` seconds without any record of the request.
 """
 
 from __future__ import annotations
@@ -52,8 +47,7 @@ from ..triggers.sync import (
 )
 from ..ui import FivetranConnectorLink
 
-#: The history's retention when the Airflow side records a reconciled sync (the server's
-#: default; older events are refused, and this one is new).
+#: The server's default retention, for the reconciled sync this side records.
 RETENTION_MS = int(Settings.model_fields["retention_days"].default * 86_400_000)
 
 
@@ -71,11 +65,8 @@ def _sync_needed(**context: Any) -> bool:
 
 
 class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
-    """Continue downstream only if no successful sync counts for the run's target yet.
-
-    ``connector_id``, ``target_time``, ``criterion``, ``redis_conn_id`` and
-    ``redis_retry_timeout`` mean what they mean to ``FivetranDateTimeSensor``.
-    """
+    """Continue downstream only if no successful sync counts for the run's target yet
+    (arguments as ``FivetranDateTimeSensor``'s)."""
 
     template_fields = (*ShortCircuitOperator.template_fields, "connector_id", "target_time")
 
@@ -127,22 +118,15 @@ def already_synced(op: Any, context: Context) -> Decision | None:
 class FivetranSyncOperator(BaseOperator):
     """Start a connector's sync; succeed when a sync started after the request succeeds.
 
-    Arguments as astronomer's (docs/triggering.md has the table), and:
+    :param force: Fivetran's ``force``; without it a running sync is left to end and
+        the sync asked for again.
+    :param fallback_after: seconds without a record before Fivetran's API is read every
+        ``poll_frequency`` seconds (None: never).
+    :param min_deferral: resume no sooner than this after deferring: Airflow 3.2-3.3 can
+        fail a task resumed before its scheduler read the exit on ``defer()``.
 
-    :param force: stop a running sync and start a new one (Fivetran's ``force``).
-        Without it a running sync is left to end, and the sync is then asked for again.
-    :param fallback_after: seconds without any record of the request before Fivetran's
-        API is read every ``poll_frequency`` seconds (None: never).
-    :param skip_if_synced_after_data_interval_end: start nothing when a sync already
-        succeeded at or after the run's ``data_interval_end`` (as the short-circuit does).
-    :param recheck_interval: seconds between re-reads of the history without a change.
-    :param min_deferral: deferred, the task is resumed no sooner than this many seconds
-        after it deferred: Airflow 3.2-3.3 can fail a task resumed before its scheduler
-        has read the task's exit on ``defer()`` (docs/triggering.md); 0 resumes at once.
-
-    Returns (XCom) the sync that answered with ``connector_id``, ``asked_at`` and
-    ``reconciled`` (True when read from Fivetran's API). A failed sync, or a connector
-    paused or deleted meanwhile, raises ``FivetranSyncFailed``.
+    Returns (XCom) the answering sync with ``connector_id``, ``asked_at`` and
+    ``reconciled`` (read from Fivetran's API); a failed sync raises ``FivetranSyncFailed``.
     """
 
     template_fields: Sequence[str] = ("connector_id", "connector_name", "destination_name")
@@ -210,7 +194,6 @@ class FivetranSyncOperator(BaseOperator):
         return FivetranEventsRedisHook(self.redis_conn_id)
 
     def _resolve_connector(self) -> None:
-        """Turn ``connector_name`` + ``destination_name`` into the connection's id."""
         if self.connector_id or self.connector_name is None:
             return
         groups = [g for g in self.client.groups() if g.name == self.destination_name]
@@ -367,11 +350,8 @@ class FivetranSyncOperator(BaseOperator):
         }
 
     def _record(self, decision: Decision) -> None:
-        """Record the sync end read from Fivetran's API, as a delivery would have been.
-
-        Marked reconciled with a derived (``~``) sync id, as ``fivetran-events reconcile``
-        records it, so a late webhook of the same sync finds it already known.
-        """
+        """Record the sync end read from Fivetran's API as ``reconcile`` does (derived
+        ``~`` sync id), so a late webhook of the same sync finds it already known."""
         sync = decision.sync
         if not isinstance(sync, Completion):
             return
@@ -397,13 +377,10 @@ class FivetranSyncOperator(BaseOperator):
 
 
 class FivetranResyncOperator(FivetranSyncOperator):
-    """Start a historical resync and wait for it; ``scope``: schema -> table names to
-    resync (``{"public": ["orders"]}``), None for the whole connection.
+    """Start a historical resync (``scope``: schema -> tables, None: all) and wait for it.
 
-    A resync is asked for once: Fivetran completes a running sync first and then runs
-    it. When it cannot, it answers 409; the task then waits for the running sync's end
-    and asks once more, and a second 409 fails it. A RESCHEDULED resync of a manual
-    connection is run again by a plain sync request, as Fivetran documents.
+    Fivetran completes a running sync first; on a 409 the task waits for that sync's
+    end and asks once more. A RESCHEDULED resync goes on as a plain sync request.
     """
 
     mode = "resync"

@@ -2,9 +2,7 @@
 
 Thousands of deferred sensors each owning a subscription and a pool would cost thousands
 of sockets, so the triggers of one event loop that read one Redis share a ``Hub``: one
-PSUBSCRIBE on ``{prefix}changes:*`` (published inside every history write) wakes the
-triggers of the connector named in the channel, and a bounded pool serves their reads.
-``changes()`` is the one pub/sub loop; the watcher's shared stream consumes it too.
+PSUBSCRIBE on ``{prefix}changes:*`` wakes the triggers of the connector in the channel.
 """
 
 from __future__ import annotations
@@ -38,12 +36,9 @@ _hubs: dict[tuple[int, str, str], Hub] = {}
 
 
 def stop_if_cancelled() -> None:
-    """Raise ``CancelledError`` when this task was cancelled but the cancel got lost.
-
-    A cancel landing during a Redis read can be swallowed below us or turned into a
-    Redis error, and Airflow cancels a trigger once: it would re-check for ever. The
-    task still counts the request (``Task.cancelling()``, Python 3.11+).
-    """
+    """Raise ``CancelledError`` when this task was cancelled but the cancel got lost (a
+    cancel during a Redis read can be swallowed below us, and Airflow cancels a trigger
+    once); ``Task.cancelling()`` still counts it (Python 3.11+)."""
     task = asyncio.current_task()
     cancelling = getattr(task, "cancelling", None)
     if cancelling is not None and cancelling() > 0:
@@ -52,11 +47,8 @@ def stop_if_cancelled() -> None:
 
 @dataclass(frozen=True)
 class Change:
-    """One item of ``changes()``: re-read ``connector_id``'s history, or everyone's (None).
-
-    ``"subscribed"`` follows every (re)subscribe: what was published while nobody
-    listened is lost. ``"lost"``: Redis is gone (``error`` says why).
-    """
+    """One item of ``changes()``: re-read ``connector_id``'s history, or everyone's (None);
+    ``"subscribed"`` follows every (re)subscribe: what was published meanwhile is lost."""
 
     connector_id: str | None
     reason: Literal["message", "subscribed", "tick", "lost"]
@@ -64,11 +56,8 @@ class Change:
 
 
 async def changes(client: Any, prefix: str, tick: float | None = None) -> AsyncIterator[Change]:
-    """Yield the history's changes for ever (a ``"tick"`` every ``tick`` s, if given).
-
-    Never raises a Redis error: it yields ``"lost"`` and subscribes again
-    ``RECONNECT_DELAY`` later.
-    """
+    """Yield the history's changes for ever (a ``"tick"`` every ``tick`` s, if given);
+    a Redis error yields ``"lost"``, then it subscribes again."""
     pattern = changes_pattern(prefix)
     channel_prefix = pattern[:-1]
     while True:
@@ -112,7 +101,6 @@ class Hub:
         self.messages = 0
 
     def register(self, connector_id: str) -> asyncio.Event:
-        """Return an event set whenever ``connector_id`` changes (or Redis is lost or back)."""
         event = asyncio.Event()
         self._waiters[connector_id].add(event)
         self._count += 1
@@ -187,12 +175,9 @@ def hub_for(url: str, prefix: str, redis_kwargs: dict[str, Any]) -> Hub:
 
 
 async def changed_within(changed: asyncio.Event, seconds: float) -> bool:
-    """Wait until ``changed`` is set or ``seconds`` pass; return whether it was set.
+    """Wait until ``changed`` is set or ``seconds`` pass; return whether it was set. Not
+    ``asyncio.wait_for``: Python 3.11's drops a cancel that lands with the timeout."""
 
-    A timer setting the same event, not ``asyncio.wait_for``: no task per wait, and no
-    lost cancel (Python 3.11's ``wait_for`` drops a cancel that lands with the timeout,
-    so a cancelled trigger would re-check for ever).
-    """
     due = False
 
     def time_up() -> None:

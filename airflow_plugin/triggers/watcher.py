@@ -5,22 +5,10 @@ In an ``AssetWatcher``::
     Asset(uri, watchers=[AssetWatcher(name="pg", trigger=FivetranSyncWatcherTrigger(
         connector_id="my_connector"))])
 
-<<<<<<< HEAD
-and the triggerer turns every successful sync recorded for the connector into one asset
-event whose payload is the ``extra`` the REST forwarder posts (``fivetran_events.
-deliveries``), with no Airflow user, password or REST call.
-
-Its state (a position and the sync ids handled in a ``lookback`` window) lives in
-Airflow's asset state store; every watcher of a triggerer shares one poll of the
-history's change channels; a sync counts as handled only once Airflow confirmed its
-event persisted. docs/internals.md, "The watcher (Airflow 3.3+)", gives the design
-and where it can send an event twice or skip one.
-=======
 the triggerer turns every successful sync recorded for the connector into one asset event
 whose payload is the ``extra`` the REST forwarder posts, with no REST call. docs/internals.md,
 "The watcher (Airflow 3.3+)", gives the design and where it can send an event twice or
 skip one.
->>>>>>> h-ap
 """
 
 from __future__ import annotations
@@ -52,8 +40,7 @@ log = logging.getLogger(__name__)
 DEFAULT_POLL_INTERVAL = 30.0
 #: Successes read per page; a wake keeps reading pages until it has caught up.
 PAGE = 100
-#: The asset state store key of a connector's watcher state (named when it held only
-#: the position; kept so that a watcher upgraded in place finds it).
+#: The asset state store key of a connector's watcher state (named for the position).
 STATE_KEY = "fivetran_events.position:{connector_id}"
 #: Seconds before the position in which a late success is still sent: Fivetran retries
 #: a delivery for up to 24 hours, plus an hour for clock skew and the webhook's own delay.
@@ -64,10 +51,7 @@ Position = tuple[int, str]
 
 @dataclass
 class WatchState:
-    """What a watcher has handled: each sync id in the window -> the newest end seen.
-
-    A retried sync stays known while any of its successes can still be read.
-    """
+    """What a watcher has handled: each sync id in the window -> the newest end seen."""
 
     position: Position
     handled: dict[str, int]
@@ -155,10 +139,8 @@ class HistoryWakeProducer(SharedStreamProducer):
 class FivetranSyncWatcherTrigger(BaseEventTrigger):
     """Turn each successful sync recorded for ``connector_id`` into one asset event.
 
-    ``start``: where a watcher without a stored state begins, ``"now"`` or an ISO time
-    (replaying the history since then). ``poll_interval``: seconds between re-reads
-    without a change message. ``lookback``: seconds before the newest handled success in
-    which a late delivery is still sent.
+    ``start``: where a watcher without a stored state begins, ``"now"`` or an ISO time.
+    ``lookback``: seconds before the newest handled success in which a late one is sent.
     """
 
     def __init__(
@@ -312,9 +294,8 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
     async def _unhandled(self, wake: Wake) -> list[tuple[Position, dict[str, Any]]]:
         """Read the successes of the window neither handled nor in flight, oldest first.
 
-        A sync id that succeeded twice is sent once. A repeat of a handled id updates its
-        end at once; one of an id in flight waits for a later wake, after Airflow
-        confirmed the first: noting it now would mark the id handled unconfirmed.
+        A repeat of an id in flight waits for a later wake: noting it now would mark the
+        id handled before Airflow confirmed it.
         """
         assert self._state is not None
         floor = self._state.position[0] - self._lookback_ms

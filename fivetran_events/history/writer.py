@@ -1,10 +1,8 @@
 """The history writer: one event, deduplicated, recorded by one script in one round trip.
 
-The dedup mark, the history write, the change notification and what the caller adds for
-a successful sync (the webhook app's deliveries) are one Lua script
-(``_lua.record_script``): Redis runs it as one step, so a crash keeps all or nothing and
-a redelivery writes nothing. ``record_many`` sends many events through the same script,
-pipelined (imports, benchmarks, tests), so the layout has one implementation.
+The dedup mark, the history write, the change notification and the caller's deliveries
+are one Lua script, so a crash keeps all or nothing and a redelivery writes nothing;
+``record_many`` pipelines the same script, so the layout has one implementation.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from redis.commands.core import Script
 from redis.typing import EncodableT
 
 from ..keys import ConnectorKeys, connectors_key, last_test_event_key
-from ..model import Event, EventKind, check_not_future, lifecycle_name
+from ..model import UNCHECKED_KINDS, Event, EventKind, check_not_future, lifecycle_name
 from ..timeutil import iso, now_ms
 from ._lua import RECORD_NUMKEYS, record_script
 from .codec import completion_parts, end_parts
@@ -51,11 +49,9 @@ class WriteResult:
 class OnSuccess(Protocol):
     """What a caller adds to a successful sync_end's write, in the same script.
 
-    ``lua`` is a chunk run after the history write (never for a duplicate), reading its
-    keys from ``KEYS[k0 + 1]`` and its arguments from ``ARGV[a0 + 1]`` on; calling the
-    object returns them for one event. One whose ``every_sync`` is true is called for
-    every sync_start and sync_end (OpenLineage runs: a start and a failure are
-    transitions too).
+    ``lua`` runs after the history write (never for a duplicate), its keys from
+    ``KEYS[k0 + 1]`` and arguments from ``ARGV[a0 + 1]`` on, which calling the object
+    returns. One whose ``every_sync`` is true is called for every sync_start and sync_end.
     """
 
     @property
@@ -72,8 +68,6 @@ def wants_every_sync(on_success: OnSuccess) -> bool:
 
 
 class HistoryWriter:
-    """Record Fivetran events into the history, idempotently and atomically."""
-
     def __init__(
         self, client: redis.Redis, prefix: str, retention_ms: int, trim_every: int = TRIM_EVERY
     ) -> None:
@@ -139,8 +133,6 @@ class HistoryWriter:
 
 #: The history's keys in the record script's order (then the connectors hash).
 WRITE_KEYS = ("seen", "starts", "running", "ok", "fail", "other", "okstart", "resyncs")
-
-
 #: The longest ``setup_reason`` kept in the connectors hash.
 SETUP_REASON_MAX = 1024
 
@@ -278,9 +270,7 @@ def record_many(
         pending.clear()
 
     for event in events:
-        if event.kind in (EventKind.OTHER, EventKind.TEST, EventKind.SAMPLE) or (
-            event.created_ms < cutoff
-        ):
+        if event.kind in UNCHECKED_KINDS or event.created_ms < cutoff:
             yield event, WriteStatus.IGNORED
             continue
         args = script_args(history_keys(prefix, event.connector_id)[0], event, cutoff, trim_every)

@@ -1,9 +1,7 @@
 """The web side of forwarding: create a sync's deliveries, due now, each with its kind.
 
 The deliveries are a chunk of the history's one write script, so the webhook does no RQ
-work and a crash after its script loses nothing: a worker's sweeper queues their jobs. A
-lineage delivery targets ``openlineage:<EVENT TYPE>``, so each transition of a sync is
-one delivery. This module imports no HTTP client and no OpenLineage client.
+work and a crash after its script loses nothing: a worker's sweeper queues their jobs.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ TABLES_SCHEME = "fivetran-tables://connector/"
 LINEAGE_PREFIX = "openlineage:"
 #: Statuses that stop a sync for good without success or failure.
 ABORT_STATUSES = frozenset({"CANCELED", "CANCELLED"})
-#: The variables with which the OpenLineage client finds its transport
-#: (``OpenLineageClient()``'s own lookup); any of them set turns lineage on in ``auto``.
+#: The variables ``OpenLineageClient()`` finds its transport by; any turns ``auto`` on.
 CLIENT_VARIABLES = ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG")
 #: Dynamic transport configuration (``OPENLINEAGE__TRANSPORT__TYPE=http`` ...).
 CLIENT_PREFIX = "OPENLINEAGE__TRANSPORT"
@@ -54,10 +51,8 @@ CLIENT_PREFIX = "OPENLINEAGE__TRANSPORT"
 # Create each delivery of a sync unless it exists (a second success under one sync id
 # must not reset a delivered record), index it, make it due now and wake the sweepers.
 # An existing delivery keeps its due time; a final one is made due, and its attempt
-# renews its final expiry. The wake list holds at most one element, so it stays bounded
-# while no worker runs. A chunk of the history's record script, or a script of its own
-# (CREATE) for ``replay --since``. The listing and the state indexes drop entries older
-# than the retention (their records have expired) on one sync in TRIM_EVERY.
+# renews its final expiry. The wake list holds at most one element. The listing and the
+# state indexes drop entries older than the retention on one sync in TRIM_EVERY.
 # KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order,
 # pending first), the wake list; then per delivery: its record.
 # ARGV: ttl s, received ms, listing cutoff ms ('' trims nothing), connector id, sync id,
@@ -119,7 +114,6 @@ def record_ttl_ms(settings: Settings) -> int:
 
 
 def delivery_store(settings: Settings, client: redis.Redis) -> DeliveryStore:
-    """Return the delivery store of ``settings``."""
     return DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
 
 
@@ -127,8 +121,7 @@ class Enqueuer:
     """Create deliveries, due now, and wake the sweepers; used by the web process and by
     ``replay --since``."""
 
-    #: The chunk of the history's record script (``OnSuccess.lua``); ``__call__`` gives
-    #: its keys and arguments.
+    #: The chunk of the history's record script (``OnSuccess.lua``).
     lua = CREATE_CHUNK
 
     def __init__(
@@ -190,7 +183,6 @@ class Enqueuer:
         return [delivery_id(sync.connector_id, sync.sync_id, u) for u, _ in targets]
 
     def targets(self, event: Event) -> list[tuple[str, DeliveryKind]]:
-        """The URIs (and kinds) of a successful sync's deliveries."""
         granularity = self.settings.asset_granularity
         out: list[tuple[str, DeliveryKind]] = []
         if granularity != "table":
