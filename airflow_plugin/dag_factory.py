@@ -1,16 +1,9 @@
 """Build Airflow DAGs from a folder of SQL files: add a pipeline by adding a ``.sql`` file.
 
-A DAG file of two lines in the DAGs folder::
-
-    from airflow_plugin.dag_factory import dags_from_folder
-    dags_from_folder("sql/sales")          # relative to this DAG file
-
-turns the folder into a DAG (``sales``): the layout is sql_folder.py's; an optional
-``dag.toml`` configures it (docs/dag-factory.md lists every key).
-
-A group depends on a connector when it reads a table in the connector's destination
-schema; on another group when it reads what that group writes. Anything else it reads
-is an error at parse time, naming the file, unless listed in ``external``.
+``dags_from_folder("sql/sales")`` in a DAG file turns the folder into a DAG; an optional
+``dag.toml`` configures it (docs/dag-factory.md). A group depends on a connector when it
+reads a table of the connector's schema, on another group when it reads what that one
+writes; anything else it reads is an error at parse time unless listed in ``external``.
 """
 
 from __future__ import annotations
@@ -166,10 +159,8 @@ def read_tables(
 
 
 def _caller_dir(depth: int = 2) -> Path:
-    """Return the folder of the file ``depth`` frames up (the DAG file calling us).
-
-    Not ``inspect.stack()``: it reads the source of every frame, on every DAG parse.
-    """
+    """Return the folder of the DAG file ``depth`` frames up (not ``inspect.stack()``: it
+    reads the source of every frame, on every DAG parse)."""
     return Path(sys._getframe(depth).f_code.co_filename).resolve().parent
 
 
@@ -202,10 +193,7 @@ def build_dag(
     **overrides: Any,
 ) -> Any:
     """Build one DAG from ``folder``; raise SqlFolderError (naming the file) on any problem.
-
-    ``schema_to_connector`` adds to ``[connectors]``; ``tables`` gives the connectors'
-    destination tables instead of reading their cache (with table assets).
-    """
+    ``tables`` gives the connectors' destination tables instead of reading their cache."""
     from airflow.sdk import DAG, Asset, AssetAll, AssetAny, TaskGroup, chain
 
     from .operators.sql import FivetranSqlOperator

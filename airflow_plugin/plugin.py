@@ -1,11 +1,8 @@
 """What DAG authors use by name: connectors' assets, template macros, the ``AirflowPlugin``.
 
-``connector_asset`` builds a connector's asset (a dataset on Airflow 2) with the function
-the forwarder posts events with, so nobody types a URI and the two cannot drift apart.
-The plugin (entry point ``airflow.plugins``) adds the macros ``{{
-macros.fivetran_events.last_successful_sync('my_connector', data_interval_end) }}`` and
-``asset_uri``, and on Airflow 3.3+ mounts the "Fivetran syncs" view (``ui/``) under
-``/fivetran-events`` in the UI's navigation. Operators and sensors are not registered here.
+``connector_asset`` builds a connector's asset with the function the forwarder posts
+events with, so the two cannot drift apart. The plugin adds the macros and, on Airflow
+3.3+, mounts the "Fivetran syncs" view (``ui/``); operators and sensors are not registered.
 """
 
 from __future__ import annotations

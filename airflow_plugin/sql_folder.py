@@ -1,16 +1,8 @@
 """Read a folder tree of SQL files into tasks, groups and table dependencies (no Airflow).
 
-The layout the DAG factory turns into a DAG:
-
-- each top-level ``.sql`` file is a task (a group of one);
-- each sub-folder is a group: its ``.sql`` files run in the order of their names
-  (``01_stage.sql``, ``02_merge.sql``);
-- files and folders whose names start with ``__`` are left out.
-
-Table references come from the SQL itself (sqlglot): what a statement creates, inserts,
-merges, updates or deletes is written; every other table it names (CTE names aside) is
-read. A table read by a group and written by an earlier task of the same group is
-internal to the group.
+Each top-level ``.sql`` file is a task; each sub-folder a group whose files run in name
+order; names starting with ``__`` are left out. What a statement creates, inserts,
+merges, updates or deletes is written; every other table it names (CTEs aside) is read.
 """
 
 from __future__ import annotations

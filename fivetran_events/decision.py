@@ -3,21 +3,14 @@
 The contract (docs/internals.md, "The decision"; docs/decision.md for users):
 
 1. ``always_wait_when_syncing`` and a sync is running now: WAIT.
-2. A successful sync counts for the target: SUCCESS. ``ended_after``: it ended at or
-   after the target. ``started_after``: it also started at or after the target.
+2. A successful sync ended (``started_after``: also started) at or after the target: SUCCESS.
 3. Else a failed sync ended at or after the target: FAIL.
-4. Else, when the connector is paused or deleted as of now (and no sync is running):
-   FAIL, naming the pause or deletion and its time, since no sync will come; with
-   ``wait_when_paused``, go on.
-5. Else, when the connector's latest end is RESCHEDULED: WAIT, naming Fivetran's
-   ``rescheduledAt``, and look again then (``Decision.recheck_at_ms``).
-6. Else, when nothing ended at or after the target: with ``propagate_failures_forward``
-   and the latest completion before the target a failure, FAIL; otherwise WAIT. (Under
-   ``started_after`` a success may have ended after the target without counting: then
-   something did end after the target, and the answer is WAIT.)
-
-``Facts`` is what a history reader fetched for one target; ``decide`` does no I/O, so
-every caller shares it unchanged.
+4. Else a connector paused or deleted as of now, no sync running: FAIL (no sync will
+   come), unless ``wait_when_paused``.
+5. Else the latest end is RESCHEDULED: WAIT, and look again at its ``rescheduledAt``.
+6. Else nothing ended at or after the target: FAIL with ``propagate_failures_forward``
+   and a failure as the latest completion before it; otherwise WAIT (so too under
+   ``started_after`` when a success ended after the target without counting).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """What a successful sync sends to Airflow: the asset event's ``extra``, and the delivery
 record (a Redis hash) that tracks it.
 
-webhook_app.forwarding writes the records; the read API, the CLI and the plugin's UI
-read them, so the plugin never imports webhook_app. The REST forwarder (sync Redis) and
-the Airflow watcher (``redis.asyncio``) send the same ``extra``, built sans-io:
-``assemble`` turns the reader's replies into it, ``extra_for``/``aextra_for`` drive them.
+Here so the plugin's UI reads the records without importing webhook_app. The REST
+forwarder and the Airflow watcher send the same ``extra``, built sans-io by ``assemble``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """A client of Fivetran's REST API: connections, groups, destinations, webhooks.
 
-It speaks ``/v1/connections`` (which replaced ``/v1/connectors``, now answering 404 for
-some accounts) with Basic auth; collections are paged by cursor (``data.next_cursor``).
-A 429 is waited out for its Retry-After up to ``max_retry_after``; a connection never
-made is retried, and for requests safe to repeat so are timeouts, resets and 5xx. Every
-error is a ``FivetranApiError`` reading ``METHOD /path: what happened``; the key and
-secret are in no message, log line or ``repr``.
+It speaks ``/v1/connections`` (``/v1/connectors`` answers 404 for some accounts). A 429
+is waited out up to ``max_retry_after``; a connection never made is retried, and for
+requests safe to repeat so are timeouts, resets and 5xx. The key and secret are in no
+message, log line or ``repr``.
 """
 
 from __future__ import annotations
@@ -165,8 +163,6 @@ class FivetranClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # --- Connections and groups ------------------------------------------------------
-
     def connections(
         self, group_id: str | None = None, *, schema: str | None = None
     ) -> list[Connection]:
@@ -184,10 +180,8 @@ class FivetranClient:
         return [Group.from_json(item) for item in self.items("/v1/groups")]
 
     def sync_history(self, connection_id: str, start: datetime, end: datetime) -> list[SyncRecord]:
-        """The connection's syncs from ``start`` to ``end``: Fivetran's "Retrieve
-        Connection Sync History" (fivetran.com/docs/rest-api/api-reference/connections/
-        retrieve-connection-sync-history), asked in windows of at most 7 days (its
-        maximum), each paged like any collection."""
+        """The connection's syncs from ``start`` to ``end``, in windows of at most 7 days
+        (fivetran.com/docs/rest-api/api-reference/connections/retrieve-connection-sync-history)."""
         path = f"/v1/connections/{_segment(connection_id)}/sync-history"
         out: list[SyncRecord] = []
         while start < end:
@@ -213,8 +207,6 @@ class FivetranClient:
         body = {"run_setup_tests": False, **fields}
         return Connection.from_json(self._one("PATCH", path, body=body, accept=CONNECTIONS_ACCEPT))
 
-    # --- Syncs -----------------------------------------------------------------------
-
     def sync_connection(self, connection_id: str, *, force: bool = False) -> None:
         """Ask Fivetran to sync the connection now. Without ``force`` a running sync is
         left alone and none starts; with it, a running sync is stopped and run again.
@@ -225,14 +217,11 @@ class FivetranClient:
     def resync_connection(
         self, connection_id: str, scope: Mapping[str, Sequence[str]] | None = None
     ) -> None:
-        """Resync the whole connection (``scope`` None), or ``scope`` only. Fivetran
-        completes a running sync first, or answers 409 (``FivetranRejected``) when it
-        cannot; a bad ``scope`` is refused here (``ValueError``), before any call."""
+        """Resync the whole connection (``scope`` None), or ``scope`` only; Fivetran
+        completes a running sync first, or answers 409 when it cannot."""
         path = f"/v1/connections/{_segment(connection_id)}/resync"
         checked = resync_scope(scope)
         self.request("POST", path, body=None if checked is None else {"scope": checked})
-
-    # --- Webhooks --------------------------------------------------------------------
 
     def webhooks(self) -> list[Webhook]:
         return [Webhook.from_json(item) for item in self.items("/v1/webhooks")]
@@ -261,8 +250,6 @@ class FivetranClient:
 
     def delete_webhook(self, webhook_id: str) -> None:
         self.request("DELETE", f"/v1/webhooks/{_segment(webhook_id)}")
-
-    # --- The transport -----------------------------------------------------------------
 
     def items(
         self,

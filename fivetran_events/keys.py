@@ -18,9 +18,7 @@ behind the connector's newest event. The other keys::
     {p}tables:{c}:fresh STRING  present while that list needs no refresh (expires daily;
                        deleted by edit_connector, resync_table and schema changes)
 
-Sorted sets scored by epoch milliseconds give every query the sensor needs in O(log n).
-Connector ids are validated to a small alphabet without ``:``, so no two connectors'
-keys can collide.
+Connector ids are validated to an alphabet without ``:``, so no two connectors' keys collide.
 """
 
 from __future__ import annotations

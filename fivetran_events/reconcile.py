@@ -1,17 +1,13 @@
 """Reconcile the history against Fivetran's REST API: completions the webhook never delivered.
 
-Each connection's ``succeeded_at``/``failed_at`` (one paged list of connections) is
-compared with the newest end of that outcome in the history. Only for a connection whose
-reported completion the history lacks is its sync history read (``GET
-/v1/connections/{id}/sync-history``, windows of at most 7 days, from the newest end the
-history has): every sync that ended since is recorded with its own sync id, so a missed
-sync that is not the latest is recovered too. Where that endpoint answers 404 or 403, or
-lists no sync near the reported time, the reported completion is recorded with a derived
-sync id. Both are ``sync_end``s marked ``SOURCE_RECONCILED``; the record script takes an
-end of that status from another source within _lua.SAME_SYNC_WINDOW_MS as the same
-completion, whichever came first, so a run twice records nothing new. Gaps older than
-``HISTORY_LOOKBACK_MS`` are the LOG import's (log_import.py). The webhooks Fivetran
-reports inactive are stored with the outcome, for /readyz.
+Each connection's ``succeeded_at``/``failed_at`` is compared with the history's newest
+end of that outcome. Only where the history lacks it is the connection's sync history
+read, from that end on, so a missed sync that is not the latest is recovered too; where
+that endpoint answers 404 or 403, or lists no sync near the reported time, the reported
+completion is recorded with a derived sync id. The record script takes an end of that
+status from another source within _lua.SAME_SYNC_WINDOW_MS as the same completion, so a
+run twice records nothing new. Gaps older than ``HISTORY_LOOKBACK_MS`` are the LOG
+import's.
 """
 
 from __future__ import annotations
@@ -137,7 +133,7 @@ def record_completions(
     on_success: OnSuccess | None = None,
     now: int | None = None,
 ) -> Outcome:
-    """Record ``events`` as the webhook would have, counting in ``outcome``."""
+
     now = now_ms() if now is None else now
     dated = [e for e in events if e.created_ms - now <= max_clock_skew_ms]
     outcome.skipped += len(events) - len(dated)

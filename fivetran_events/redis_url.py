@@ -1,15 +1,12 @@
 """Redis URLs, Redis Sentinel included: one convention, one place that builds clients.
 
-A deployment behind Sentinel is configured once, the way redis-py, Dramatiq and Flower
-users write it::
+Sentinel is written as redis-py, Dramatiq and Flower users write it (options:
+docs/production.md)::
 
     redis+sentinel://[[user]:password@]host1[:26379][,host2[:26379]...]/service[/db][?options]
-    rediss+sentinel://...   TLS to the primary (the data node)
 
-The user and password are the data nodes'; the options are the sentinels' own AUTH
-(``sentinel_username``, ``sentinel_password``), ``sentinel_ssl=true`` and
-``ssl_ca_certs``. Clients ask the sentinels for the primary on every new connection, so
-after a failover they reach the new one by themselves.
+Clients ask the sentinels for the primary on every new connection, so after a failover
+they reach the new one by themselves.
 """
 
 from __future__ import annotations

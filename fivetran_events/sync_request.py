@@ -1,14 +1,10 @@
 """Which sync answers a request to sync: the sync operator's decision, pure.
 
 A request made at T ends on the first sync that *started* at or after T: one already
-running holds rows from before T. Asked without ``force`` while a sync runs, Fivetran
-starts nothing, so a request whose earlier sync ended is asked again (ASK_AGAIN); with
-``force`` (a forced sync stops the running one, a resync completes it first) the
-request's own sync follows, so it waits. While a sync of its own runs, it waits for
-that one from its start (``retarget_ms``). With
-nothing recorded for ``fallback_after_ms``, the webhook may be broken: the connection is
-read from Fivetran instead (FALL_BACK, ``answer_from_connection``). Two requests made at
-once both end on a sync that started after each asked.
+running holds rows from before T. Without ``force`` Fivetran starts nothing while a sync
+runs, so the request is asked again once it ended (ASK_AGAIN); with ``force`` (or a
+resync) the request's own sync follows, so it waits. With nothing recorded for
+``fallback_after_ms`` the connection is read from Fivetran instead (FALL_BACK).
 """
 
 from __future__ import annotations

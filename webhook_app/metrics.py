@@ -93,8 +93,6 @@ def render(*scrape_time: Collector) -> tuple[bytes, str]:
     return generate_latest(REGISTRY) + generate_latest(extra), CONTENT_TYPE_LATEST
 
 
-# --- Forwarding to Airflow -------------------------------------------------------------
-
 FORWARD_OUTCOMES = Counter(
     "fivetran_events_forward_attempts",
     "Attempts to forward a successful sync to an Airflow dataset, by outcome (delivered, "
@@ -116,8 +114,6 @@ FORWARD_REQUEST_SECONDS = Histogram(
 )
 
 
-# --- Reconciling against Fivetran's REST API -------------------------------------------
-
 RECONCILED = Counter(
     "fivetran_events_reconciled",
     "Completions Fivetran's REST API reported that the webhook never delivered, recorded "
@@ -125,8 +121,8 @@ RECONCILED = Counter(
     "connectors a process counts the rest as OTHER.",
     ["connector"],
 )
-#: Distinct connector labels one process gives RECONCILED before it counts the rest as
-#: OTHER: an account's connectors are bounded, a bug or a hostile id list is not.
+#: Connector labels of RECONCILED per process: an account's connectors are bounded, a
+#: bug or a hostile id list is not.
 RECONCILED_CONNECTORS_CAP = 500
 _reconciled_seen: set[str] = set()
 
@@ -139,8 +135,6 @@ def count_reconciled(connector_id: str) -> None:
         _reconciled_seen.add(connector_id)
     RECONCILED.labels(connector=connector_id).inc()
 
-
-# --- Gauges read from Redis at scrape time ---------------------------------------------
 
 #: The states an on-call person acts on, each with an index of its own in Redis: a count
 #: is one ZCARD and the oldest one ZRANGE 0 0, however many deliveries there are.

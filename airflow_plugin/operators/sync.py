@@ -181,7 +181,7 @@ class FivetranSyncOperator(BaseOperator):
         if min_deferral < 0:
             raise ValueError(f"{self.task_id}: min_deferral must be >= 0 seconds")
         self.min_deferral = float(min_deferral)
-        # What already_synced reads: the run's data_interval_end, ended_after.
+        # For already_synced: the run's data_interval_end, ended_after.
         self.target_time = None
         self.criterion = "ended_after"
 
@@ -233,22 +233,16 @@ class FivetranSyncOperator(BaseOperator):
         asked = now_ms()
         if not self._request(after):
             return asked, running, True
-        if running and self._follows:
+        if running:
             self.log.info(
-                "connector %s was syncing: Fivetran completes that sync, then runs the resync",
+                "connector %s was syncing: %s",
                 cid,
-            )
-        elif running and self.force:
-            self.log.info(
-                "connector %s was syncing: asked with force, so Fivetran stops "
-                "that sync and runs a new one",
-                cid,
-            )
-        elif running:
-            self.log.info(
-                "connector %s was syncing: Fivetran starts no second sync without "
-                "force, so this task waits for that one to end and asks again",
-                cid,
+                "Fivetran completes that sync, then runs the resync"
+                if self._follows
+                else "asked with force, so Fivetran stops that sync and runs a new one"
+                if self.force
+                else "Fivetran starts no second sync without force, so this task waits "
+                "for that one to end and asks again",
             )
         self.log.info("connector %s: %s asked at %s", cid, self.mode, iso(asked))
         return asked, running, False

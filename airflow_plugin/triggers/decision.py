@@ -1,10 +1,8 @@
 """The trigger behind ``FivetranDateTimeSensor(deferrable=True)``.
 
-It decides as the sensor's poke does, with async Redis only. It wakes on the webhook
-server's change message for the connector and re-checks at most ``recheck_interval``
-seconds after its last read, so a lost message delays the decision by one interval at
-most. An unreachable Redis is retried as a poke retries it, then reported in an event
-with status ``unavailable`` that ``execute_complete`` raises, so it shows on the task.
+It decides as the sensor's poke does, with async Redis only, woken by the connector's
+change message and re-checking every ``recheck_interval`` seconds. An outage is reported
+in an ``unavailable`` event that ``execute_complete`` raises, so it shows on the task.
 """
 
 from __future__ import annotations
@@ -29,13 +27,11 @@ from ..hooks import (
 )
 from ._wakeups import changed_within, hub_for, stop_if_cancelled
 
-#: Default seconds between re-checks when no change message arrives. A message is lost
-#: only with the subscription, and the hub wakes every trigger when it subscribes again,
-#: so this is a last resort (its cost at scale: docs/sensor.md).
+#: Seconds between re-checks without a change message: a last resort, as the hub wakes
+#: every trigger when it subscribes again (its cost at scale: docs/sensor.md).
 DEFAULT_RECHECK_INTERVAL = 300.0
-#: Each wait is drawn from [1 - this, 1] x ``recheck_interval``: triggers woken together
-#: (all of them, when the hub subscribes again) drift apart instead of re-checking in one
-#: burst every interval, which would delay a real wake-up queued behind it.
+#: Each wait is drawn from [1 - this, 1] x ``recheck_interval``, so triggers woken
+#: together drift apart instead of re-checking in one burst every interval.
 RECHECK_JITTER = 0.25
 #: The event status that reports an outage (the others are decision outcomes).
 UNAVAILABLE = "unavailable"
@@ -94,8 +90,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
                 "status": decision.outcome.value,
                 "message": decision.reason,
                 "decision": decision.to_dict(),
-                # When the trigger fired (epoch s): the task's resume happens a scheduler
-                # loop or two later, so this is the only way to time the wake-up itself.
+                # Epoch s: the task resumes a scheduler loop or two later.
                 "fired_at": time.time(),
             }
         )
@@ -134,8 +129,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
                         decision.reason,
                     )
                     return decision
-                # The first wait is worth a line in the task log (why it defers); later
-                # ones repeat it every re-check, so they stay at debug.
+                # Only the first wait is worth a line in the task log (why it defers).
                 level = logging.INFO if woken_by == "the first check" else logging.DEBUG
                 self.log.log(level, "connector %s waits: %s", self.connector_id, decision.reason)
                 pause, why = self._pause(decision)

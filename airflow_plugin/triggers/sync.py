@@ -1,12 +1,8 @@
 """The wait of ``FivetranSyncOperator``: a sync request answered from the history.
 
-``FivetranSyncRequestTrigger`` is the sensor's trigger with the request's decision
-(``fivetran_events.sync_request.answer``): it fires on SUCCESS, FAIL or ASK_AGAIN (the
-operator asks again and defers anew). After ``fallback_after`` seconds with nothing of
-the request recorded, it also reads the connection from Fivetran's API every
-``poll_frequency`` seconds (in a thread: the client blocks), so a broken webhook degrades
-to polling instead of hanging; a manual connection Fivetran reports ``rescheduled`` is
-asked again at its ``rescheduled_for``. Not deferrable, the operator runs the same ``wait``.
+It fires on SUCCESS, FAIL or ASK_AGAIN (``fivetran_events.sync_request.answer``). After
+``fallback_after`` seconds with nothing of the request recorded it also reads Fivetran's
+API every ``poll_frequency`` seconds, so a broken webhook degrades to polling.
 
 Deferred, the answer is held until ``min_deferral`` seconds after the task deferred:
 Airflow 3.2-3.3's scheduler fails a task resumed before it has read the executor's
@@ -51,9 +47,8 @@ DEFAULT_MIN_DEFERRAL = 10.0
 class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
     """Fire once the request made at ``target_ms`` is answered, or must be made again.
 
-    ``force``: the request's own sync follows one running when it asked (a forced sync,
-    a resync). ``conflict``: the request was refused (a resync's 409) and this waits for
-    the running sync to end; echoed in the event so the operator asks only once more.
+    ``force``: the request's sync follows one running when it asked. ``conflict``: the
+    request was refused (a resync's 409); echoed so the operator asks only once more.
     """
 
     def __init__(

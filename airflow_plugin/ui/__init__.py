@@ -1,10 +1,8 @@
 """The "Fivetran syncs" view: every connector's syncs and decisions in Airflow's UI.
 
-A FastAPI app (``app.py`` routes, ``queries.py`` reads, ``render.py`` draws) that the
-``AirflowPlugin`` mounts in Airflow's API server (3.3+) under ``URL_PREFIX``, behind
-Airflow's own login; and the links to it, built by one function so the extra link, a
-log line and the view agree on its URLs: ``/fivetran-events/connectors/{connector_id}``
-with the optional ``target`` (ISO 8601) and the decision flags as query parameters.
+A FastAPI app (``app.py`` routes, ``queries.py`` reads, ``render.py`` draws) mounted in
+Airflow's API server (3.3+) under ``URL_PREFIX``, and the links to it, built by one
+function so the extra link, a log line and the view agree on its URLs.
 """
 
 from __future__ import annotations
@@ -77,9 +75,8 @@ def under_base_url(relative: str) -> str:
 class FivetranConnectorLink(BaseOperatorLink):
     """Open the sensor's connector in the fivetran-events UI, at the run's target.
 
-    Airflow 3 computes the link in the task's process when the task ends, with the run's
-    context: it names the target the sensor judged. Airflow 2 computes it in the
-    webserver without a context: it opens the connector without a target.
+    Airflow 3 computes the link when the task ends, with the run's context (the target);
+    Airflow 2 in the webserver without one, so without a target.
     """
 
     name = "Fivetran syncs"

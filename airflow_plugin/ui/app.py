@@ -1,9 +1,7 @@
 """The view's FastAPI app: a list of connectors and one page per connector.
 
 Every route sits behind Airflow's own auth dependency (the website view, which any
-logged-in role holds), so this app never sees an unauthenticated request. Bad query
-parameters get a 400 page naming the parameter, an unknown connector 404, an unreadable
-Redis 503.
+logged-in role holds), so this app never sees an unauthenticated request.
 """
 
 from __future__ import annotations

@@ -111,8 +111,7 @@ class Bar:
     rescheduled_at_ms: int | None = None
     #: The delivery carried no sync_id: this one was derived from connector and time.
     derived: bool = False
-    #: Where the record came from when not from the webhook: "imported" (Fivetran's LOG
-    #: table) or "reconciled" (its REST API reported a completion never delivered).
+    #: "imported" (Fivetran's LOG table), "reconciled" (its REST API), or None (webhook).
     source: str | None = None
 
 

@@ -1,9 +1,7 @@
 """The sweeper: queue an RQ job for every delivery whose due time has come.
 
 New deliveries, retries, lease expiries and unqueued claims are due times in one sorted
-set; each worker's sweeper thread queues whatever is due (never a second job while one is
-queued), so no RQ scheduler is needed and a killed worker's delivery resumes. No HTTP
-client here: the web process may name the jobs.
+set, so no RQ scheduler is needed and a killed worker's delivery resumes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A sync's table-level delivery, expanded into one delivery per consumed table.
 
-The webhook creates one delivery per sync for all its tables, so what it writes does not
-grow with the table count. Its attempt refreshes the table list when due, asks Airflow
-once which tables are assets (a table no DAG uses would only be a 404), and creates a
-delivery per consumed table, due now, in one MULTI; run again, it creates only what is
-missing.
+The webhook creates one delivery per sync, so what it writes does not grow with the
+table count; its attempt asks Airflow once which tables are assets and creates a
+delivery per consumed table in one MULTI (run again, only what is missing).
 """
 
 from __future__ import annotations
