@@ -136,8 +136,7 @@ def cached_tables(
 def read_tables(
     sql: SqlFolder, schemas: Mapping[str, str], tables: Mapping[str, list[DestinationTable]]
 ) -> tuple[list[str], set[str]]:
-    """Return the table URIs ``sql`` reads (a connector's cached tables, matched by schema
-    and name, any case) and the connectors it reads outside them."""
+    """Return the table URIs ``sql`` reads and the connectors it reads outside them."""
     schemas = {k.lower(): v for k, v in schemas.items()}
     named = {
         cid: {(t.schema.lower(), t.table.lower()): t.uri for t in ts} for cid, ts in tables.items()
@@ -192,8 +191,7 @@ def build_dag(
     tables: Mapping[str, list[DestinationTable]] | None = None,
     **overrides: Any,
 ) -> Any:
-    """Build one DAG from ``folder``; raise SqlFolderError (naming the file) on any problem.
-    ``tables`` gives the connectors' destination tables instead of reading their cache."""
+    """Build one DAG from ``folder``; raise SqlFolderError (naming the file) on any problem."""
     from airflow.sdk import DAG, Asset, AssetAll, AssetAny, TaskGroup, chain
 
     from .operators.sql import FivetranSqlOperator
@@ -315,8 +313,7 @@ def build_dag(
 
 
 def dags_from_folder(folder: str | Path, **overrides: Any) -> Any:
-    """Build the DAG of ``folder`` (relative to the calling DAG file), which registers
-    itself in the DAG processor: a DAG file needs no assignment."""
+    """Build the DAG of ``folder``, relative to the calling DAG file."""
     root = Path(folder)
     if not root.is_absolute():
         root = _caller_dir() / root

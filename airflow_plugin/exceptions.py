@@ -6,25 +6,18 @@ from .compat import AirflowException
 
 
 class FivetranSyncFailed(AirflowException):
-    """Raised when the history decides FAIL for the run's target.
-
-    Not ``AirflowFailException``: a retry after a later successful sync passes.
-    """
+    """Raised when the history decides FAIL for the run's target (not
+    ``AirflowFailException``: a retry after a later successful sync passes)."""
 
 
 class FivetranHistoryUnavailable(Exception):
     """Raised when the history's Redis stayed unreachable for a whole retry window.
 
-    Airflow treats it as an error in ``poke`` in every mode (``silent_fail`` keeps
-    waiting, ``never_fail`` skips, otherwise ``retries`` apply). Not an
-    ``AirflowException``: Airflow skips one from ``execute_complete`` under ``soft_fail``,
-    and an outage is no answer that may skip a run.
+    An error in ``poke`` in every mode; not an ``AirflowException``, which Airflow skips
+    from ``execute_complete`` under ``soft_fail``: an outage is no answer to skip a run on.
     """
 
 
 class ConnectorNameError(ValueError):
-    """Raised when a ``connector_name`` names no connector, or several (named in the message).
-
-    A ValueError: the DAG's input is wrong, though retries apply (a connector becomes
-    known with its first webhook).
-    """
+    """Raised when a ``connector_name`` names no connector, or several; a ValueError (the
+    DAG's input is wrong), though retries apply: a connector is known from its first webhook."""

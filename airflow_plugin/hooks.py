@@ -221,8 +221,7 @@ class FivetranEventsRedisHook(BaseHook):
         return config_from_connection(await aget_connection(self.redis_conn_id))
 
     def read_retrying(self, read: Callable[[HistoryReader], T], what: str, timeout: float) -> T:
-        """Return ``read(reader)``, retried while Redis is unreachable for ``timeout`` s,
-        then ``FivetranHistoryUnavailable`` naming ``what``."""
+        """Return ``read(reader)``, retried while Redis is unreachable for ``timeout`` s."""
         try:
             return Retrying(**_retry_policy(what, timeout))(lambda: read(self.reader()))
         except UNREACHABLE as exc:
@@ -347,8 +346,7 @@ def _listing(candidates: list[tuple[str, Any, Any]]) -> str:
 
 
 def base_url_of(conn: Connection) -> str:
-    """Return the connection's host as a base URL (``https://`` unless it has a scheme,
-    plus its port), or Fivetran's own when it has none."""
+    """Return the connection's host as a base URL, or Fivetran's own when it has none."""
     host = (conn.host or "").strip()
     if not host:
         return DEFAULT_FIVETRAN_API_URL

@@ -20,8 +20,7 @@ from .ui import URL_PREFIX, LazyApp
 
 
 def asset_uri(connector_id: str, template: str | None = None) -> str:
-    """Return the connector's asset URI, from ``template`` or as the worker makes it
-    (``FIVETRAN_EVENTS_DATASET_URI_TEMPLATE`` and mapping file)."""
+    """Return the connector's asset URI, from ``template`` or as the worker makes it."""
     return dataset_uri(connector_id, template=template) if template else dataset_uri(connector_id)
 
 

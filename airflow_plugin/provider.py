@@ -1,10 +1,9 @@
 """What ``get_provider_info`` tells Airflow (the ``apache_airflow_provider`` entry point).
 
 It imports nothing from Airflow: Airflow calls it in every process that discovers
-providers, sometimes while ``airflow`` itself is still importing. The connection forms
-are data here, read by Airflow 3.2+ and turned into the hooks' form methods for the UIs
-before 3.2. The plugin keeps its ``airflow.plugins`` entry point too: Airflow loads
-providers' plugins only with ``[core] lazy_discover_providers = False``.
+providers, sometimes while ``airflow`` itself is still importing. The plugin keeps its
+``airflow.plugins`` entry point too: Airflow loads providers' plugins only with
+``[core] lazy_discover_providers = False``.
 """
 
 from __future__ import annotations

@@ -166,8 +166,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         return None
 
     def _get_next_poke_interval(self, started_at: Any, run_duration: Any, poke_count: int) -> float:
-        """Wait until Fivetran's ``rescheduledAt`` when the last poke saw one ahead, but
-        not past the sensor's timeout; otherwise as Airflow does (poke_interval, backoff)."""
+        """Wait until a ``rescheduledAt`` ahead (not past the timeout), else as Airflow does."""
         due = self._recheck_at_ms
         if due is not None:
             until = (due - now_ms()) / 1000

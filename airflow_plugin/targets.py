@@ -1,15 +1,9 @@
 """The target time of a run: what "synced as of this run" means.
 
 The target is a pure function of the run, never of the wall clock when a task starts,
-so a retried, rescheduled or restarted sensor waits for the same thing. In order:
-
-1. ``target_time`` when given (a datetime, or ISO 8601 text; naive means UTC);
-2. the run's ``data_interval_end`` (cron with intervals, timedelta, events and custom
-   timetables; with ``CronTriggerTimetable`` it equals the logical date);
-3. for runs without a data interval (Airflow 3 asset-triggered and manual runs): the
-   newest triggering asset event's ``ended_at`` (the forwarder puts the sync's end
-   there; the watcher's events carry it under ``payload``), else that event's timestamp;
-4. else the run's ``run_after`` (Airflow 3; the logical date on Airflow 2).
+so a retried, rescheduled or restarted sensor waits for the same thing: ``target_time``,
+else ``data_interval_end``, else (Airflow 3 asset-triggered and manual runs) the newest
+triggering event's ``ended_at``, else ``run_after`` (the logical date on Airflow 2).
 """
 
 from __future__ import annotations

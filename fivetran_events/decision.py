@@ -56,8 +56,7 @@ def parse_criterion(value: str | Criterion) -> Criterion:
 
 @dataclass(frozen=True)
 class Completion:
-    """One ``sync_end`` of a connector: a success, a failure, or an end that completes
-    nothing (RESCHEDULED, CANCELED, a status Fivetran added)."""
+    """One ``sync_end``: a success, a failure, or an end that completes nothing."""
 
     sync_id: str
     status: str
@@ -167,11 +166,8 @@ class Lifecycle:
 
 @dataclass(frozen=True)
 class Facts:
-    """What the decision needs to know about one connector for one target.
-
-    ``successes_from_target``: successes that ended at or after the target, oldest
-    first; it holds one that also started at or after it whenever one exists.
-    """
+    """What the decision needs to know about one connector for one target;
+    ``successes_from_target`` holds one that started at or after it whenever one exists."""
 
     target_ms: int
     successes_from_target: tuple[Completion, ...] = ()
@@ -184,8 +180,7 @@ class Facts:
 
 @dataclass(frozen=True)
 class Decision:
-    """The outcome, the sync that decided it (if any) and a one-line reason;
-    ``recheck_at_ms`` is when a WAIT is worth looking at again (``rescheduledAt``)."""
+    """The outcome, the deciding sync and a reason; ``recheck_at_ms``: when to look again."""
 
     outcome: Outcome
     reason: str

@@ -266,8 +266,7 @@ def refresh(
     connector_id: str,
     group_id: str | None = None,
 ) -> list[DestinationTable]:
-    """Read ``connector_id``'s enabled tables and destination from Fivetran (two calls),
-    name them, cache them and return them."""
+    """Read, name and cache ``connector_id``'s enabled tables (two calls to Fivetran)."""
     if not group_id:
         group_id = fivetran.connection(connector_id).group_id or ""
     destination = fivetran.destination(group_id)
@@ -305,8 +304,7 @@ def current(
     connector_id: str,
     group_id: str | None = None,
 ) -> list[DestinationTable] | None:
-    """``connector_id``'s cached tables, refreshed first when due and a Fivetran client is
-    given; while Fivetran fails, a cached list is used."""
+    """``connector_id``'s cached tables, refreshed first when due (kept while Fivetran fails)."""
     prefix = settings.key_prefix
     cached = destination_tables(client, prefix, connector_id)
     if fivetran is None or (cached is not None and tables_fresh(client, prefix, connector_id)):

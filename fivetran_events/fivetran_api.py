@@ -100,8 +100,7 @@ def resync_scope(scope: Mapping[str, Sequence[str]] | None) -> dict[str, list[st
 
 
 class FivetranClient:
-    """Fivetran's REST API with one account's key and secret (a ``requests`` session,
-    released by ``close()`` or ``with``)."""
+    """Fivetran's REST API with one account's key and secret."""
 
     def __init__(
         self,

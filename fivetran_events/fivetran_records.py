@@ -72,8 +72,7 @@ class Connection:
 
 @dataclass(frozen=True)
 class SyncRecord:
-    """One sync of a connection's sync history: its id, start, end (None while it runs)
-    and status, with the reason of a failure."""
+    """One sync of a connection's sync history (``end`` None while it runs)."""
 
     sync_id: str | None
     started_at: datetime | None
@@ -176,8 +175,7 @@ class Destination:
 
 
 def enabled_tables(schema_config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The sorted (schema, table) destination names of a schema configuration's enabled
-    tables: ``name_in_destination``, else the source's name."""
+    """The sorted (schema, table) destination names of the enabled tables."""
     out: set[tuple[str, str]] = set()
     schemas = schema_config.get("schemas")
     for sname, schema in (schemas or {}).items() if isinstance(schemas, Mapping) else ():

@@ -47,8 +47,7 @@ def quoted(text: str | None, limit: int = QUOTE_LIMIT) -> str:
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Parse a Retry-After header (seconds or an HTTP date) into seconds from now; None
-    for garbage, NaN or a negative number. The caller caps a huge value."""
+    """Parse a Retry-After header into seconds from now; None for garbage, NaN, negatives."""
     if not value:
         return None
     value = value.strip()

@@ -95,14 +95,12 @@ def changes_pattern(prefix: str) -> str:
 #     {p}fwd:s:{c}:{s}       SET   the delivery ids of one sync (the syncs API joins on it)
 #     {p}fwd:all             ZSET  every delivery id, score: webhook receipt ms (listing)
 #     {p}fwd:undelivered     ZSET  deliveries given up (404, retries exhausted), for replay
-#     {p}fwd:due             ZSET  deliveries that need an attempt at score ms: new ones (due
-#                                  at receipt), retries and leases of in-flight attempts (a dead
-#                                  worker's work resumes)
+#     {p}fwd:due             ZSET  deliveries that need an attempt at score ms: new ones,
+#                                  retries, leases of in-flight attempts (a dead worker's resume)
 #     {p}fwd:wake            LIST  at most one element: pushed when deliveries are made due now,
 #                                  popped (BLPOP) by a worker's sweeper, which then sweeps
-#     {p}fwd:st:{state}      ZSET  the deliveries in one state (pending, retrying, undelivered,
-#                                  failed; delivered ones are not indexed), score: receipt ms,
-#                                  so counting a state is one ZCARD (the scrape-time gauges)
+#     {p}fwd:st:{state}      ZSET  the deliveries in one state but delivered, score: receipt
+#                                  ms, so counting a state is one ZCARD (the scrape-time gauges)
 #     {p}fwd:asset:{u}       STRING  Airflow's id of the asset with URI hash {u}, found by one
 #                                  worker and shared with the others until it expires
 

@@ -247,8 +247,7 @@ def record_events(
     on_success: OnSuccess | None = None,
     now: int | None = None,
 ) -> Summary:
-    """Write ``events`` into the history, counting what became of each in ``summary``.
-    Recorded successes go through ``on_success`` (forwarded); known ones do not."""
+    """Write ``events`` into the history, counting what became of each in ``summary``."""
     now = now_ms() if now is None else now
 
     def dated_now(stream: Iterable[Event]) -> Iterator[Event]:
@@ -329,8 +328,7 @@ def _lines(stream: IO[bytes], counter: list[int]) -> Iterator[str]:
 
 
 def read_file(path: Path) -> FileRows:
-    """Open a LOG export: JSON Lines when its first character is ``{``, else CSV with a
-    header row. Raise LogReadError naming what is wrong with it."""
+    """Open a LOG export: JSON Lines when it starts with ``{``, else CSV with a header."""
     try:
         stream = path.open("rb")
         size = path.stat().st_size

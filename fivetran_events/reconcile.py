@@ -71,8 +71,7 @@ def _end(
 
 
 def completions_of(connections: Iterable[Connection]) -> Iterator[Event]:
-    """The completions Fivetran reports, as reconciled ``sync_end`` events, oldest first
-    per connection (a connection whose id the history cannot hold is left out)."""
+    """The completions Fivetran reports, as reconciled ``sync_end`` events."""
     for c in connections:
         if not is_valid_id(c.id) or c.id.startswith("_"):
             continue
@@ -150,8 +149,7 @@ def record_completions(
 
 
 def _synced(c: Connection, s: SyncRecord) -> Event | None:
-    """A sync of the sync history as a reconciled ``sync_end`` (None: it has not ended,
-    or has no id or status the history can hold)."""
+    """A sync of the sync history as a reconciled ``sync_end`` (None: none to record)."""
     if s.ended_at is None or not s.sync_id or not is_valid_id(s.sync_id):
         return None
     if not s.status or len(s.status) > 64:
@@ -206,8 +204,7 @@ def _completions(
     earliest_ms: int,
     outcome: Outcome,
 ) -> list[Event]:
-    """What to record: each connection's reported completions, and where the history
-    lacks one, every sync its sync history lists since the history's newest end."""
+    """What to record: the reported completions and the syncs the history lacks."""
     reported = {c.id: list(completions_of([c])) for c in connections}
     ids = [cid for cid, ends in reported.items() if ends]
     newest = dict(zip(ids, HistoryReader(client, prefix, 0).newest_of(ids), strict=True))
@@ -249,8 +246,7 @@ def reconcile(
     max_clock_skew_ms: int,
     on_success: OnSuccess | None = None,
 ) -> Outcome:
-    """One run: record what the history lacks and store the outcome; Fivetran's errors
-    are raised before anything is written."""
+    """Record what the history lacks and store the outcome; Fivetran's errors come first."""
     outcome = Outcome(started_ms=now_ms())
     connections = fivetran.connections()
     webhooks = fivetran.webhooks()

@@ -1,8 +1,7 @@
 """Dataset (Asset) URIs per connector, for DAG authors and the forwarder alike.
 
-Both sides build them from the same settings, so nobody types a URI by hand: a
-template, or a mapping file (TOML, JSON, or YAML with PyYAML) naming one or more URIs
-per connector; a connector it does not name gets the template::
+Both sides build them from the same settings: a template, or a mapping file (TOML, JSON,
+or YAML with PyYAML) naming URIs per connector, the template for the others::
 
     # fivetran-datasets.toml
     [connectors]
@@ -45,8 +44,7 @@ class UriMap:
         connector_type: str | None = None,
         group_id: str | None = None,
     ) -> list[str]:
-        """Return the URIs a successful sync of ``connector_id`` updates, without duplicates
-        (a missing name, type or group renders as an empty string)."""
+        """Return the URIs a successful sync of ``connector_id`` updates, without duplicates."""
         names = dict(
             connector_name=connector_name, connector_type=connector_type, group_id=group_id
         )
@@ -141,8 +139,7 @@ def dataset_uris(
     mapping_file: str | Path | None = None,
     uri_map: UriMap | None = None,
 ) -> list[str]:
-    """Return the dataset URIs of ``connector_id`` from the caller's map or configuration,
-    else from the environment, exactly as the forwarding worker reads them."""
+    """Return ``connector_id``'s dataset URIs exactly as the forwarding worker reads them."""
     if uri_map is None:
         if template is None and mapping_file is None:
             uri_map = UriMap.from_settings(load_settings())

@@ -344,8 +344,7 @@ class AirflowClient:
                 return
 
     def assets_under(self, prefix: str) -> dict[str, list[str]]:
-        """Return every asset whose URI starts with ``prefix``: URI -> the DAGs scheduled
-        on it. One paged listing, whose ids fill the cache for the POSTs that follow."""
+        """Return each asset URI starting with ``prefix`` -> its DAGs (filling the id cache)."""
         v2 = self.version() == "2"
         path, key, dags = (
             ("/api/v1/datasets", "datasets", "consuming_dags")
@@ -364,8 +363,7 @@ class AirflowClient:
         return out
 
     def prepare(self, uri: str) -> None:
-        """Fetch what a POST to ``uri`` needs (version, token, asset id) before the
-        forwarder marks it in flight, so the mark's time is the POST's own."""
+        """Fetch what a POST needs first, so the in-flight mark's time is the POST's own."""
         if self.version() != "2":
             self.asset_id(uri)
 

@@ -1,8 +1,7 @@
 """Prometheus metrics: each process's counters, and gauges read from Redis at scrape time.
 
-With ``PROMETHEUS_MULTIPROC_DIR`` set (``serve`` sets it) /metrics aggregates every
-gunicorn worker's samples. The gauges cost three round trips that grow with the number
-of connectors only; a Redis error yields ``fivetran_events_gauges_up 0``, not a failure.
+The gauges cost three round trips that grow with the number of connectors only; a Redis
+error yields ``fivetran_events_gauges_up 0``, not a failure.
 """
 
 from __future__ import annotations

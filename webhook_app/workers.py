@@ -82,8 +82,7 @@ def build_forwarder(settings: Settings, with_airflow: bool = True) -> Forwarder:
 def lineage_sender(
     settings: Settings, client: redis.Redis, fivetran: FivetranClient | None
 ) -> Callable[[Recorder], Sender]:
-    """Return what builds the OpenLineage sender (a run's outputs: the connector's cached
-    tables), or say the ``lineage`` extra is missing."""
+    """Return what builds the OpenLineage sender, or say its extra is missing."""
     try:
         from .forwarding.lineage import LineageSender, table_outputs
     except ImportError as exc:
@@ -224,8 +223,7 @@ def reconcile_run(settings: Settings, forward: bool = True) -> Outcome:
 
 
 def schedule_next(settings: Settings, queue: Queue, now: int | None = None) -> bool:
-    """Enqueue the reconcile of the next period at its start, unless another worker did
-    (whoever sets the period's key first); return whether this call did."""
+    """Enqueue the next period's reconcile unless another worker did; return if this did."""
     every = max(1, int(settings.reconcile_minutes * 60_000))
     now = now_ms() if now is None else now
     period = now // every + 1
@@ -244,8 +242,7 @@ def schedule_next(settings: Settings, queue: Queue, now: int | None = None) -> b
 
 
 def reconcile_job() -> dict[str, object]:
-    """The worker's RQ job: schedule the next period first (a failing run does not stop
-    the schedule), then run."""
+    """The RQ job: schedule the next period first (a failing run must not stop it), then run."""
     settings = load_settings()
     if not reconcile_enabled(settings):
         return {"skipped": "no Fivetran API key, or FIVETRAN_EVENTS_RECONCILE_MINUTES is 0"}
@@ -255,8 +252,7 @@ def reconcile_job() -> dict[str, object]:
 
 
 def start_schedule(settings: Settings, queue: Queue) -> bool:
-    """Called as a worker starts: schedule the next period, or say once why not; return
-    whether the worker needs RQ's scheduler."""
+    """Schedule the next period, or say why not; return whether RQ's scheduler is needed."""
     if not reconcile_enabled(settings):
         log.info(
             "not reconciling against Fivetran: %s",
@@ -286,8 +282,7 @@ def member_setup() -> None:
 
 
 def serve_metrics(port: int, directory: str) -> None:
-    """Serve the members' metrics (``PROMETHEUS_MULTIPROC_DIR`` ``directory``), summed,
-    on 127.0.0.1:``port``: one target per pool."""
+    """Serve the members' metrics, summed, on 127.0.0.1:``port``."""
     from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 
     registry = CollectorRegistry()

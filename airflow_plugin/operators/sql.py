@@ -1,9 +1,8 @@
 """The DAG factory's SQL task: the common.sql operator, aware of Fivetran re-syncs.
 
-After a ``resync_connector``/``resync_table``, the triggering event's ``extra.full_refresh``
-is true and templates see ``full_refresh`` as true (``{% if full_refresh %} TRUNCATE
-...{% endif %}``), unless ``reset_allowed`` is false for a table the task writes: then it
-runs incrementally and logs the refusal, as dbt's ``full_refresh: false`` does.
+After a resync the triggering event's ``extra.full_refresh`` is true and so is the
+templates' ``full_refresh``, unless ``reset_allowed`` is false for a table the task
+writes (then it runs incrementally, as dbt's ``full_refresh: false`` does).
 """
 
 from __future__ import annotations

@@ -213,8 +213,7 @@ class FivetranSyncOperator(BaseOperator):
         self.log.info("connector name %r is connector %s", self.connector_name, self.connector_id)
 
     def _ask(self, after: Mapping[str, Any] | None = None) -> tuple[int, bool, bool]:
-        """Ask Fivetran for the sync (again ``after`` a wait's ASK_AGAIN event); return the
-        moment asked, whether one was running, and whether Fivetran refused it for now."""
+        """Ask Fivetran for the sync; return when, whether one ran, whether it was refused."""
         cid = self.connector_id
         conn = self.client.connection(cid)
         if conn.paused:

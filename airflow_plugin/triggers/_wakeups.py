@@ -56,8 +56,7 @@ class Change:
 
 
 async def changes(client: Any, prefix: str, tick: float | None = None) -> AsyncIterator[Change]:
-    """Yield the history's changes for ever (a ``"tick"`` every ``tick`` s, if given);
-    a Redis error yields ``"lost"``, then it subscribes again."""
+    """Yield the history's changes for ever; a Redis error yields ``lost``, then resubscribes."""
     pattern = changes_pattern(prefix)
     channel_prefix = pattern[:-1]
     while True:

@@ -138,8 +138,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
             await hub.unregister(self.connector_id, changed)
 
     def _pause(self, decision: Decision) -> tuple[float, str]:
-        """Return the seconds until the next look without a change message, and why (a
-        ``rescheduledAt`` ahead replaces the re-check interval)."""
+        """Return the seconds until the next look without a change message, and why."""
         due = decision.recheck_at_ms
         if due is not None:
             until = (due - now_ms()) / 1000

@@ -43,8 +43,7 @@ class LazyApp:
 
 
 def connector_view_url(connector_id: str, target: datetime | None = None, **flags: Any) -> str:
-    """Return the relative URL of one connector's page, showing the decision for ``target``
-    with the sensor's ``flags`` (``None`` leaves one at the page's default)."""
+    """Return the relative URL of a connector's page at ``target``, with ``flags``."""
     unknown = sorted(set(flags) - set(FLAGS))
     if unknown:
         raise TypeError(f"unknown flag(s) {', '.join(unknown)}; expected some of {FLAGS}")

@@ -138,8 +138,7 @@ def timeline(
     now: int | None = None,
     limit: int = MAX_SYNCS,
 ) -> tuple[list[Bar], bool]:
-    """Return the newest ``limit`` syncs that ended (or, running, started) in the range,
-    and whether more did."""
+    """Return the newest ``limit`` syncs that ended (or started) in the range, and if more did."""
     rows = reader.syncs(connector_id, since_ms, until_ms, limit=limit + 1, now=now)
     bars = [
         Bar(

@@ -9,12 +9,9 @@ terminator it fits a 32-byte allocation (docs/internals.md)::
     delta   = end - start of the attempt, in ms, base 36; empty when no start is known
     end     = the end in ms, base 36: only when another end of the same sync would
               otherwise have the same member (two successes of one sync id, no start)
-    source  = where the record came from, one upper-case letter (model.SOURCE_*): "I"
-              imported from Fivetran's LOG table, "R" reconciled from its REST API;
-              none for a webhook delivery
+    source  = model.SOURCE_*: "I" imported, "R" reconciled; none for a webhook delivery
     json    = {"st": status, "r": reason, "tt": task_type, "ra": rescheduled_at_ms}:
-              only for anything but SUCCESSFUL (failures and reschedules are rare:
-              what Fivetran says of them may be long)
+              only for anything but SUCCESSFUL (rare, and possibly long)
 
 The end is the member's score in ``ok``/``fail``/``other`` and start + delta in
 ``okstart`` (scored by start). Sync ids never contain "," or " " (model.ID_PATTERN).
@@ -109,8 +106,7 @@ def encode_completion(event: Event, started_ms: int | None = None) -> str:
 def decode_completion(
     member: str | bytes, score: float | None = None, by_start: bool = False
 ) -> Completion:
-    """Decode a completion member read with its ``score``: the end, or the start with
-    ``by_start`` (``okstart``)."""
+    """Decode a member read with its ``score``: the end, or the start (``by_start``)."""
     text = as_text(member)
     if score is None:
         raise ValueError("a completion member needs its score")

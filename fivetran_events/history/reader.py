@@ -1,9 +1,7 @@
 """Every read of the history's keys: the one decision, the listings, the lookups.
 
-``HistoryReader.decide`` is the entry point every caller uses. The trigger runs in the
-triggerer's event loop, where a blocking Redis call would stall every other deferred
-task, so it decides through ``AsyncHistoryReader``: the same reads (``facts_commands``)
-decoded the same way (``facts_from_results``), one pipelined round trip of O(log n) reads.
+The triggerer, where a blocking call would stall every deferred task, decides through
+``AsyncHistoryReader``: the same reads (``facts_commands``) decoded the same way.
 """
 
 from __future__ import annotations
@@ -43,8 +41,7 @@ Newest = tuple[Completion | None, Completion | None, RunningSync | None]
 
 @dataclass(frozen=True)
 class ConnectorRecord:
-    """A connector's entry in the connectors hash (one JSON object the record script
-    keeps): what its newest events said of it."""
+    """A connector's entry in the connectors hash: what its newest events said of it."""
 
     connector_id: str
     name: str | None = None
@@ -73,8 +70,7 @@ class ConnectorRecord:
 
 
 def extra_commands(pipe: Any, keys: ConnectorKeys, sync_id: str, ended_ms: int) -> None:
-    """Queue the reads of a success's ``extra`` (``deliveries.extra_for``): its records,
-    its first start, the success before it."""
+    """Queue the reads of a success's ``extra`` (``deliveries.extra_for``)."""
     pipe.zrangebyscore(keys.ok, ended_ms, ended_ms, withscores=True)
     pipe.zscore(keys.starts, sync_id)
     pipe.zrevrangebyscore(keys.ok, f"({ended_ms}", "-inf", start=0, num=1, withscores=True)
@@ -203,8 +199,7 @@ class HistoryReader(_Reader):
         now: int | None = None,
         **flags: Unpack[Flags],
     ) -> Decision:
-        """Decide SUCCESS, FAIL or WAIT for ``connector_id`` at ``target`` (one round trip);
-        ``flags`` are ``decision.decide``'s."""
+        """Decide SUCCESS, FAIL or WAIT for ``connector_id`` at ``target`` (one round trip)."""
         target_ms, crit = target_and_criterion(target, criterion)
         facts = self.facts(connector_id, target_ms, now, crit is Criterion.STARTED_AFTER)
         return decide(facts, criterion=crit, **flags)
@@ -278,8 +273,7 @@ class HistoryReader(_Reader):
         limit: int = 100,
         now: int | None = None,
     ) -> list[dict[str, Any]]:
-        """List the connector's syncs, newest first; a running one older than the maximum
-        sync duration is listed as STALE."""
+        """List the connector's syncs, newest first; a running one past the maximum is STALE."""
         keys = self.keys(connector_id)
         lo = "-inf" if since_ms is None else since_ms
         hi = "+inf" if until_ms is None else until_ms

@@ -86,8 +86,7 @@ class HistoryWriter:
         now: int | None = None,
         max_clock_skew_ms: int | None = None,
     ) -> WriteResult:
-        """Record ``event``; return whether it was new, a duplicate, or ignored. An event
-        more than ``max_clock_skew_ms`` ahead of ``now`` raises InvalidPayload."""
+        """Record ``event``; return whether it was new, a duplicate, or ignored."""
         if event.kind is EventKind.OTHER:
             return WriteResult(WriteStatus.IGNORED, f"event '{event.event}' is not used")
         if event.kind is EventKind.SAMPLE:
@@ -138,8 +137,7 @@ SETUP_REASON_MAX = 1024
 
 
 def lifecycle_meta(event: Event) -> dict[str, str]:
-    """Return the connector metadata a lifecycle event or a sync_start sets, with its
-    time (a start after a pause means the connector is back: ``decision.Lifecycle``)."""
+    """Return the connector metadata a lifecycle event or a sync_start sets."""
     at = iso(event.created_ms) or ""
     if event.kind is EventKind.SYNC_START:
         return {"started_at": at}
@@ -171,8 +169,7 @@ def history_keys(prefix: str, connector_id: str) -> tuple[tuple[str, ...], str]:
 
 
 def script_args(keys: Sequence[str], event: Event, cutoff: int, trim_every: int) -> list[Any]:
-    """Return the record script's keys and arguments for ``event`` (without the
-    notification's channel and message)."""
+    """Return the record script's keys and arguments for ``event``."""
     t = event.created_ms
     head, suffix, outcome, kind = "", "", "", "other"
     if event.kind is EventKind.SYNC_START:
@@ -238,8 +235,7 @@ def load(
     now: int | None = None,
     trim_every: int = TRIM_EVERY,
 ) -> int:
-    """Write ``events`` in order as ``record`` would at ``now`` (the caller checks clock
-    skew); return how many were written."""
+    """Write ``events`` as ``record`` would at ``now``; return how many were written."""
     results = record_many(client, prefix, events, retention_ms, now, trim_every)
     return sum(1 for _, status in results if status is not WriteStatus.IGNORED)
 

@@ -1,8 +1,6 @@
 """Forwarding successful syncs to Airflow datasets, exactly once per (sync, URI).
 
-The web process imports only ``store``, ``enqueue`` and ``sweeper``; the worker side
-(``forwarder``, ``recorder``, the senders) is not imported here, so it stays free of
-``requests``.
+The worker side is not imported here, so the web process stays free of ``requests``.
 """
 
 from __future__ import annotations

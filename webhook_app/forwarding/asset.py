@@ -1,8 +1,7 @@
 """The sender of asset events: settle an open POST, post, record; or retry later.
 
-An attempt waits until an earlier POST of unknown outcome can no longer land; if one
-left its in-flight mark, looks its event up in Airflow by ``extra.sync_id`` (found:
-delivered, nothing posted); else writes the mark, POSTs and records the event id.
+An attempt waits until an earlier POST of unknown outcome can no longer land, looks its
+event up in Airflow if one left its in-flight mark, else writes the mark and POSTs.
 Anything but Airflow's classified errors is a bug of ours: it fails the RQ job visibly.
 """
 

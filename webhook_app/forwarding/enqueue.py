@@ -118,8 +118,7 @@ def delivery_store(settings: Settings, client: redis.Redis) -> DeliveryStore:
 
 
 class Enqueuer:
-    """Create deliveries, due now, and wake the sweepers; used by the web process and by
-    ``replay --since``."""
+    """Create deliveries, due now, and wake the sweepers."""
 
     #: The chunk of the history's record script (``OnSuccess.lua``).
     lua = CREATE_CHUNK
@@ -135,8 +134,7 @@ class Enqueuer:
         airflow: bool | None = None,
         lineage: bool = False,
     ) -> None:
-        """``airflow`` (default: with an Airflow URL): a delivery per dataset URI of a success;
-        ``lineage``: one per sync_start and sync_end, so the writer calls this for each."""
+        """``airflow``: a delivery per dataset URI of a success; ``lineage``: per start and end."""
         self.settings = settings
         self.airflow = settings.airflow_url is not None if airflow is None else airflow
         self.lineage = lineage
@@ -156,8 +154,7 @@ class Enqueuer:
         ]
 
     def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
-        """Return the keys and arguments that create ``event``'s deliveries in the script
-        that records it (``lua``): all of it is written with the history or none of it."""
+        """Return the keys and arguments that create ``event``'s deliveries in its script."""
         targets = self.targets(event) if self.airflow and event.is_success else []
         if self.lineage:
             targets += [(t, DeliveryKind.LINEAGE) for t in lineage_targets(event)]
@@ -176,8 +173,7 @@ class Enqueuer:
         now: int,
         pipe: Pipeline | None = None,
     ) -> list[str]:
-        """Create ``sync``'s deliveries (each kept if it exists), in ``pipe`` if given (a
-        table-level delivery's expansion); return their ids."""
+        """Create ``sync``'s deliveries (each kept if it exists), in ``pipe`` if given."""
         keys, args = self._parts(sync, False, now, targets)
         self.create_script(keys=keys, args=args, client=pipe)
         return [delivery_id(sync.connector_id, sync.sync_id, u) for u, _ in targets]
@@ -277,8 +273,7 @@ def event_type(kind: EventKind, status: str) -> str:
 
 
 def lineage_targets(event: Event) -> list[str]:
-    """Return the lineage deliveries ``event`` makes: one for a start or an end (an OTHER
-    carries its status), none for an import of the LOG table's past."""
+    """Return ``event``'s lineage deliveries: one per start or end, none if imported."""
     if event.kind not in (EventKind.SYNC_START, EventKind.SYNC_END) or event.sync_id is None:
         return []
     if event.source not in (SOURCE_WEBHOOK, SOURCE_RECONCILED):

@@ -1,8 +1,7 @@
 """The worker's view of forwarding: one object with a store, a recorder, senders, a queue.
 
 It holds one sender per delivery kind. An attempt takes the delivery's lease (a dead
-worker's lock expires), tidies a delivery that is gone or final, waits until the sender's
-``not_before`` and hands the delivery to its sender, which records through the ``Recorder``.
+worker's lock expires) and hands the delivery to its sender.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The state changes of a delivery, which every sender records through one ``Recorder``.
 
 An attempt begins (due again at its lease's end, should the worker die) and ends
-delivered, retrying, or given up (undelivered: replayable; failed: refused), each end one
-MULTI. Retries are clamped into the window ``forward_retry_hours`` after receipt.
+delivered, retrying, or given up, each end one MULTI.
 """
 
 from __future__ import annotations
@@ -171,8 +170,7 @@ class Recorder:
         return AttemptResult(d.id, AttemptOutcome(state.value), reason=reason)
 
     def retry(self, d: Delivery, exc: RetryableError, settles: int | None = None) -> AttemptResult:
-        """Schedule ``d``'s next attempt after ``exc`` (not before ``settles``), or give it
-        up as undelivered once its retry window is over."""
+        """Schedule ``d``'s next attempt, or give it up once its retry window is over."""
         now = self.clock()
         key = self.store.key(d.id)
         attempts = int(self.redis.hget(key, "attempts") or 1)
@@ -218,8 +216,7 @@ class Recorder:
     def _finish(
         self, d: Delivery, state: DeliveryState, fields: dict[str, str], drop: list[str]
     ) -> None:
-        """Record a final ``state``: the record, the due set, the given-up set, the index
-        and the expiry, in one MULTI."""
+        """Record a final ``state`` (record, due set, given-up set, index, expiry) in one MULTI."""
         key, now = self.store.key(d.id), self.clock()
         given_up = undelivered_key(self.settings.key_prefix)
         with self.redis.pipeline(transaction=True) as pipe:

@@ -26,8 +26,7 @@ log = logging.getLogger(__name__)
 
 #: The job's dotted path: a string, so the web process never imports the worker side.
 FORWARD_JOB = "webhook_app.workers.forward_sync"
-#: How long RQ keeps a finished attempt's job and result: the delivery record holds the
-#: outcome, so only long enough to look at one (``rq info``) while it is fresh.
+#: How long RQ keeps a finished attempt's job: the delivery record holds the outcome.
 RESULT_TTL = 300
 #: How long RQ keeps a failed attempt's job and traceback (a bug of ours) to read it.
 FAILURE_TTL = 3 * 86_400
