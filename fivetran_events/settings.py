@@ -53,14 +53,15 @@ def check_template(template: str) -> str:
     return template
 
 
-def check_api_url(url: str) -> str:
-    """Return Fivetran's API base URL without a trailing ``/``; raise ValueError if unusable.
-    No user or password: no message or log line that names the URL may carry them."""
+def check_api_url(url: str, example: str = DEFAULT_FIVETRAN_API_URL) -> str:
+    """Return a base URL (Fivetran's API by default) without a trailing ``/``; raise
+    ValueError if unusable. No user or password: no message or log line that names the
+    URL may carry them."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL, e.g. https://api.fivetran.com")
+        raise ValueError(f"must be an http:// or https:// URL, e.g. {example}")
     if parts.username is not None or parts.password is not None:
-        raise ValueError("must not carry a user or password: set the key and secret instead")
+        raise ValueError("must not carry a user or password")
     if parts.query or parts.fragment:
         raise ValueError("must be a base URL without ?query or #fragment")
     return url.strip().rstrip("/")
@@ -214,6 +215,9 @@ class Settings(HistoryDefaults):
     lineage: Literal["auto", "on", "off"] = "auto"
     #: The job namespace of a connector's runs (the job's name is the connector id).
     lineage_namespace: str = "fivetran://{group_id}"
+    #: This server's public base URL (Fivetran posts to its /webhooks/fivetran): the
+    #: facet's ``_schemaURL`` is the schema it serves there; unset: the schema's urn.
+    public_url: str | None = None
 
     # --- Fivetran's REST API (fivetran_events.fivetran_api) ---------------------------
     fivetran_api_key: SecretStr | None = None
@@ -258,6 +262,11 @@ class Settings(HistoryDefaults):
     @classmethod
     def _fivetran_url(cls, value: str) -> str:
         return check_api_url(value)
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        return check_api_url(value, "https://events.example.com") if value else None
 
     @field_validator("airflow_password", "fivetran_api_key", "fivetran_api_secret", mode="before")
     @classmethod

@@ -3,8 +3,9 @@
 A real HTTP server on 127.0.0.1 (``POST /api/v1/lineage``, Marquez's path, which the
 client posts to by default): each body is checked against the spec's ``RunEvent``
 (testkit/openlineage_spec/, vendored from OpenLineage's repository with its license)
-and each facet against the schema its ``_schemaURL`` names (the spec's facets, or ours
-in docs/schemas/), with date-time, uuid and uri formats checked; a run may end once
+and each facet against the schema its ``_schemaURL`` names (the spec's facets, ours in
+webhook_app/schemas/ by its ``$id``, or one a server on this machine answers at that URL:
+the webhook server's /schemas/), with date-time, uuid and uri formats checked; a run may end once
 (one COMPLETE, FAIL or ABORT). A valid event is kept and answered 201; an invalid one
 is kept in ``invalid`` with its errors and answered 400, so a test sees both.
 ``status`` makes it answer something else (503, 429, 400);
@@ -20,14 +21,16 @@ from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import requests
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
 from .processes import free_port
 
 SPEC_DIR = Path(__file__).parent / "openlineage_spec"
-OUR_SCHEMAS = Path(__file__).parent.parent / "docs" / "schemas"
+OUR_SCHEMAS = Path(__file__).parent.parent / "webhook_app" / "schemas"
 #: The spec's event definition our events claim (``RunEvent.schemaURL``'s document).
 RUN_EVENT = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 #: The event types that end a run (the spec's run cycle: one per run).
@@ -35,25 +38,36 @@ TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
 
 
 @cache
-def _registry() -> Registry:
+def registry() -> Registry:
+    """The vendored spec and our schemas by their ``$id``; others opened by ``_retrieve``."""
     files = [SPEC_DIR / "OpenLineage.json", *SPEC_DIR.glob("facets/*.json")]
     files += OUR_SCHEMAS.glob("*.json")
     resources = []
     for f in files:
         doc = json.loads(f.read_text())
         resources.append((doc["$id"], Resource.from_contents(doc)))
-    return Registry().with_resources(resources)
+    return Registry(retrieve=_retrieve).with_resources(resources)  # type: ignore[call-arg]
+
+
+def _retrieve(url: str) -> Resource:
+    """Open a schema the registry lacks at its URL, when a loopback server serves it (the
+    webhook server's /schemas/); raising makes it an unknown ``_schemaURL``."""
+    if urlsplit(url).hostname not in ("127.0.0.1", "localhost"):
+        raise LookupError(f"{url}: not served on this machine")
+    resp = requests.get(url, timeout=5)
+    resp.raise_for_status()
+    return Resource.from_contents(resp.json())
 
 
 def _validator(ref: str) -> Draft202012Validator:
-    return Draft202012Validator({"$ref": ref}, registry=_registry(), format_checker=FormatChecker())
+    return Draft202012Validator({"$ref": ref}, registry=registry(), format_checker=FormatChecker())
 
 
 def known_schema(url: str) -> bool:
     """Whether ``url`` (a facet's ``_schemaURL``) names a schema this receiver has."""
     base = url.split("#", 1)[0]
     try:
-        _registry().get_or_retrieve(base)
+        registry().get_or_retrieve(base)
     except Exception:
         return False
     return True

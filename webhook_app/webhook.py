@@ -1,5 +1,6 @@
 """``POST /webhooks/fivetran``: verify, parse, record; answer fast. And the probes:
-``/healthz``, ``/readyz`` (would a delivery be taken now?) and ``/metrics``.
+``/healthz``, ``/readyz`` (would a delivery be taken now?) and ``/metrics``; and the JSON
+schemas an OpenLineage facet's ``_schemaURL`` names, ``/schemas/<name>``.
 
 With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n > 0 the webhook answers 2xx only once n
 replicas confirmed the write, else 503 (Fivetran delivers again): a delivery on the
@@ -11,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import redis
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify, request, send_from_directory
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from fivetran_events import Event, EventKind, InvalidPayload, WriteStatus, parse_event
@@ -41,6 +43,9 @@ log = logging.getLogger(__name__)
 #: label is OTHER_UNKNOWN, so a flood of made-up values cannot grow the series without end.
 MAX_UNKNOWN_STATUSES = 20
 _unknown_statuses: set[str] = set()
+
+#: The schemas /schemas/<name> serves (package data): public documentation, no token.
+SCHEMAS = Path(__file__).parent / "schemas"
 
 #: Bytes asked of the WSGI server per read of a streamed body.
 READ_SIZE = 64 * 1024
@@ -278,3 +283,10 @@ def prometheus() -> Response:
     st = state()
     body, content_type = metrics.render(metrics.RedisGauges(st.redis, st.settings.key_prefix))
     return Response(body, content_type=content_type)
+
+
+@bp.get("/schemas/<name>")
+def schema(name: str) -> Response:
+    """A JSON schema by its file name (forwarding/lineage.py's FACET_SCHEMA_PATH); an
+    unknown name, or one that leaves the folder, is a 404."""
+    return send_from_directory(SCHEMAS, name, mimetype="application/schema+json")

@@ -34,10 +34,12 @@ log = logging.getLogger(__name__)
 
 #: Who made the events (the spec's ``producer``: a URI).
 PRODUCER = f"urn:fivetran-events:{__version__}"
-#: The custom run facet's JSON schema (docs/schemas/FivetranSyncRunFacet.json).
-FACET_SCHEMA_URL = (
-    "urn:fivetran-events:schema:FivetranSyncRunFacet:1-0-0#/$defs/FivetranSyncRunFacet"
-)
+#: The custom run facet's JSON schema (webhook_app/schemas/), served by the webhook server
+#: at this path (webhook.py); its definition; and its ``$id``, the facet's ``_schemaURL``
+#: when no FIVETRAN_EVENTS_PUBLIC_URL says where a reader can open it.
+FACET_SCHEMA_PATH = "/schemas/FivetranSyncRunFacet-1-0-0.json"
+FACET_DEFINITION = "#/$defs/FivetranSyncRunFacet"
+FACET_SCHEMA_URL = "urn:fivetran-events:schema:FivetranSyncRunFacet:1-0-0" + FACET_DEFINITION
 #: Run ids are UUID v5 in this namespace, of "<connector id>:<sync id>": START and the
 #: end of one sync carry the same id whichever worker builds them, and a retry too.
 RUN_NAMESPACE = uuid.UUID("6b1f3c1e-5f0a-5d4e-9a57-0c2f1b7d9e41")
@@ -59,6 +61,11 @@ def target_type(target: str) -> str:
 def run_id(connector_id: str, sync_id: str) -> str:
     """Return the run id of one sync: the same for its START, its end and every retry."""
     return str(uuid.uuid5(RUN_NAMESPACE, f"{connector_id}:{sync_id}"))
+
+
+def facet_schema_url(public_url: str | None) -> str:
+    """Return the facet's ``_schemaURL``: under the server's public URL when it is set."""
+    return f"{public_url}{FACET_SCHEMA_PATH}{FACET_DEFINITION}" if public_url else FACET_SCHEMA_URL
 
 
 def job_namespace(template: str, connector_id: str, group_id: str) -> str:
@@ -158,6 +165,7 @@ def build_event(
     namespace_template: str,
     outputs: Outputs = no_outputs,
     details: dict[str, str] | None = None,
+    schema_url: str = FACET_SCHEMA_URL,
 ) -> RunEvent:
     """Build the OpenLineage event of lineage delivery ``d`` (pure: the record and the
     ``details`` read once from the history, ``sync_details``, decide it)."""
@@ -169,20 +177,20 @@ def build_event(
     namespace = job_namespace(namespace_template, connector, f.get("group_id") or "")
     run = run_id(connector, sync)
     parent = details.get("parentRunId")
-    facets: dict[str, RunFacet] = {
-        "fivetran_sync": FivetranSyncRunFacet(
-            connectorId=connector,
-            syncId=sync,
-            connectorName=f.get("connector_name") or None,
-            connectorType=f.get("connector_type") or None,
-            groupId=f.get("group_id") or None,
-            status=f.get("status") or None,
-            startedAt=details.get("startedAt"),
-            failureReason=details.get("failureReason"),
-            taskType=details.get("taskType"),
-            producer=PRODUCER,
-        )
-    }
+    sync_facet = FivetranSyncRunFacet(
+        connectorId=connector,
+        syncId=sync,
+        connectorName=f.get("connector_name") or None,
+        connectorType=f.get("connector_type") or None,
+        groupId=f.get("group_id") or None,
+        status=f.get("status") or None,
+        startedAt=details.get("startedAt"),
+        failureReason=details.get("failureReason"),
+        taskType=details.get("taskType"),
+        producer=PRODUCER,
+    )
+    sync_facet._schemaURL = schema_url
+    facets: dict[str, RunFacet] = {"fivetran_sync": sync_facet}
     if parent:
         # The sync's run has ended already: this end is a run of its own, a child of it.
         run = str(uuid.uuid5(RUN_NAMESPACE, f"{connector}:{sync}:{ms}"))
@@ -222,18 +230,26 @@ class LineageSender:
         client: Emitter,
         namespace_template: str,
         outputs: Outputs = no_outputs,
+        schema_url: str = FACET_SCHEMA_URL,
     ) -> None:
         self.recorder = recorder
         self.client = client
         self.namespace_template = namespace_template
         self.outputs = outputs
+        self.schema_url = schema_url
 
     @classmethod
     def from_settings(
         cls, recorder: Recorder, settings: Settings, outputs: Outputs = no_outputs
     ) -> LineageSender:
         """Build the client from its own configuration (none: it logs each event)."""
-        return cls(recorder, OpenLineageClient(), settings.lineage_namespace, outputs)
+        if not settings.public_url:
+            log.info(
+                "the OpenLineage facet's _schemaURL is a urn: set FIVETRAN_EVENTS_PUBLIC_URL "
+                "(this server's public URL) to make it a schema a reader can open"
+            )
+        schema_url = facet_schema_url(settings.public_url)
+        return cls(recorder, OpenLineageClient(), settings.lineage_namespace, outputs, schema_url)
 
     def not_before(self, d: Delivery) -> int | None:
         """An end waits while its sync's START is still being delivered; else its retry."""
@@ -253,7 +269,7 @@ class LineageSender:
         details = json.loads(d.get("extra") or "null")
         if details is None:
             details = sync_details(r.redis, r.settings, d)
-        event = build_event(d, self.namespace_template, self.outputs, details)
+        event = build_event(d, self.namespace_template, self.outputs, details, self.schema_url)
         r.begin(d, details)
         try:
             self.client.emit(event)

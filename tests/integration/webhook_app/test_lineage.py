@@ -16,18 +16,20 @@ from typing import Any
 import pytest
 import redis
 import requests
+from jsonschema import Draft202012Validator, FormatChecker
+from referencing import Resource
 
 from fivetran_events import Settings
 from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import delivery_id
 from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn
-from testkit.openlineage_receiver import LineageReceiver
+from testkit.openlineage_receiver import LineageReceiver, registry
 from testkit.processes import poll_until
 from testkit.servers import webhook_server
 from testkit.support import WEBHOOK_PATH, payload, signed
 from testkit.worker_process import WorkerProcess
 from webhook_app.forwarding.enqueue import delivery_store
-from webhook_app.forwarding.lineage import run_id
+from webhook_app.forwarding.lineage import FACET_SCHEMA_PATH, run_id
 
 CONNECTOR = "assimilate_seem"
 #: How long after the last expected event a test keeps watching for an extra one.
@@ -77,7 +79,8 @@ class Stack:
 def stack_factory(settings: Settings, redis_url: str, tmp_path: Path) -> Iterator[Any]:
     started: list[Any] = []
 
-    def start(env: dict[str, str], airflow_url: str = "") -> Stack:
+    def start(env: dict[str, str], airflow_url: str = "", public: bool = False) -> Stack:
+        """``public``: the worker's FIVETRAN_EVENTS_PUBLIC_URL is the server's base URL."""
         server_env = {"FIVETRAN_EVENTS_AIRFLOW_URL": airflow_url, **env}
         server = webhook_server(redis_url, tmp_path, 1, None, **server_env)
         base, _ = server.__enter__()
@@ -86,7 +89,7 @@ def stack_factory(settings: Settings, redis_url: str, tmp_path: Path) -> Iterato
             settings,
             tmp_path,
             args=("--concurrency", "1"),
-            environ=env,
+            environ={**env, "FIVETRAN_EVENTS_PUBLIC_URL": base} if public else env,
             airflow_url=airflow_url,
             forward_backoff_seconds="0.2",
             forward_backoff_max_seconds="1",
@@ -323,3 +326,29 @@ class TestRuns:
         store = delivery_store(stack.settings, redis.Redis.from_url(stack.settings.redis_url))
         uris = {d.uri for d in store.for_syncs(CONNECTOR, [body["sync_id"]])[body["sync_id"]]}
         assert uris == {"openlineage:COMPLETE", f"fivetran://connector/{CONNECTOR}"}
+
+    def test_the_facets_schema_url_opens_on_the_webhook_server(
+        self, receiver: LineageReceiver, stack_factory: Any
+    ) -> None:
+        """With FIVETRAN_EVENTS_PUBLIC_URL the facet's ``_schemaURL`` is under it, and the
+        running webhook server answers it with the schema the facet validates against
+        (the receiver, which has no schema by that URL, opened it there too)."""
+        stack = stack_factory(client_env(receiver), public=True)
+        start = payload("sync_start", CONNECTOR)
+        stack.post(start)
+        stack.post(payload("sync_end", CONNECTOR, sync_id=start["sync_id"], status="FAILURE"))
+        wait_events(receiver, 2, stack)
+        assert receiver.types() == ["START", "FAIL"] and receiver.invalid == []
+        for event in receiver.events:
+            facet = event["run"]["facets"]["fivetran_sync"]
+            url, _, pointer = facet["_schemaURL"].partition("#")
+            assert (url, pointer) == (stack.base + FACET_SCHEMA_PATH, "/$defs/FivetranSyncRunFacet")
+            resp = requests.get(url, timeout=10)
+            assert resp.status_code == 200, resp.text
+            assert resp.headers["Content-Type"] == "application/schema+json"
+            fetched = registry().with_resource(url, Resource.from_contents(resp.json()))
+            validator = Draft202012Validator(
+                {"$ref": facet["_schemaURL"]}, registry=fetched, format_checker=FormatChecker()
+            )
+            assert list(validator.iter_errors(facet)) == []
+            assert not validator.is_valid({**facet, "syncId": 7})  # the fetched schema bites

@@ -32,6 +32,7 @@ from testkit.support import (
 )
 from webhook_app import create_app
 from webhook_app.forwarding import FORWARD_JOB
+from webhook_app.forwarding.lineage import FACET_SCHEMA_PATH, FACET_SCHEMA_URL
 from webhook_app.state import EXTENSION
 from webhook_app.workers import build_forwarder
 
@@ -236,6 +237,7 @@ class TestClientErrors:
             ("PATCH", "/api/openapi.json", {"GET", "HEAD", "OPTIONS"}),
             ("POST", "/healthz", {"GET", "HEAD", "OPTIONS"}),
             ("DELETE", "/metrics", {"GET", "HEAD", "OPTIONS"}),
+            ("PUT", FACET_SCHEMA_PATH, {"GET", "HEAD", "OPTIONS"}),
         ],
     )
     def test_405_says_which_methods_are_allowed(
@@ -256,6 +258,35 @@ class TestRequestId:
         assert r.status_code == 200, r.data
         rid = r.headers["X-Request-Id"]
         assert rid != given and len(rid) == 32 and rid.isalnum()
+
+
+class TestSchemas:
+    """The OpenLineage facet's JSON schema, served for its ``_schemaURL``."""
+
+    def test_the_facets_schema_is_served_without_a_token(self, http: FlaskClient) -> None:
+        """Public documentation (the test client sends no Authorization), as JSON Schema."""
+        r = http.get(FACET_SCHEMA_PATH)
+        assert r.status_code == 200 and r.mimetype == "application/schema+json"
+        schema = answer(r)
+        assert schema["$id"] == FACET_SCHEMA_URL.split("#")[0]
+        assert "FivetranSyncRunFacet" in schema["$defs"]
+        head = http.head(FACET_SCHEMA_PATH)
+        assert head.status_code == 200 and head.data == b""
+
+    @pytest.mark.parametrize(
+        "path",
+        [
+            "/schemas/FivetranSyncRunFacet-9-9-9.json",
+            "/schemas/..%2F__init__.py",
+            "/schemas/%2e%2e%2fwebhook.py",
+            "/schemas/..",
+            "/schemas/",
+        ],
+    )
+    @pytest.mark.parametrize("method", ["GET", "HEAD"])
+    def test_an_unknown_schema_is_404(self, http: FlaskClient, path: str, method: str) -> None:
+        """Never a 500, and nothing outside the schemas' folder."""
+        assert http.open(path, method=method).status_code == 404
 
 
 class TestUnavailable:

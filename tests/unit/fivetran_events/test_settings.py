@@ -87,14 +87,21 @@ class TestFivetranApi:
             ("https://api.fivetran.com/?x=1", "without ?query"),
         ],
     )
+    @pytest.mark.parametrize("variable", ["FIVETRAN_API_URL", "PUBLIC_URL"])
     def test_a_bad_url_names_the_variable(
-        self, monkeypatch: pytest.MonkeyPatch, url: str, says: str
+        self, monkeypatch: pytest.MonkeyPatch, url: str, says: str, variable: str
     ) -> None:
-        monkeypatch.setenv("FIVETRAN_EVENTS_FIVETRAN_API_URL", url)
+        monkeypatch.setenv(f"FIVETRAN_EVENTS_{variable}", url)
         with pytest.raises(ConfigurationError) as caught:
             load_settings()
-        assert str(caught.value).startswith("FIVETRAN_EVENTS_FIVETRAN_API_URL: ")
+        assert str(caught.value).startswith(f"FIVETRAN_EVENTS_{variable}: ")
         assert says in str(caught.value) and "pa55word" not in str(caught.value)
+
+    def test_the_public_url_is_a_base_url(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Optional; the facet's schema URL is built under it, so no trailing ``/``."""
+        assert load_settings().public_url is None
+        monkeypatch.setenv("FIVETRAN_EVENTS_PUBLIC_URL", "https://events.example.com/fte/ ")
+        assert load_settings().public_url == "https://events.example.com/fte"
 
     def test_the_client_names_what_is_missing(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from fivetran_events.fivetran_api import FivetranClient

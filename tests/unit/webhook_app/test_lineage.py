@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from openlineage.client.serde import Serde
@@ -18,8 +20,12 @@ from testkit.openlineage_receiver import LineageReceiver, schema_errors
 from testkit.support import ev
 from webhook_app.forwarding.enqueue import event_type, lineage_enabled, lineage_targets
 from webhook_app.forwarding.lineage import (
+    FACET_SCHEMA_PATH,
+    FACET_SCHEMA_URL,
     PRODUCER,
+    LineageSender,
     build_event,
+    facet_schema_url,
     job_namespace,
     no_outputs,
     run_id,
@@ -220,6 +226,52 @@ class TestEvent:
         assert outputs("unknown") is None
         event = as_json(record("openlineage:COMPLETE"), outputs=outputs)
         assert event["outputs"][0]["name"] == "a.s.t"
+
+
+class TestFacetSchema:
+    """The facet's ``_schemaURL`` opens where the webhook server serves its schema."""
+
+    PUBLIC = "https://events.example.com"
+
+    def test_under_the_public_url_when_it_is_set(self) -> None:
+        d = record("openlineage:COMPLETE")
+        url = facet_schema_url(self.PUBLIC)
+        event = json.loads(Serde.to_json(build_event(d, "fivetran://{group_id}", schema_url=url)))
+        assert event["run"]["facets"]["fivetran_sync"]["_schemaURL"] == (
+            "https://events.example.com/schemas/FivetranSyncRunFacet-1-0-0.json"
+            "#/$defs/FivetranSyncRunFacet"
+        )
+
+    def test_the_sender_takes_the_setting_or_says_how_to_set_it(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """With FIVETRAN_EVENTS_PUBLIC_URL the sender's facets name it; without, the
+        schema's urn, and one log line that says what the setting would give."""
+        recorder, ours = cast(Any, None), "webhook_app.forwarding.lineage"
+        with caplog.at_level(logging.INFO, logger=ours):
+            public = LineageSender.from_settings(recorder, Settings(public_url=self.PUBLIC + "/"))
+            assert public.schema_url == facet_schema_url(self.PUBLIC)
+            assert LineageSender.from_settings(recorder, SETTINGS).schema_url == FACET_SCHEMA_URL
+        [line] = [r.getMessage() for r in caplog.records if r.name == ours]
+        assert "FIVETRAN_EVENTS_PUBLIC_URL" in line
+
+    def test_the_served_schema_ships_and_the_manual_has_the_same(self) -> None:
+        """The package data is the one source (pyproject.toml ships it); the manual's
+        copy (docs/schemas/, which mkdocs publishes) must not drift from it."""
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # Python 3.10
+            import tomli as tomllib
+        from webhook_app.webhook import SCHEMAS
+
+        served = SCHEMAS / FACET_SCHEMA_PATH.rsplit("/", 1)[1]
+        root = Path(__file__).parents[3]
+        assert json.loads(served.read_text())["$id"] == FACET_SCHEMA_URL.split("#")[0]
+        shipped = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+        globs = shipped["package-data"]["webhook_app"]
+        assert any(served in (root / "webhook_app").glob(g) for g in globs)
+        manual = root / "docs" / "schemas" / "FivetranSyncRunFacet.json"
+        assert manual.read_bytes() == served.read_bytes()
 
 
 class TestValidatorCatchesFaults:
