@@ -42,6 +42,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,8 +63,10 @@ DAGS_SOURCE = Path(__file__).parent / "airflow_dags"
 #: so tests can show what each role may do (the worker's least role, deploy/compose.yaml).
 ROLE_USERS = {"viewer": "fte-viewer", "user": "fte-user", "op": "fte-op"}
 START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
-#: Seconds a component waits for SQLite's lock before "database is locked".
-SQLITE_BUSY_TIMEOUT_S = 60
+#: Seconds a component waits for SQLite's lock before "database is locked". On two cores
+#: that other work keeps busy, a writer's turn came after more than a minute and the
+#: scheduler, which exits on that error, took every later test on its Airflow with it.
+SQLITE_BUSY_TIMEOUT_S = 300
 COMPONENTS = {
     "scheduler": ["scheduler", "--skip-serve-logs"],
     "dag-processor": ["dag-processor"],
@@ -129,7 +132,7 @@ class AirflowServer(AirflowApi):
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
                 # SQLite's busy timeout is 5 s by default: on a busy machine a writer (the
                 # dag-processor, a task) held the lock longer and the scheduler died on
-                # "database is locked". Wait up to a minute instead (WAL: see prepare()).
+                # "database is locked". Wait longer instead (WAL: see prepare()).
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
                     f"sqlite:///{self.home / 'airflow.db'}?timeout={SQLITE_BUSY_TIMEOUT_S}"
                 ),
@@ -301,6 +304,26 @@ class AirflowServer(AirflowApi):
             interval=0.5,
             details=lambda: f"(last: {last[0]})\n" + self.logs(),
         )
+
+    def revive(self) -> list[str]:
+        """Start again every component that exited by itself (not one a test stopped), and
+        wait until Airflow is healthy; return their names. A test that crashed a component
+        fails on its own; the tests after it get a whole Airflow, not its wreck."""
+        dead = [name for name, proc in self.procs.items() if proc.poll() is not None]
+        for name in dead:
+            warnings.warn(
+                f"Airflow {name} had exited with {self.procs[name].returncode}; "
+                f"started again:\n{self.logs(name)}",
+                stacklevel=2,
+            )
+            del self.procs[name]
+            if name == "api-server":
+                self.start_api(wait=False)
+            else:
+                self._spawn(name, self._args(name))
+        if dead:
+            self.wait_healthy()
+        return dead
 
     def _check_alive(self, doing: str) -> None:
         """Fail at once, with its log, when a component exited (no wait can succeed)."""
