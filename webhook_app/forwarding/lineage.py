@@ -58,9 +58,11 @@ def target_type(target: str) -> str:
     return target[len(LINEAGE_PREFIX) :].split(":", 1)[0]
 
 
-def run_id(connector_id: str, sync_id: str) -> str:
-    """Return the run id of one sync: the same for its START, its end and every retry."""
-    return str(uuid.uuid5(RUN_NAMESPACE, f"{connector_id}:{sync_id}"))
+def run_id(connector_id: str, sync_id: str, ended_ms: int | None = None) -> str:
+    """Return the run id of one sync: the same for its START, its end and every retry;
+    with ``ended_ms``, the run of a later end of that sync (a child of the sync's run)."""
+    name = f"{connector_id}:{sync_id}" + ("" if ended_ms is None else f":{ended_ms}")
+    return str(uuid.uuid5(RUN_NAMESPACE, name))
 
 
 def facet_schema_url(public_url: str | None) -> str:
@@ -193,7 +195,7 @@ def build_event(
     facets: dict[str, RunFacet] = {"fivetran_sync": sync_facet}
     if parent:
         # The sync's run has ended already: this end is a run of its own, a child of it.
-        run = str(uuid.uuid5(RUN_NAMESPACE, f"{connector}:{sync}:{ms}"))
+        run = run_id(connector, sync, ms)
         facets["parent"] = parent_run.ParentRunFacet(
             run=parent_run.Run(runId=parent),
             job=parent_run.Job(namespace=namespace, name=connector),
