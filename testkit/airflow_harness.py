@@ -67,6 +67,13 @@ START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
 #: that other work keeps busy, a writer's turn came after more than a minute and the
 #: scheduler, which exits on that error, took every later test on its Airflow with it.
 SQLITE_BUSY_TIMEOUT_S = 300
+#: The api-server's wait, kept short: Airflow 3.3's audit log (``action_logging`` in
+#: airflow/api_fastapi/logging/decorators.py) is an ``async def`` that commits on the
+#: event loop. When a request thread holds the write lock and needs the loop to finish
+#: its own commit, the loop waits for that lock: the server answers nothing until the
+#: busy timeout ends. At 300 s concurrent POSTs after a restart froze it for minutes; at
+#: 5 s the audit write fails (a 500 the clients retry) and the server goes on.
+API_SERVER_BUSY_TIMEOUT_S = 5
 COMPONENTS = {
     "scheduler": ["scheduler", "--skip-serve-logs"],
     "dag-processor": ["dag-processor"],
@@ -120,7 +127,8 @@ class AirflowServer(AirflowApi):
         """Where the SQLite 'warehouse' of connection ``warehouse`` lives (DAG factory)."""
         return self.home / "warehouse"
 
-    def env(self) -> dict[str, str]:
+    def env(self, component: str | None = None) -> dict[str, str]:
+        busy = API_SERVER_BUSY_TIMEOUT_S if component == "api-server" else SQLITE_BUSY_TIMEOUT_S
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         env.update(
             {
@@ -134,7 +142,7 @@ class AirflowServer(AirflowApi):
                 # dag-processor, a task) held the lock longer and the scheduler died on
                 # "database is locked". Wait longer instead (WAL: see prepare()).
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
-                    f"sqlite:///{self.home / 'airflow.db'}?timeout={SQLITE_BUSY_TIMEOUT_S}"
+                    f"sqlite:///{self.home / 'airflow.db'}?timeout={busy}"
                 ),
                 "AIRFLOW__CORE__AUTH_MANAGER": (
                     "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
@@ -198,7 +206,7 @@ class AirflowServer(AirflowApi):
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
         self.procs[name] = subprocess.Popen(
             [airflow_bin(), *args],
-            env=self.env(),
+            env=self.env(name),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
