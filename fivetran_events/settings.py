@@ -190,6 +190,14 @@ class Settings(HistoryDefaults):
     dataset_mapping_file: str | None = None
     #: A table's asset URI instead of its destination's naming (destinations.py).
     table_uri_template: str | None = None
+    #: Partitioned asset events (Airflow 3.2+, docs/partitions.md): besides the plain
+    #: event, one event per hour or day a success completed; unset: none.
+    partition_grain: Literal["hour", "day"] | None = None
+    #: When a success completes a period: the sensor's criterion (decision.Criterion).
+    partition_criterion: Literal["ended_after", "started_after"] = "ended_after"
+    #: The most keys one sync posts; unset: 31 days' worth (the rest is logged and
+    #: counted; ``replay --partitions`` posts them).
+    partition_max_keys: int | None = Field(default=None, ge=1, le=100_000)
     #: Hours a table list is used before it is read again (sooner after a schema change).
     tables_refresh_hours: float = Field(default=24.0, gt=0, le=24 * 30)
     #: Hours a delivery is retried: longer than Fivetran's own 24 h of retries, so an
@@ -241,6 +249,11 @@ class Settings(HistoryDefaults):
                 f"only {{group_id}} and {{connector_id}} may be filled in ({exc})"
             ) from None
         return value
+
+    @field_validator("partition_grain", "partition_max_keys", mode="before")
+    @classmethod
+    def _unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("table_uri_template")
     @classmethod

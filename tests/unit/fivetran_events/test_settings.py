@@ -114,3 +114,42 @@ class TestFivetranApi:
         assert repr(FivetranClient.from_settings(load_settings())) == (
             "FivetranClient(base_url='https://api.fivetran.com')"
         )
+
+
+class TestPartitions:
+    def test_off_unless_a_grain_is_set(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Unset or empty: no partitioned events; the sensor's default criterion."""
+        s = load_settings()
+        assert (s.partition_grain, s.partition_criterion, s.partition_max_keys) == (
+            None,
+            "ended_after",
+            None,
+        )
+        monkeypatch.setenv("FIVETRAN_EVENTS_PARTITION_GRAIN", " ")
+        assert load_settings().partition_grain is None
+
+    def test_hour_day_and_the_criterion(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("FIVETRAN_EVENTS_PARTITION_GRAIN", "hour")
+        monkeypatch.setenv("FIVETRAN_EVENTS_PARTITION_CRITERION", "started_after")
+        monkeypatch.setenv("FIVETRAN_EVENTS_PARTITION_MAX_KEYS", "48")
+        s = load_settings()
+        assert (s.partition_grain, s.partition_criterion, s.partition_max_keys) == (
+            "hour",
+            "started_after",
+            48,
+        )
+
+    @pytest.mark.parametrize(
+        ("name", "value"),
+        [
+            ("PARTITION_GRAIN", "week"),
+            ("PARTITION_CRITERION", "sometime"),
+            ("PARTITION_MAX_KEYS", "0"),
+        ],
+    )
+    def test_a_bad_value_names_its_variable(
+        self, monkeypatch: pytest.MonkeyPatch, name: str, value: str
+    ) -> None:
+        monkeypatch.setenv(f"FIVETRAN_EVENTS_{name}", value)
+        with pytest.raises(ConfigurationError, match=f"FIVETRAN_EVENTS_{name}"):
+            load_settings()
