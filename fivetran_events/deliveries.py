@@ -33,6 +33,7 @@ class DeliveryState(str, Enum):
 class DeliveryKind(str, Enum):
     ASSET = "asset"  # an asset (dataset) event to Airflow
     TABLES = "tables"  # a sync's table-level delivery, expanded into one ASSET per table
+    PARTITIONS = "partitions"  # a sync's partitions, expanded into one ASSET per (URI, key)
     LINEAGE = "lineage"  # an OpenLineage run event
 
 
@@ -59,6 +60,7 @@ class Field:
     CONNECTOR_ID = "connector_id"
     SYNC_ID = "sync_id"
     URI = "uri"
+    PARTITION_KEY = "partition_key"  # an ASSET delivery's partition (none: the plain event)
     KIND = "kind"  # DeliveryKind, written when the record is created
     STATE = "state"
     ATTEMPTS = "attempts"
@@ -115,6 +117,7 @@ class Delivery:
             "connector_id": f.get(Field.CONNECTOR_ID),
             "sync_id": f.get(Field.SYNC_ID),
             "uri": f.get(Field.URI),
+            "partition_key": self.get(Field.PARTITION_KEY),
             "state": self.state.value,
             "attempts": int(f.get(Field.ATTEMPTS) or 0),
             "airflow_event_id": int(event_id) if event_id else None,

@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import string
+from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -304,6 +305,34 @@ class Settings(HistoryDefaults):
     @property
     def max_clock_skew_ms(self) -> int:
         return int(self.max_clock_skew_seconds * 1000)
+
+    def airflow_credentials(self) -> tuple[str, str]:
+        """Return (username, password) from the settings or the credentials file."""
+        if self.airflow_credentials_file:
+            path = Path(self.airflow_credentials_file)
+            where = f"FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE ({path})"
+            try:
+                text = path.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigurationError(f"{where}: cannot read it: {exc.strerror}") from None
+            if text.startswith("{"):
+                try:
+                    data = json.loads(text)
+                    return str(data["username"]), str(data["password"])
+                except (ValueError, KeyError, TypeError):
+                    raise ConfigurationError(
+                        f"{where}: expected JSON with 'username' and 'password'"
+                    ) from None
+            user, sep, password = text.splitlines()[0].partition(":") if text else ("", "", "")
+            if not sep or not user:
+                raise ConfigurationError(f"{where}: expected 'username:password' on the first line")
+            return user, password
+        if not self.airflow_username or self.airflow_password is None:
+            raise ConfigurationError(
+                "set FIVETRAN_EVENTS_AIRFLOW_USERNAME and FIVETRAN_EVENTS_AIRFLOW_PASSWORD, "
+                "or FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE"
+            )
+        return self.airflow_username, self.airflow_password.get_secret_value()
 
     def redis_client(self) -> redis.Redis:
         """Return a client for ``redis_url`` whose commands time out (every process builds

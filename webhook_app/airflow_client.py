@@ -2,7 +2,9 @@
 
 Airflow 3 (``/api/v2``): a cached JWT, events posted by asset id; Airflow 2.9-2.11
 (``/api/v1``): basic auth, events posted by ``dataset_uri``. Airflow has no idempotency
-key, so ``find_event`` looks an event up by its ``extra`` before a second POST.
+key, so ``find_event`` looks an event up by its ``extra`` (and partition key) before a
+second POST. Partitioned asset events (a ``partition_key`` in the POST) need Airflow
+3.2+: ``partitions_refused`` says why an older one cannot take them.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -33,6 +35,8 @@ ASSET_CACHE_SECONDS = 300.0
 LOOKUP_PAGE = 100
 #: Answers that say the request was not handled at all (nothing can have been created).
 NOT_HANDLED = frozenset({429, 503})
+#: The first Airflow whose ``POST /api/v2/assets/events`` takes a ``partition_key``.
+PARTITIONS_SINCE = (3, 2)
 
 
 class AirflowError(Exception):
@@ -101,6 +105,7 @@ class AirflowEvent:
     uri: str | None
     timestamp: datetime
     extra: dict[str, Any]
+    partition_key: str | None = None
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> AirflowEvent:
@@ -109,6 +114,7 @@ class AirflowEvent:
             uri=body.get("uri") or body.get("dataset_uri"),
             timestamp=parse_iso(str(body["timestamp"])),
             extra=dict(body.get("extra") or {}),
+            partition_key=body.get("partition_key") or None,
         )
 
 
@@ -124,35 +130,6 @@ def renew_after(token: str) -> float:
     if not math.isfinite(life) or life <= 0:
         return 0.0
     return life - min(TOKEN_MARGIN_SECONDS, life / 2)
-
-
-def read_credentials(settings: Settings) -> tuple[str, str]:
-    """Return (username, password) from the settings or the credentials file."""
-    if settings.airflow_credentials_file:
-        path = Path(settings.airflow_credentials_file)
-        where = f"FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE ({path})"
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigurationError(f"{where}: cannot read it: {exc.strerror}") from None
-        if text.startswith("{"):
-            try:
-                data = json.loads(text)
-                return str(data["username"]), str(data["password"])
-            except (ValueError, KeyError, TypeError):
-                raise ConfigurationError(
-                    f"{where}: expected JSON with 'username' and 'password'"
-                ) from None
-        user, sep, password = text.splitlines()[0].partition(":") if text else ("", "", "")
-        if not sep or not user:
-            raise ConfigurationError(f"{where}: expected 'username:password' on the first line")
-        return user, password
-    if not settings.airflow_username or settings.airflow_password is None:
-        raise ConfigurationError(
-            "set FIVETRAN_EVENTS_AIRFLOW_USERNAME and FIVETRAN_EVENTS_AIRFLOW_PASSWORD, "
-            "or FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE"
-        )
-    return settings.airflow_username, settings.airflow_password.get_secret_value()
 
 
 class AirflowClient:
@@ -192,7 +169,7 @@ class AirflowClient:
                 "FIVETRAN_EVENTS_AIRFLOW_URL is not set: set it to "
                 "Airflow's API server, e.g. http://127.0.0.1:8080"
             )
-        user, password = read_credentials(settings)
+        user, password = settings.airflow_credentials()
         verify: bool | str = settings.airflow_verify_tls
         if settings.airflow_ca_bundle:
             verify = settings.airflow_ca_bundle
@@ -276,6 +253,21 @@ class AirflowClient:
                     "is FIVETRAN_EVENTS_AIRFLOW_URL Airflow's API server?",
                 )
         return self._version
+
+    def partitions_refused(self) -> str | None:
+        """Return why this Airflow takes no partitioned asset events (None: it does)."""
+        path = "/api/v1/version" if self.version() == "2" else "/api/v2/version"
+        resp = self._request("GET", path)
+        self._check(resp)
+        with unexpected_answer_is_a_retry(f"GET {path}"):
+            version = str(resp.json()["version"])
+        if tuple(int(p) for p in re.findall(r"\d+", version)[:2]) >= PARTITIONS_SINCE:
+            return None
+        return (
+            f"FIVETRAN_EVENTS_PARTITION_GRAIN needs Airflow 3.2 or later (a partition_key in "
+            f"asset events), but {self.base_url} runs Airflow {version}: upgrade it or unset "
+            "FIVETRAN_EVENTS_PARTITION_GRAIN"
+        )
 
     def warm_up(self) -> None:
         """Learn the API version and fetch a token before a delivery has to wait for them."""
@@ -374,7 +366,9 @@ class AirflowClient:
             return False
         return True
 
-    def post_event(self, uri: str, extra: Mapping[str, Any]) -> AirflowEvent:
+    def post_event(
+        self, uri: str, extra: Mapping[str, Any], partition_key: str | None = None
+    ) -> AirflowEvent:
         if self.version() == "2":
             resp = self._request(
                 "POST", "/api/v1/datasets/events", json={"dataset_uri": uri, "extra": dict(extra)}
@@ -387,7 +381,9 @@ class AirflowClient:
             # A 404 on the cached id: the asset went away since; look it up once more.
             for refresh in (False, True):
                 asset = self.asset_id(uri, refresh=refresh)
-                body = {"asset_id": asset, "extra": dict(extra)}
+                body: dict[str, Any] = {"asset_id": asset, "extra": dict(extra)}
+                if partition_key is not None:
+                    body["partition_key"] = partition_key
                 resp = self._request("POST", "/api/v2/assets/events", json=body)
                 if resp.status_code != 404:
                     break
@@ -400,9 +396,15 @@ class AirflowClient:
             return AirflowEvent.from_json(resp.json())
 
     def find_event(
-        self, uri: str, since: datetime, match: Mapping[str, Any]
+        self,
+        uri: str,
+        since: datetime,
+        match: Mapping[str, Any],
+        partition_key: str | None = None,
     ) -> AirflowEvent | None:
-        """Return the event on ``uri`` at or after ``since`` whose extra contains ``match``."""
+        """Return the event on ``uri`` at or after ``since`` whose extra contains ``match``
+        and whose partition key is ``partition_key`` (a plain event has none: a sync's
+        partitioned events on the same asset carry the same extra)."""
         v2 = self.version() == "2"
         asset = self.asset_id(uri)
         if v2:
@@ -415,7 +417,9 @@ class AirflowClient:
             with unexpected_answer_is_a_retry(f"GET {path}"):
                 events = [AirflowEvent.from_json(e) for e in page]
             for ev in events:
-                if all(ev.extra.get(k) == v for k, v in match.items()):
+                if ev.partition_key == partition_key and all(
+                    ev.extra.get(k) == v for k, v in match.items()
+                ):
                     return ev
             # Newest first: once a page reaches before ``since`` nothing older can match.
             if events and events[-1].timestamp < since:

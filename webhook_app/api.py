@@ -192,6 +192,8 @@ class Connectors(BaseModel):
 
 class Forwarding(BaseModel):
     uri: str | None
+    #: A partitioned asset event's key (FIVETRAN_EVENTS_PARTITION_GRAIN); None: the plain one.
+    partition_key: str | None = None
     state: str
     attempts: int
     airflow_event_id: int | None

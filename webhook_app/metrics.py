@@ -106,6 +106,11 @@ FORWARD_LATENCY = Histogram(
     "dataset event (Airflow's own event timestamp).",
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0, 86_400.0),
 )
+PARTITIONS_SKIPPED = Counter(
+    "fivetran_events_partitions_skipped",
+    "Partition keys a sync completed beyond FIVETRAN_EVENTS_PARTITION_MAX_KEYS, not "
+    "posted (logged with their range; replay --partitions posts them).",
+)
 FORWARD_REQUEST_SECONDS = Histogram(
     "fivetran_events_forward_attempt_seconds",
     "Time one forwarding attempt spent talking to Airflow.",

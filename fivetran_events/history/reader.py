@@ -243,6 +243,19 @@ class HistoryReader(_Reader):
         )
         return _one(rows)
 
+    def success_and_previous(
+        self, connector_id: str, sync_id: str, ended_ms: int
+    ) -> tuple[Completion | None, Completion | None]:
+        """The success of ``sync_id`` that ended at ``ended_ms`` and the success before it
+        (None: the first of the history), which say the periods it completed: one round trip."""
+        keys = self.keys(connector_id)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrangebyscore(keys.ok, ended_ms, ended_ms, withscores=True)
+        pipe.zrevrangebyscore(keys.ok, f"({ended_ms}", "-inf", start=0, num=1, withscores=True)
+        same_end, previous = pipe.execute()
+        mine = (decode_completion(m, s) for m, s in same_end)
+        return next((c for c in mine if c.sync_id == sync_id), None), _one(previous)
+
     def successes_since(self, connector_id: str, since_ms: int) -> list[Completion]:
         rows = self.client.zrangebyscore(
             self.keys(connector_id).ok, since_ms, "+inf", withscores=True

@@ -115,6 +115,7 @@ def worker(
         os.environ[logs.FORMAT_ENV] = "json"
         logs.configure()
     forwarder = _forwarder(with_airflow=True)  # checks the settings before any member starts
+    forwarder.check_partitions()  # and that Airflow takes partition keys, when they are on
     if concurrency > 1:
         forwarder.redis.ping()  # and Redis: one clear error (exit 4), not N failing members
         raise SystemExit(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 
-from fivetran_events.deliveries import Delivery, DeliveryState, SyncRef, extra_for
+from fivetran_events.deliveries import Delivery, DeliveryState, Field, SyncRef, extra_for
 from fivetran_events.http import RetryableError
 from fivetran_events.timeutil import iso
 
@@ -33,7 +33,8 @@ class ReplicasShort(RetryableError):
 
 
 class AssetSender:
-    """Post a delivery's asset event to Airflow, exactly once per (sync, URI)."""
+    """Post a delivery's asset event to Airflow, exactly once per (sync, URI) and, for a
+    partitioned one, per (sync, partition key, URI)."""
 
     def __init__(self, recorder: Recorder, airflow: AirflowClient) -> None:
         self.recorder = recorder
@@ -67,6 +68,7 @@ class AssetSender:
             self.redis, r.settings.key_prefix, SyncRef.from_fields(d.fields)
         )
         r.begin(d, extra)
+        partition = d.get(Field.PARTITION_KEY)  # None: the plain event
         mark = d.ms("inflight_ms")
         resolved = mark is None  # no earlier POST whose outcome is open
         posting = False
@@ -74,7 +76,7 @@ class AssetSender:
             if mark is not None:
                 since = lookup_window_start(min(mark, d.ms("first_attempt_ms") or mark))
                 match = {"sync_id": extra["sync_id"], "connector_id": extra["connector_id"]}
-                found = self.airflow.find_event(d.uri, since, match)
+                found = self.airflow.find_event(d.uri, since, match, partition)
                 if found is not None:
                     return self._delivered(d, found, recovered=True)
                 resolved = True  # looked after it settled: it never landed
@@ -85,7 +87,7 @@ class AssetSender:
             self._mark_inflight(r.store.key(d.id))
             posting = True
             t2 = time.perf_counter()
-            event = self.airflow.post_event(d.uri, extra)
+            event = self.airflow.post_event(d.uri, extra, partition)
             # Where a slow delivery's time went, in its log line: lookups, our mark, the POST.
             took = (
                 f"prepare {_ms(t1 - t0)}, mark {_ms(t2 - t1)}, POST {_ms(time.perf_counter() - t2)}"

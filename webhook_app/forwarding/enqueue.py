@@ -15,7 +15,7 @@ from redis.client import Pipeline
 from redis.typing import EncodableT
 
 from fivetran_events import Event, Settings
-from fivetran_events.deliveries import DeliveryKind, DeliveryState, SyncRef
+from fivetran_events.deliveries import DeliveryKind, DeliveryState, Field, SyncRef
 from fivetran_events.history.writer import TRIM_EVERY, trims
 from fivetran_events.keys import (
     deliveries_key,
@@ -26,6 +26,7 @@ from fivetran_events.keys import (
 )
 from fivetran_events.model import (
     FAILURE_STATUSES,
+    SOURCE_IMPORTED,
     SOURCE_RECONCILED,
     SOURCE_WEBHOOK,
     SUCCESS_STATUSES,
@@ -38,6 +39,8 @@ from .store import DeliveryStore
 
 #: The scheme of a sync's table-level delivery's URI (``tables_uri``).
 TABLES_SCHEME = "fivetran-tables://connector/"
+#: The scheme of a sync's partitions delivery's URI (``partitions_uri``).
+PARTITIONS_SCHEME = "fivetran-partitions://connector/"
 #: A lineage delivery's target starts with this (a dataset URI never does: no "//").
 LINEAGE_PREFIX = "openlineage:"
 #: Statuses that stop a sync for good without success or failure.
@@ -156,6 +159,10 @@ class Enqueuer:
     def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
         """Return the keys and arguments that create ``event``'s deliveries in its script."""
         targets = self.targets(event) if self.airflow and event.is_success else []
+        if targets and self.settings.partition_grain and event.source != SOURCE_IMPORTED:
+            # One delivery for all the partitions: the worker expands it (partitions.py).
+            # An import never posts them: ``replay --partitions`` does, when asked.
+            targets.append((partitions_uri(event.connector_id), DeliveryKind.PARTITIONS))
         if self.lineage:
             targets += [(t, DeliveryKind.LINEAGE) for t in lineage_targets(event)]
         if not targets:
@@ -172,11 +179,18 @@ class Enqueuer:
         targets: list[tuple[str, DeliveryKind]],
         now: int,
         pipe: Pipeline | None = None,
+        partition_key: str | None = None,
     ) -> list[str]:
-        """Create ``sync``'s deliveries (each kept if it exists), in ``pipe`` if given."""
-        keys, args = self._parts(sync, False, now, targets)
+        """Create ``sync``'s deliveries (each kept if it exists), in ``pipe`` if given;
+        with ``partition_key`` (then in ``pipe``), its partitioned events."""
+        keys, args = self._parts(sync, False, now, targets, partition_key)
         self.create_script(keys=keys, args=args, client=pipe)
-        return [delivery_id(sync.connector_id, sync.sync_id, u) for u, _ in targets]
+        ids = [target_id(sync, u, partition_key) for u, _ in targets]
+        if partition_key is not None:
+            assert pipe is not None  # the key must be in the record's own transaction
+            for did in ids:
+                pipe.hsetnx(self.store.key(did), Field.PARTITION_KEY, partition_key)
+        return ids
 
     def targets(self, event: Event) -> list[tuple[str, DeliveryKind]]:
         granularity = self.settings.asset_granularity
@@ -192,7 +206,12 @@ class Enqueuer:
         return out
 
     def _parts(
-        self, sync: SyncRef, trim: bool, now: int, targets: list[tuple[str, DeliveryKind]]
+        self,
+        sync: SyncRef,
+        trim: bool,
+        now: int,
+        targets: list[tuple[str, DeliveryKind]],
+        partition_key: str | None = None,
     ) -> tuple[list[str], list[EncodableT]]:
         keys = [
             sync_deliveries_key(self.settings.key_prefix, sync.connector_id, sync.sync_id),
@@ -212,10 +231,22 @@ class Enqueuer:
             sync.ended_ms,
         ]
         for uri, kind in targets:
-            did = delivery_id(sync.connector_id, sync.sync_id, uri)
+            did = target_id(sync, uri, partition_key)
             keys.append(self.store.key(did))
             args += [did, uri, kind.value]
         return keys, args
+
+
+def target_id(sync: SyncRef, uri: str, partition_key: str | None = None) -> str:
+    """The id of ``sync``'s delivery to ``uri``, or of its partition there: a URI holds
+    no space, so "uri key" names one (sync, key, URI) apart from the plain event."""
+    target = uri if partition_key is None else f"{uri} {partition_key}"
+    return delivery_id(sync.connector_id, sync.sync_id, target)
+
+
+def partitions_uri(connector_id: str) -> str:
+    """The URI of a sync's partitions delivery (never an asset: the worker expands it)."""
+    return f"{PARTITIONS_SCHEME}{connector_id}"
 
 
 def tables_uri(connector_id: str) -> str:

@@ -16,7 +16,7 @@ import redis
 from redis.exceptions import LockError, WatchError
 from rq import Queue
 
-from fivetran_events import Event, HistoryReader, Settings, as_text
+from fivetran_events import ConfigurationError, Event, HistoryReader, Settings, as_text
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryKind, DeliveryState
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.keys import (
@@ -34,6 +34,7 @@ from .. import metrics
 from ..airflow_client import AirflowClient, AirflowError
 from .asset import AssetSender
 from .enqueue import Enqueuer, record_ttl_ms
+from .partitions import Partitioner, PartitionsSender
 from .recorder import AttemptOutcome, AttemptResult, Recorder
 from .store import DeliveryStore
 from .sweeper import SWEEP_BATCH, Sweeper
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 NO_SENDER = {
     DeliveryKind.ASSET: "forwarding needs FIVETRAN_EVENTS_AIRFLOW_URL",
     DeliveryKind.TABLES: "forwarding needs FIVETRAN_EVENTS_AIRFLOW_URL",
+    DeliveryKind.PARTITIONS: "a partitions delivery, but this worker has no "
+    "FIVETRAN_EVENTS_AIRFLOW_URL or FIVETRAN_EVENTS_PARTITION_GRAIN",
     DeliveryKind.LINEAGE: "an OpenLineage delivery, but this worker sends no lineage: set "
     "OPENLINEAGE_URL (or FIVETRAN_EVENTS_LINEAGE=on with an openlineage.yml)",
 }
@@ -114,8 +117,12 @@ class Forwarder:
                 # The pool's processes find each other's asset ids (RedisAssetIds).
                 airflow.shared_assets = RedisAssetIds(self.redis, settings.key_prefix)
             self.senders[DeliveryKind.ASSET] = AssetSender(self.recorder, airflow)
+            partitioner = None
+            if settings.partition_grain is not None:
+                partitioner = Partitioner(self.recorder, airflow, enqueuer)
+                self.senders[DeliveryKind.PARTITIONS] = PartitionsSender(partitioner, self.sweeper)
             self.senders[DeliveryKind.TABLES] = TablesSender(
-                self.recorder, airflow, enqueuer, self.sweeper, fivetran
+                self.recorder, airflow, enqueuer, self.sweeper, fivetran, partitioner
             )
         if lineage is not None:
             self.senders[DeliveryKind.LINEAGE] = lineage(self.recorder)
@@ -130,6 +137,21 @@ class Forwarder:
             log.warning("could not reach Airflow yet (the first attempt will try again): %s", exc)
             return False
         return True
+
+    def check_partitions(self) -> None:
+        """Refuse to start with FIVETRAN_EVENTS_PARTITION_GRAIN against an Airflow older than
+        3.2 (ConfigurationError naming its version); an unreachable one is only logged, and
+        the first partitions delivery asks again."""
+        sender = self.senders.get(DeliveryKind.PARTITIONS)
+        if not isinstance(sender, PartitionsSender):
+            return
+        try:
+            refusal = sender.partitioner.refused()
+        except AirflowError as exc:
+            log.warning("could not ask Airflow's version yet: %s", exc)
+            return
+        if refusal is not None:
+            raise ConfigurationError(refusal)
 
     def attempt(self, did: str) -> AttemptResult:
         """Make one attempt at delivery ``did`` under its lease."""

@@ -1,4 +1,5 @@
-"""A sync's table-level delivery, expanded into one delivery per consumed table.
+"""A sync's table-level delivery, expanded into one delivery per consumed table (and,
+with partitions on, one per consumed table and completed period).
 
 The webhook creates one delivery per sync, so what it writes does not grow with the
 table count; its attempt asks Airflow once which tables are assets and creates a
@@ -18,6 +19,7 @@ from fivetran_events.fivetran_api import FivetranClient
 
 from ..airflow_client import AirflowClient, AirflowRejected, AirflowUnavailable
 from .enqueue import Enqueuer
+from .partitions import Partitioner
 from .recorder import AttemptResult, Recorder, retry_at
 from .sweeper import Sweeper
 
@@ -63,12 +65,15 @@ class TablesSender:
         enqueuer: Enqueuer,
         sweeper: Sweeper,
         fivetran: FivetranClient | None,
+        partitioner: Partitioner | None = None,
     ) -> None:
         self.recorder = recorder
         self.airflow = airflow
         self.enqueuer = enqueuer
         self.sweeper = sweeper
         self.fivetran = fivetran
+        #: With FIVETRAN_EVENTS_PARTITION_GRAIN: each consumed table's partitions too.
+        self.partitioner = partitioner
 
     def not_before(self, d: Delivery) -> int | None:
         return retry_at(d)
@@ -83,6 +88,8 @@ class TablesSender:
                 return r.give_up(d, DeliveryState.FAILED, NO_TABLE_LIST)
             uris = [t.uri for t in tables]
             known = self.airflow.assets_under(common_prefix(uris)) if tables else {}
+            p = self.partitioner
+            refusal = p.refused() if p is not None else None
         except (FivetranUnavailable, AirflowUnavailable) as exc:
             return r.retry(d, exc)
         except (FivetranApiError, AirflowRejected) as exc:
@@ -90,16 +97,21 @@ class TablesSender:
         consumed = [t for t in tables if t.uri in known]
         sync = SyncRef.from_fields(d.fields)
         sync_extra = extra_for(r.redis, r.settings.key_prefix, sync)
+        extras = {t.uri: json.dumps(table_extra(sync_extra, t), sort_keys=True) for t in consumed}
+        keys = p.completed(sync).keys if p is not None and refusal is None and consumed else ()
         with r.redis.pipeline(transaction=True) as pipe:
             targets = [(t.uri, DeliveryKind.ASSET) for t in consumed]
             ids = self.enqueuer.create_many(sync, targets, r.clock(), pipe)
             for did, t in zip(ids, consumed, strict=True):
-                extra = json.dumps(table_extra(sync_extra, t), sort_keys=True)
-                pipe.hsetnx(r.store.key(did), "extra", extra)
+                pipe.hsetnx(r.store.key(did), "extra", extras[t.uri])
                 pipe.hsetnx(r.store.key(did), "table", f"{t.schema}.{t.table}")
+            if keys and p is not None:
+                p.create(pipe, sync, keys, [t.uri for t in consumed], extras)
             pipe.execute()
         counts = f"{len(consumed)}/{len(tables)}"
-        note = f"{counts} tables have an asset in Airflow, forwarded"
+        note = f"{counts} tables have an asset in Airflow, forwarded" + (
+            f"; no partitions: {refusal}" if refusal else ""
+        )
         result = r.delivered(d, {"tables": counts}, note, reason=f"tables {counts}")
         # Queued now rather than at the sweeper's wake-up: this worker is awake already.
         self.sweeper.sweep_backlog()

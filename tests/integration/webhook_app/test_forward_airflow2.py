@@ -111,6 +111,7 @@ class TestDelivery:
         assert view == [
             {
                 "uri": URI,
+                "partition_key": None,
                 "state": "delivered",
                 "attempts": 1,
                 "airflow_event_id": 1,

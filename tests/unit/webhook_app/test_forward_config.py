@@ -15,7 +15,6 @@ from pydantic import SecretStr
 from fivetran_events import ConfigurationError, Settings, load_settings
 from fivetran_events.http import retry_after_seconds
 from fivetran_events.uris import DEFAULT_URI_TEMPLATE, dataset_uri, dataset_uris, load_uri_map
-from webhook_app.airflow_client import read_credentials
 from webhook_app.forwarding.recorder import backoff_seconds
 
 
@@ -91,23 +90,23 @@ class TestSettings:
         s = Settings(
             airflow_url="http://x", airflow_username="u", airflow_password=SecretStr("hunter2")
         )
-        assert read_credentials(s) == ("u", "hunter2")
+        assert s.airflow_credentials() == ("u", "hunter2")
         assert "hunter2" not in repr(s)
 
     def test_credentials_file(self, tmp_path: Path) -> None:
         """A credentials file holds user:password, or JSON."""
         f = tmp_path / "cred"
         f.write_text("svc:s3cr:et\n")
-        assert read_credentials(Settings(airflow_credentials_file=str(f))) == ("svc", "s3cr:et")
+        assert Settings(airflow_credentials_file=str(f)).airflow_credentials() == ("svc", "s3cr:et")
         f.write_text('{"username": "j", "password": "k"}')
-        assert read_credentials(Settings(airflow_credentials_file=str(f))) == ("j", "k")
+        assert Settings(airflow_credentials_file=str(f)).airflow_credentials() == ("j", "k")
         f.write_text("nocolon")
         with pytest.raises(ConfigurationError, match="username:password"):
-            read_credentials(Settings(airflow_credentials_file=str(f)))
+            Settings(airflow_credentials_file=str(f)).airflow_credentials()
 
     def test_missing_credentials(self) -> None:
         with pytest.raises(ConfigurationError, match="AIRFLOW_USERNAME"):
-            read_credentials(Settings(airflow_url="http://x"))
+            Settings(airflow_url="http://x").airflow_credentials()
 
 
 class TestRetryAfter:
