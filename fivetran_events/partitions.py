@@ -16,10 +16,11 @@ in the format Airflow's temporal partition mappers read by default.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from .decision import Completion, Criterion
-from .timeutil import from_ms
+from .timeutil import UTC, from_ms, to_ms
 
 Grain = Literal["hour", "day"]
 #: A grain's length in milliseconds.
@@ -71,6 +72,11 @@ def completed_by(
 
 def partition_key(start_ms: int) -> str:
     return from_ms(start_ms).strftime(KEY_FORMAT)
+
+
+def key_start_ms(key: str) -> int:
+    """The start of the period ``key`` names (``partition_key``'s inverse)."""
+    return to_ms(datetime.strptime(key, KEY_FORMAT).replace(tzinfo=UTC))
 
 
 def completed(

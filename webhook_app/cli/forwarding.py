@@ -188,6 +188,12 @@ def deliveries(state_: str | None, limit: int, as_json: bool) -> None:
     help="Forward every success that ended at or after this ISO 8601 time "
     "(naive means UTC), also those recorded while forwarding was off.",
 )
+@click.option(
+    "--partitions",
+    is_flag=True,
+    help="With --since: post the partitioned asset events of every period since that time "
+    "the history's successes completed (FIVETRAN_EVENTS_PARTITION_GRAIN), for a backfill.",
+)
 @click.option("--connector", "connector_id", help="Only this connector's deliveries.")
 @json_option
 @clean_errors
@@ -195,6 +201,7 @@ def replay(
     sync_id: str | None,
     all_undelivered: bool,
     since: str | None,
+    partitions: bool,
     connector_id: str | None,
     as_json: bool,
 ) -> None:
@@ -205,6 +212,8 @@ def replay(
     """
     if sum((bool(sync_id), all_undelivered, since is not None)) != 1:
         raise click.UsageError("give exactly one of SYNC_ID, --all-undelivered or --since")
+    if partitions and since is None:
+        raise click.UsageError("--partitions needs --since DATE")
     if sync_id is not None and not is_valid_id(sync_id):
         raise click.BadParameter("not a valid sync id", param_hint="SYNC_ID")
     since_ms = None if since is None else parse_time(since, "--since")
@@ -218,6 +227,9 @@ def replay(
             )
         if connector_id is not None:
             raise click.UsageError("--connector does not apply to --since")
+        if partitions:
+            _replay_partitions(fw, since_ms, as_json)
+            return
         created, replayed, delivered = fw.forward_since(since_ms)
         if as_json:
             emit_json(
@@ -340,3 +352,33 @@ def table_rows(fw: Forwarder, cid: str, group_id: str | None) -> list[dict[str, 
 
 
 COMMANDS: list[click.Command] = [worker, deliveries, replay, datasets]
+
+
+def _replay_partitions(fw: Forwarder, since_ms: int, as_json: bool) -> None:
+    """Queue the partitioned events since ``since_ms`` and say which keys they are."""
+    if fw.partitioner is None:
+        raise CliError(
+            "partitions are off: set FIVETRAN_EVENTS_PARTITION_GRAIN (hour or day, as the "
+            "workers have it) before replaying them",
+            ExitCode.USAGE,
+        )
+    out = fw.forward_partitions_since(since_ms)
+    if as_json:
+        emit_json(
+            {
+                "since": iso(since_ms),
+                "created": len(out.created),
+                "replayed": len(out.replayed),
+                "already_delivered": out.delivered,
+                "keys": out.keys,
+            }
+        )
+        return
+    queued = len(out.created) + len(out.replayed)
+    echo(
+        f"queued {len(out.created)} new and {len(out.replayed)} replayed partitioned "
+        f"deliver{'y' if queued == 1 else 'ies'} since {iso(since_ms)}"
+        + (f" ({out.delivered} already delivered)" if out.delivered else "")
+    )
+    for cid, keys in sorted(out.keys.items()):
+        echo(f"  {cid}: {len(keys)} keys, {min(keys)} to {max(keys)}")

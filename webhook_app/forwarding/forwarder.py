@@ -10,6 +10,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import redis
@@ -17,7 +18,8 @@ from redis.exceptions import LockError, WatchError
 from rq import Queue
 
 from fivetran_events import ConfigurationError, Event, HistoryReader, Settings, as_text
-from fivetran_events.deliveries import FINAL, Delivery, DeliveryKind, DeliveryState
+from fivetran_events.decision import Criterion
+from fivetran_events.deliveries import FINAL, Delivery, DeliveryKind, DeliveryState, SyncRef
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.keys import (
     asset_id_key,
@@ -28,12 +30,13 @@ from fivetran_events.keys import (
     undelivered_key,
 )
 from fivetran_events.model import EventKind
+from fivetran_events.partitions import completed_by, key_start_ms
 from fivetran_events.timeutil import from_ms, iso, now_ms
 
 from .. import metrics
 from ..airflow_client import AirflowClient, AirflowError
 from .asset import AssetSender
-from .enqueue import Enqueuer, record_ttl_ms
+from .enqueue import Enqueuer, record_ttl_ms, target_id
 from .partitions import Partitioner, PartitionsSender
 from .recorder import AttemptOutcome, AttemptResult, Recorder
 from .store import DeliveryStore
@@ -61,6 +64,17 @@ class Sender(Protocol):
 
     def send(self, d: Delivery) -> AttemptResult:
         """Make ``d``'s attempt (the forwarder holds its lease); return what happened."""
+
+
+@dataclass
+class PartitionReplay:
+    """What ``replay --partitions`` queued: ids created and replayed, how many were
+    delivered already, and each connector's keys."""
+
+    created: list[str] = field(default_factory=list)
+    replayed: list[str] = field(default_factory=list)
+    delivered: int = 0
+    keys: dict[str, list[str]] = field(default_factory=dict)
 
 
 class RedisAssetIds:
@@ -112,14 +126,17 @@ class Forwarder:
         self.lease_ms = self.recorder.lease_ms
         self.sweeper = Sweeper(settings, queue, self.lease_ms, clock)
         self.senders: dict[DeliveryKind, Sender] = {}
+        partitioner = None
+        if settings.partition_grain is not None:
+            partitioner = Partitioner(self.recorder, airflow, enqueuer)
+        #: With FIVETRAN_EVENTS_PARTITION_GRAIN (``replay --partitions`` uses it too).
+        self.partitioner = partitioner
         if airflow is not None:
             if airflow.shared_assets is None:
                 # The pool's processes find each other's asset ids (RedisAssetIds).
                 airflow.shared_assets = RedisAssetIds(self.redis, settings.key_prefix)
             self.senders[DeliveryKind.ASSET] = AssetSender(self.recorder, airflow)
-            partitioner = None
-            if settings.partition_grain is not None:
-                partitioner = Partitioner(self.recorder, airflow, enqueuer)
+            if partitioner is not None:
                 self.senders[DeliveryKind.PARTITIONS] = PartitionsSender(partitioner, self.sweeper)
             self.senders[DeliveryKind.TABLES] = TablesSender(
                 self.recorder, airflow, enqueuer, self.sweeper, fivetran, partitioner
@@ -142,11 +159,10 @@ class Forwarder:
         """Refuse to start with FIVETRAN_EVENTS_PARTITION_GRAIN against an Airflow older than
         3.2 (ConfigurationError naming its version); an unreachable one is only logged, and
         the first partitions delivery asks again."""
-        sender = self.senders.get(DeliveryKind.PARTITIONS)
-        if not isinstance(sender, PartitionsSender):
+        if self.partitioner is None or self.airflow is None:
             return
         try:
-            refusal = sender.partitioner.refused()
+            refusal = self.partitioner.refused()
         except AirflowError as exc:
             log.warning("could not ask Airflow's version yet: %s", exc)
             return
@@ -262,6 +278,43 @@ class Forwarder:
                     created.append(enq.create(event, target, now))
         replayed = self.replay(existing)
         return created, replayed, len(existing) - len(replayed)
+
+    def forward_partitions_since(self, since_ms: int) -> PartitionReplay:
+        """Create the partitioned deliveries of every period starting at or after
+        ``since_ms`` that a success since then completed, on each connector's assets
+        (``replay --partitions``); replay given-up ones, leave delivered ones. One key per
+        period and URI at most: each period is completed by one success, so no cap."""
+        p = self.partitioner
+        s = self.settings
+        assert p is not None and s.partition_grain is not None
+        out = PartitionReplay()
+        reader = HistoryReader(self.redis, s.key_prefix, s.max_sync_duration_ms)
+        criterion = Criterion(s.partition_criterion)
+        existing: list[str] = []
+        for rec in reader.connector_records():
+            cid = rec.connector_id
+            if s.asset_granularity == "table":
+                continue  # a table's assets are known to the worker's expansion only
+            uris = self.enqueuer.uri_map.uris(cid, rec.name, rec.type, rec.group)
+            previous = reader.last_success(cid, f"({since_ms}")
+            for c in reader.successes_since(cid, since_ms):
+                done = completed_by(c, previous, s.partition_grain, criterion, cap=1 << 31)
+                previous = c
+                keys = tuple(k for k in done.keys if key_start_ms(k) >= since_ms)
+                sync = SyncRef.from_record(rec, c.sync_id, c.ended_ms)
+                with self.redis.pipeline(transaction=True) as pipe:
+                    for k in keys:
+                        ids = {target_id(sync, u, k): u for u in uris}
+                        have = [i for i in ids if self.redis.exists(self.store.key(i))]
+                        existing += have
+                        missing = [u for i, u in ids.items() if i not in have]
+                        out.created += p.create(pipe, sync, (k,), missing) if missing else []
+                    pipe.execute()
+                if keys:
+                    out.keys.setdefault(cid, []).extend(keys)
+        out.replayed = self.replay(existing)
+        out.delivered = len(existing) - len(out.replayed)
+        return out
 
     def deliveries_of_sync(self, sync_id: str, connector_id: str | None = None) -> list[str]:
         """Return the delivery ids of ``sync_id`` (of any connector unless one is named)."""

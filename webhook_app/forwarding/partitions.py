@@ -33,7 +33,10 @@ class Partitioner:
     """Which partitions a sync completed, and their deliveries (for this sender and the
     per-table one)."""
 
-    def __init__(self, recorder: Recorder, airflow: AirflowClient, enqueuer: Enqueuer) -> None:
+    def __init__(
+        self, recorder: Recorder, airflow: AirflowClient | None, enqueuer: Enqueuer
+    ) -> None:
+        """Without ``airflow``: ``completed`` and ``create`` only (``replay --partitions``)."""
         self.recorder = recorder
         self.airflow = airflow
         self.enqueuer = enqueuer
@@ -43,6 +46,7 @@ class Partitioner:
         """Why Airflow takes no partition keys (None: it does; asked once per process)."""
         if self._allowed:
             return None
+        assert self.airflow is not None
         refusal = self.airflow.partitions_refused()
         self._allowed = refusal is None
         return refusal

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import redis
+from click.testing import CliRunner
 
 from fivetran_events import Settings
 from fivetran_events.deliveries import DeliveryKind, DeliveryState, SyncRef
@@ -30,6 +31,7 @@ from testkit.forward_support import CID, URI, forwarder, post_event, run_worker
 from testkit.processes import poll_until
 from testkit.support import ev
 from testkit.worker_process import WorkerProcess, worker_env
+from webhook_app.cli import main
 from webhook_app.forwarding.enqueue import partitions_uri, target_id
 from webhook_app.forwarding.forwarder import Forwarder
 
@@ -311,3 +313,44 @@ class TestKilledWorker:
         assert partitioned(airflow3)["s3"] == [day(10), day(11), day(12)]
         held_posts = [p for p in airflow3.posts if p.get("partition_key") == day(11)]
         assert len(held_posts) == 1
+
+
+class TestReplay:
+    def run(self, env: dict[str, str], *args: str) -> Any:
+        return CliRunner().invoke(main, ["replay", *args], env=env)
+
+    def test_posts_the_days_since_a_date_once_and_says_which(
+        self, http: Any, psettings: Settings, pfw: Forwarder, airflow3: Airflow2StandIn
+    ) -> None:
+        """Syncs recorded while partitions were off: ``replay --partitions --since`` queues
+        the days from that date on that the history completed, says which, and a second
+        run queues nothing new."""
+        history(http)  # the suite's webhook: partitions off
+        post_event(http, sync_id="s4", created="2026-11-16T01:00:00Z")
+        env = worker_env(psettings, partition_grain="day")
+        out = self.run(env, "--partitions", "--since", "2026-11-11")
+        assert out.exit_code == 0, out.output
+        assert "queued 5 new and 0 replayed partitioned deliveries" in out.output
+        assert f"{CID}: 5 keys, {day(11)} to {day(15)}" in out.output
+        run_worker(pfw)
+        assert partitioned(airflow3) == {
+            "s3": [day(11), day(12)],
+            "s4": [day(13), day(14), day(15)],
+        }
+        again = self.run(env, "--partitions", "--since", "2026-11-11", "--json")
+        assert json.loads(again.output) == {
+            "since": "2026-11-11T00:00:00.000Z",
+            "created": 0,
+            "replayed": 0,
+            "already_delivered": 5,
+            "keys": {CID: [day(11), day(12), day(13), day(14), day(15)]},
+        }
+        run_worker(pfw)
+        assert len([e for e in airflow3.events if e["partition_key"]]) == 5
+
+    def test_needs_since_and_the_grain(self, psettings: Settings) -> None:
+        env = worker_env(psettings, partition_grain="day")
+        no_since = self.run(env, "--partitions", "--all-undelivered")
+        assert no_since.exit_code == 2 and "--partitions needs --since" in no_since.output
+        off = self.run(worker_env(psettings), "--partitions", "--since", "2026-11-11")
+        assert off.exit_code == 2 and "FIVETRAN_EVENTS_PARTITION_GRAIN" in off.output

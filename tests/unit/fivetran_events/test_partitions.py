@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fivetran_events import Completion, Criterion
-from fivetran_events.partitions import completed, completed_by, default_cap
+from fivetran_events.partitions import completed, completed_by, default_cap, key_start_ms
 from fivetran_events.timeutil import parse_iso, to_ms
 
 STARTED_AFTER = Criterion.STARTED_AFTER
@@ -103,6 +103,9 @@ class TestKeys:
     def test_an_end_with_an_offset_is_read_in_utc(self) -> None:
         """01:30+02:00 is 23:30 UTC the day before."""
         assert completed_by(ok("2026-01-16T01:30:00+02:00"), None, "day").keys == days("14")
+
+    def test_a_key_gives_back_its_periods_start(self) -> None:
+        assert key_start_ms("2026-01-14T05:00:00") == ms("2026-01-14T05:00:00Z")
 
 
 class TestCap:
