@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
@@ -81,3 +81,58 @@ class TestResolveTarget:
 
         with pytest.raises(TypeError, match="datetime or ISO 8601"):
             resolve_target(12, ctx())
+
+
+UTC = timezone.utc
+
+
+class TestPartitionedRuns:
+    """A partitioned run (Airflow 3.2+) has a partition key and no data interval: its
+    target is the end of its partition, whatever triggered it."""
+
+    @pytest.mark.parametrize(
+        ("key", "end"),
+        [
+            ("2026-01-14T05", at(14, 6)),
+            ("2026-01-14", at(15)),
+            ("2026-01-12 (W03)", at(19)),
+            ("2026-01", at(1, month=2)),
+            ("2026-12", at(1, year=2027)),
+            ("2026-Q4", at(1, year=2027)),
+            ("2026-Q1", at(1, month=4)),
+            ("2026", at(1, year=2027)),
+        ],
+    )
+    def test_the_end_of_each_temporal_mappers_period(self, key: str, end: datetime) -> None:
+        from airflow_plugin.targets import resolve_target
+
+        events = {"fivetran://connector/a": [event({"ended_at": "2026-03-01T00:00:00Z"})]}
+        got = resolve_target(None, ctx(partition_key=key, triggering_asset_events=events))
+        assert got == (end, f"the end of partition {key}")
+
+    def test_the_runs_partition_date_is_the_start(self) -> None:
+        """A mapper with a timezone: partition_date is the local day's start; its end is
+        the next local midnight, 23 hours on when clocks go forward."""
+        from zoneinfo import ZoneInfo
+
+        from airflow_plugin.targets import resolve_target
+
+        start = datetime(2026, 3, 29, tzinfo=ZoneInfo("Europe/Berlin"))
+        run = SimpleNamespace(partition_key="2026-03-29", partition_date=start)
+        target, _ = resolve_target(None, ctx(dag_run=run))
+        assert target == datetime(2026, 3, 29, 22, tzinfo=UTC)
+        assert target - start == timedelta(hours=23)
+
+    def test_data_interval_and_target_time_still_win(self) -> None:
+        from airflow_plugin.targets import resolve_target
+
+        got = resolve_target(None, ctx(partition_key="2026-01-14", data_interval_end=at(9)))
+        assert got == (at(9), "data_interval_end")
+        assert resolve_target(at(3), ctx(partition_key="2026-01-14"))[0] == at(3)
+
+    def test_a_key_naming_no_period_asks_for_target_time(self) -> None:
+        """IdentityMapper passes fivetran-events' key through: a start, no length."""
+        from airflow_plugin.targets import resolve_target
+
+        with pytest.raises(ValueError, match="pass target_time"):
+            resolve_target(None, ctx(partition_key="2026-01-14T00:00:00"))
