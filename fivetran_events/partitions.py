@@ -15,6 +15,7 @@ in the format Airflow's temporal partition mappers read by default.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -68,6 +69,21 @@ def completed_by(
     # the sync is then the first that counts.
     before = None if previous is None else count_point(previous, criterion)
     return completed(count_point(sync, criterion), before, grain, cap)
+
+
+def completed_each(
+    successes: Sequence[Completion],
+    previous: Completion | None,
+    grain: Grain,
+    criterion: Criterion = Criterion.ENDED_AFTER,
+) -> list[Completed]:
+    """Return what each of ``successes`` (oldest first) completed, uncapped, after
+    ``previous``, the success before the first (None: the history's first)."""
+    out = []
+    for c in successes:
+        out.append(completed_by(c, previous, grain, criterion, cap=1 << 31))
+        previous = c
+    return out
 
 
 def partition_key(start_ms: int) -> str:

@@ -109,6 +109,15 @@ class HistoryDefaults(BaseSettings):
     #: What a successful sync updates: the connector's asset, each enabled destination
     #: table's (docs/tables.md), or both.
     asset_granularity: Literal["connector", "table", "both"] = "connector"
+    #: Partitioned asset events (Airflow 3.2+, docs/partitions.md): besides the plain
+    #: event, one event per hour or day a success completed; unset: none. The "Fivetran
+    #: syncs" view shows each success's periods by it.
+    partition_grain: Literal["hour", "day"] | None = None
+
+    @field_validator("partition_grain", mode="before")
+    @classmethod
+    def _no_grain(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("key_prefix")
     @classmethod
@@ -191,9 +200,6 @@ class Settings(HistoryDefaults):
     dataset_mapping_file: str | None = None
     #: A table's asset URI instead of its destination's naming (destinations.py).
     table_uri_template: str | None = None
-    #: Partitioned asset events (Airflow 3.2+, docs/partitions.md): besides the plain
-    #: event, one event per hour or day a success completed; unset: none.
-    partition_grain: Literal["hour", "day"] | None = None
     #: When a success completes a period: the sensor's criterion (decision.Criterion).
     partition_criterion: Literal["ended_after", "started_after"] = "ended_after"
     #: The most keys one sync posts; unset: 31 days' worth (the rest is logged and
@@ -251,7 +257,7 @@ class Settings(HistoryDefaults):
             ) from None
         return value
 
-    @field_validator("partition_grain", "partition_max_keys", mode="before")
+    @field_validator("partition_max_keys", mode="before")
     @classmethod
     def _unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -17,7 +17,9 @@ from fastapi.responses import HTMLResponse
 
 from fivetran_events import HistoryReader, parse_criterion
 from fivetran_events.model import ID_PATTERN
+from fivetran_events.partitions import Grain
 from fivetran_events.redis_url import parse_flag
+from fivetran_events.settings import history_defaults
 from fivetran_events.timeutil import from_ms, now_ms, parse_iso, to_ms
 
 from . import queries, render
@@ -107,6 +109,12 @@ def create_app(reader_factory: Callable[[], HistoryReader] = _hook_reader) -> Fa
         since = targets[0]
         until = targets[-1] + 86_400_000
         bars, more = queries.timeline(hist, connector_id, since, until - 1, now, limit)
+        grain = _grain(q.get("partitions"))
+        done = (
+            queries.partitions(hist, connector_id, since, until - 1, grain, flags.criterion)
+            if grain is not None
+            else {}
+        )
         decisions = queries.calendar(hist, connector_id, targets, flags, now)
         chosen = queries.decide_at(hist, connector_id, target, flags, now) if target else None
         cells, blanks = render.calendar_cells(decisions, flags, first, last)
@@ -123,6 +131,8 @@ def create_app(reader_factory: Callable[[], HistoryReader] = _hook_reader) -> Fa
             bars=render.draw_timeline(bars, since, until, now),
             more=more,
             limit=limit,
+            grain=grain,
+            partitions=done,
             ticks=render.ticks(since, until),
             width=render.WIDTH,
             lane=render.LANE,
@@ -152,6 +162,17 @@ def _bool(raw: str | None, name: str, default: bool) -> bool:
         return default if not raw else parse_flag(raw, name)
     except ValueError as exc:
         raise ViewError(400, str(exc)) from None
+
+
+def _grain(raw: str | None) -> Grain | None:
+    """The page's ``partitions`` (hour, day, none), by default the deployment's grain."""
+    if raw is None:
+        return history_defaults().partition_grain
+    if raw in ("", "none"):
+        return None
+    if raw not in ("hour", "day"):
+        raise ViewError(400, f"partitions must be hour, day or none, not {raw[:20]!r}")
+    return "hour" if raw == "hour" else "day"
 
 
 def _flags(q: Any) -> Flags:

@@ -22,6 +22,7 @@ from fivetran_events.decision import Lifecycle
 from fivetran_events.deliveries import BY_ATTENTION, Field
 from fivetran_events.keys import delivery_key, sync_deliveries_key
 from fivetran_events.model import FAILURE_STATUSES, RESCHEDULED
+from fivetran_events.partitions import Completed, Grain, completed_each
 from fivetran_events.timeutil import UTC, parse_iso, to_ms
 
 #: The most connectors one list page shows.
@@ -156,6 +157,20 @@ def timeline(
         for r in rows[:limit]
     ]
     return bars, len(rows) > limit
+
+
+def partitions(
+    reader: HistoryReader,
+    connector_id: str,
+    since_ms: int,
+    until_ms: int,
+    grain: Grain,
+    criterion: Criterion,
+) -> dict[tuple[str, int], Completed]:
+    """Return, per success in the range (sync id, end), the periods it completed."""
+    previous, successes = reader.successes_between(connector_id, since_ms, until_ms, MAX_SYNCS)
+    done = completed_each(successes, previous, grain, criterion)
+    return {(c.sync_id, c.ended_ms): d for c, d in zip(successes, done, strict=True)}
 
 
 @dataclass(frozen=True)

@@ -256,6 +256,18 @@ class HistoryReader(_Reader):
         mine = (decode_completion(m, s) for m, s in same_end)
         return next((c for c in mine if c.sync_id == sync_id), None), _one(previous)
 
+    def successes_between(
+        self, connector_id: str, since_ms: int, until_ms: int, limit: int
+    ) -> tuple[Completion | None, list[Completion]]:
+        """The success before ``since_ms`` and at most ``limit`` successes that ended in
+        [since, until], oldest first (the periods each completed): one round trip."""
+        keys = self.keys(connector_id)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrevrangebyscore(keys.ok, f"({since_ms}", "-inf", start=0, num=1, withscores=True)
+        pipe.zrangebyscore(keys.ok, since_ms, until_ms, start=0, num=limit, withscores=True)
+        previous, rows = pipe.execute()
+        return _one(previous), [decode_completion(m, s) for m, s in rows]
+
     def successes_since(self, connector_id: str, since_ms: int) -> list[Completion]:
         rows = self.client.zrangebyscore(
             self.keys(connector_id).ok, since_ms, "+inf", withscores=True

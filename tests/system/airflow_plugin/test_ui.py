@@ -158,6 +158,32 @@ class TestPages:
             "a-later": "rescheduled",
         }
 
+    def test_the_syncs_table_shows_the_periods_each_success_completed(
+        self, airflow3: AirflowServer, http: FlaskClient
+    ) -> None:
+        """With ?partitions=day each success lists the days it completed (the first only
+        the day before it; a failure none), by the page's criterion; a bad grain is 400."""
+        seed(http, "ui_p", SCENARIO_A)  # a-ok Jan 10 06:20 (started 06:00), a-fail Jan 12
+        sync(http, "ui_p", at(14, 6), sync_id="p-next", started=at(13, 23, 50))
+        page = PAGE.format("ui_p")
+
+        def days(html: str) -> dict[str, str]:
+            rows = re.findall(r'<tr data-sync-id="([^"]+)"(.*?)</tr>', html, re.S)
+            return {
+                sid: (re.findall(r'data-partitions="([^"]*)"', row) or [""])[0] for sid, row in rows
+            }
+
+        ended = days(view(airflow3, page + "&partitions=day").text)
+        assert ended == {
+            "p-next": " ".join(f"2026-01-{d}T00:00:00" for d in (10, 11, 12, 13)),
+            "a-fail": "",
+            "a-ok": "2026-01-09T00:00:00",
+        }
+        started = days(view(airflow3, page + "&partitions=day&criterion=started_after").text)
+        assert started["p-next"] == " ".join(f"2026-01-{d}T00:00:00" for d in (10, 11, 12))
+        assert "partitions" not in view(airflow3, page).text.split("<table")[-1]
+        assert view(airflow3, page + "&partitions=week").status_code == 400
+
 
 class TestFivetranToday:
     """Lifecycle events, Fivetran's words on a sync, derived ids and wait_when_paused."""

@@ -8,7 +8,13 @@ from __future__ import annotations
 import pytest
 
 from fivetran_events import Completion, Criterion
-from fivetran_events.partitions import completed, completed_by, default_cap, key_start_ms
+from fivetran_events.partitions import (
+    completed,
+    completed_by,
+    completed_each,
+    default_cap,
+    key_start_ms,
+)
 from fivetran_events.timeutil import parse_iso, to_ms
 
 STARTED_AFTER = Criterion.STARTED_AFTER
@@ -132,3 +138,17 @@ class TestCap:
     def test_nothing_is_lost_silently(self, cap: int) -> None:
         got = completed(ms("2026-01-15T08:00:00Z"), ms("2026-01-10T08:00:00Z"), "day", cap=cap)
         assert len(got.keys) + got.skipped == 5
+
+
+class TestEach:
+    def test_each_success_after_the_one_before_it_uncapped(self) -> None:
+        """The view's listing: a history's successes in turn, with no cap (what they
+        completed, not what one sync posts)."""
+        got = completed_each(
+            [ok("2026-01-10T06:00:00Z", sid="a"), ok("2026-03-01T06:00:00Z", sid="b")],
+            None,
+            "day",
+        )
+        assert got[0].keys == days("09")
+        assert len(got[1].keys) == 50 and got[1].skipped == 0
+        assert got[1].keys[0] == "2026-01-10T00:00:00"
