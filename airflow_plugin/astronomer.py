@@ -243,7 +243,8 @@ class FivetranSensor(FivetranDateTimeSensor):
         recorded now (or now, when none is), kept in Redis for the task's retries."""
         ti: Any = context["ti"]
         key = wait_from_key(
-            self.hook.config.key_prefix, ti.dag_id, ti.run_id, ti.task_id, ti.map_index
+            self.hook.config.key_prefix,
+            *(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, self.connector_id),
         )
 
         def choose(r: HistoryReader) -> int:

@@ -19,7 +19,8 @@ behind the connector's newest event. The other keys::
                        deleted by edit_connector, resync_table and schema changes)
     {p}waitfrom:{t}    STRING  the target (epoch ms) an Airflow task waiting for "the next
                        sync" chose on its first try, set NX so its retries keep it; {t}
-                       hashes the task instance's key (airflow_plugin/astronomer.py)
+                       hashes the task instance's key and the connector
+                       (airflow_plugin/astronomer.py)
 
 Connector ids are validated to an alphabet without ``:``, so no two connectors' keys collide.
 """
