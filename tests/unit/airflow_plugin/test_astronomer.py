@@ -3,15 +3,18 @@
 ``ASTRONOMER`` restates the ``__init__`` signatures of ``airflow-provider-fivetran-async``
 2.4.0 (``fivetran_provider_async/operators.py``: ``FivetranOperator``,
 ``FivetranResyncOperator``; ``fivetran_provider_async/sensors.py``: ``FivetranSensor``)
-and their ``template_fields``, so a DAG written for them binds the same way here.
+and their ``template_fields``, so a DAG written for them binds the same way here; the
+package itself (a dev dependency, pinned to 2.4) is compared too.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import warnings
 from datetime import datetime, timedelta, timezone
+from importlib.metadata import version
 from typing import Any
 
 import pytest
@@ -72,12 +75,33 @@ ASTRONOMER: dict[type, tuple[list[tuple[str, str, Any]], tuple[str, ...]]] = {
 class TestSignatures:
     @pytest.mark.parametrize("cls", list(ASTRONOMER), ids=lambda c: c.__name__)
     def test_every_argument_kind_and_default_is_astronomers(self, cls: type) -> None:
-        params = list(inspect.signature(cls.__init__).parameters.values())[1:]  # type: ignore[misc]
-        assert [(p.name, p.kind.name, p.default) for p in params] == ASTRONOMER[cls][0]
+        assert signature(cls) == ASTRONOMER[cls][0]
 
     @pytest.mark.parametrize("cls", list(ASTRONOMER), ids=lambda c: c.__name__)
     def test_the_templated_fields_are_astronomers(self, cls: type) -> None:
         assert tuple(cls.template_fields) == ASTRONOMER[cls][1]  # type: ignore[attr-defined]
+
+
+def signature(cls: type) -> list[tuple[str, str, Any]]:
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]  # type: ignore[misc]
+    return [(p.name, p.kind.name, p.default) for p in params]
+
+
+class TestAgainstTheInstalledPackage:
+    @pytest.mark.parametrize(
+        ("module", "cls"),
+        [
+            ("operators", FivetranOperator),
+            ("operators", FivetranResyncOperator),
+            ("sensors", FivetranSensor),
+        ],
+        ids=lambda v: getattr(v, "__name__", v),
+    )
+    def test_its_signatures_and_templated_fields_are_ours(self, module: str, cls: type) -> None:
+        assert version("airflow-provider-fivetran-async").startswith("2.4.")
+        theirs = getattr(importlib.import_module(f"fivetran_provider_async.{module}"), cls.__name__)
+        assert signature(cls) == signature(theirs)
+        assert tuple(cls.template_fields) == tuple(theirs.template_fields)  # type: ignore[attr-defined]
 
 
 class TestOperatorArguments:
