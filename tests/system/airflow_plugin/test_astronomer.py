@@ -79,6 +79,30 @@ class TestTheSensorWithoutATime:
         assert before <= target <= now_ms()
 
 
+class TestTheSensorWithATime:
+    """``completed_after_time`` decides as our sensor does, with astronomer's defaults:
+    the seed's calendar A (success Jan 10, failure Jan 12)."""
+
+    @pytest.mark.parametrize(
+        ("day", "propagate", "outcome"),
+        [(9, False, "done"), (11, False, "fail"), (14, False, "wait"), (14, True, "fail")],
+    )
+    def test_calendar_a(
+        self, dagtest_airflow: Path, http: FlaskClient, day: int, propagate: bool, outcome: str
+    ) -> None:
+        from airflow_plugin.exceptions import FivetranSyncFailed
+
+        sync(http, "cal_a", at(10, 6), sync_id="ok-10")
+        sync(http, "cal_a", at(12, 6), "FAILURE", sync_id="fail-12")
+        kwargs: dict[str, Any] = {"propagate_failures_forward": True} if propagate else {}
+        s = sensor(connector_id="cal_a", completed_after_time=at(day).isoformat(), **kwargs)
+        if outcome == "fail":
+            with pytest.raises(FivetranSyncFailed):
+                s.poke(context("r1"))
+        else:
+            assert s.poke(context("r1")).is_done is (outcome == "done")
+
+
 class TestTheOperatorsTimeFeedsTheSensor:
     def test_not_waiting_it_returns_a_time_the_sensor_waits_from_for_its_sync(
         self, dagtest_airflow: Path, http: FlaskClient, conn: FivetranStandIn
