@@ -30,13 +30,20 @@ if AIRFLOW_V_3:
         PokeReturnValue,
     )
     from airflow.sdk import Context as Context
-    from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+    from airflow.sdk.exceptions import (
+        AirflowException,
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSkipException,
+    )
 else:  # Airflow 2.10 / 2.11
     from airflow.datasets import Dataset as Asset  # type: ignore[no-redef]
 
     # Airflow 3 keeps these in airflow.exceptions only as deprecated aliases.
     from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
         AirflowException,
+        AirflowFailException,
+        AirflowNotFoundException,
         AirflowSkipException,
     )
     from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
@@ -82,6 +89,8 @@ __all__ = [
     "AIRFLOW_V_3",
     "AIRFLOW_V_3_3",
     "AirflowException",
+    "AirflowFailException",
+    "AirflowNotFoundException",
     "AirflowPlugin",
     "AirflowSkipException",
     "Asset",

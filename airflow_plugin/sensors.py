@@ -7,6 +7,7 @@ function, in ``poke``, ``reschedule`` and deferrable modes alike, every flag hon
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -56,7 +57,12 @@ class FivetranDateTimeSensor(BaseSensorOperator):
     While the latest end is RESCHEDULED, the next look is at Fivetran's ``rescheduledAt``.
     """
 
-    template_fields = ("connector_id", "target_time", "connector_name", "destination_name")
+    template_fields: Sequence[str] = (
+        "connector_id",
+        "target_time",
+        "connector_name",
+        "destination_name",
+    )
     ui_color = "#e3f4fc"
     operator_extra_links = (FivetranConnectorLink(),)
 

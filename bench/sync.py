@@ -25,19 +25,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.sensor import PREFIX, airflow_with_redis, pct, wait
 from fivetran_events.timeutil import parse_iso
 from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.servers import webhook_server
 from testkit.support import SECRET
+
+if TYPE_CHECKING:
+    from testkit.airflow_harness import AirflowServer
 
 KEY, API_SECRET = "bench-key", "bench-secret"
 
@@ -95,6 +101,36 @@ with DAG("bench_sync_fallback", schedule=None, start_date=START, catchup=False):
                          fallback_after={fallback}, poll_frequency={poll},
                          min_deferral={hold})
 """
+
+
+@contextmanager
+def beside_astronomer(work: Path, api: FivetranStandIn, **env: str) -> Iterator[AirflowServer]:
+    """A real Airflow 3 where astronomer's provider and ours both call ``api`` (served
+    here) as ``fivetran_default``, and ``api``'s webhooks reach a real webhook server on
+    the history Airflow reads. ``PYTHONPATH`` puts this tree's packages first."""
+    site = work / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    with serving(api):
+        conn = {"conn_type": "http", "host": api.url, "login": KEY, "password": API_SECRET}
+        env = {
+            "AIRFLOW_CONN_FIVETRAN_DEFAULT": json.dumps(conn),
+            "FTE_BENCH_FIVETRAN_HOST": api.base[1],
+            "PYTHONPATH": os.pathsep.join((str(site), str(Path(__file__).resolve().parents[1]))),
+            **env,
+        }
+        with (
+            airflow_with_redis(work, 100, **env) as (airflow, redis_url),
+            webhook_server(
+                redis_url,
+                work,
+                workers=1,
+                FIVETRAN_EVENTS_AIRFLOW_URL="",
+                FIVETRAN_EVENTS_KEY_PREFIX=PREFIX,
+            ) as (base, _),
+        ):
+            api.webhook_url, api.webhook_secret = f"{base}/webhooks/fivetran", SECRET
+            yield airflow
 
 
 #: The operator's log line saying when its trigger fired, after the sync's end.
@@ -189,55 +225,35 @@ def main(argv: list[str] | None = None) -> None:
         help="Airflow's [scheduler] scheduler_idle_sleep_time (its default 1 s)",
     )
     args = parser.parse_args(argv)
+    env = {
+        # The operator's INFO line saying when its trigger fired.
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        # An idle scheduler sleeps this long before it queues a resumed task.
+        "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": str(args.scheduler_idle_sleep),
+    }
     with tempfile.TemporaryDirectory(prefix="fte-bench-sync-") as tmp:
-        work = Path(tmp)
-        site = work / "site"
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        with serving(
-            FivetranStandIn(sync_seconds=args.sync_seconds, api_key=KEY, api_secret=API_SECRET)
-        ) as api:
-            # A connector that synced before: astronomer's operator cannot start on one
-            # that never did (it parses the previous succeeded_at/failed_at).
-            before = datetime.now(timezone.utc) - timedelta(days=1)
-            for cid in ("bench_ours", "bench_theirs", "bench_silent"):
-                api.connector(cid, succeeded_at=before, failed_at=before - timedelta(days=1))
-            conn = {"conn_type": "http", "host": api.url, "login": KEY, "password": API_SECRET}
-            env = {
-                "AIRFLOW_CONN_FIVETRAN_DEFAULT": json.dumps(conn),
-                "FTE_BENCH_FIVETRAN_HOST": api.base[1],
-                "PYTHONPATH": str(site),
-                # The operator's INFO line saying when its trigger fired.
-                "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-                # An idle scheduler sleeps this long before it queues a resumed task.
-                "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": str(args.scheduler_idle_sleep),
-            }
-            with (
-                airflow_with_redis(work, 100, **env) as (airflow, redis_url),
-                webhook_server(
-                    redis_url,
-                    work,
-                    workers=1,
-                    FIVETRAN_EVENTS_AIRFLOW_URL="",
-                    FIVETRAN_EVENTS_KEY_PREFIX=PREFIX,
-                ) as (base, _),
-            ):
-                api.webhook_url, api.webhook_secret = f"{base}/webhooks/fivetran", SECRET
-                airflow.add_dag(
-                    "bench_sync.py",
-                    DAG_FILE.format(
-                        poll=args.poll_frequency,
-                        fallback=args.fallback_after,
-                        hold=args.min_deferral,
-                    ),
-                )
-                airflow.wait_for_parsed("bench_sync_ours", "bench_sync_theirs")
-                t = time.monotonic()
-                theirs = measure(airflow, api, "bench_sync_theirs", args.syncs)
-                ours = measure(airflow, api, "bench_sync_ours", args.syncs)
-                api.silent = True
-                fallback = measure(airflow, api, "bench_sync_fallback", args.syncs)
-                took = time.monotonic() - t
+        api = FivetranStandIn(sync_seconds=args.sync_seconds, api_key=KEY, api_secret=API_SECRET)
+        # A connector that synced before: astronomer's operator cannot start on one
+        # that never did (it parses the previous succeeded_at/failed_at).
+        before = datetime.now(timezone.utc) - timedelta(days=1)
+        for cid in ("bench_ours", "bench_theirs", "bench_silent"):
+            api.connector(cid, succeeded_at=before, failed_at=before - timedelta(days=1))
+        with beside_astronomer(Path(tmp), api, **env) as airflow:
+            airflow.add_dag(
+                "bench_sync.py",
+                DAG_FILE.format(
+                    poll=args.poll_frequency,
+                    fallback=args.fallback_after,
+                    hold=args.min_deferral,
+                ),
+            )
+            airflow.wait_for_parsed("bench_sync_ours", "bench_sync_theirs")
+            t = time.monotonic()
+            theirs = measure(airflow, api, "bench_sync_theirs", args.syncs)
+            ours = measure(airflow, api, "bench_sync_ours", args.syncs)
+            api.silent = True
+            fallback = measure(airflow, api, "bench_sync_fallback", args.syncs)
+            took = time.monotonic() - t
     print(
         f"\nTrigger a sync and wait, {args.syncs} syncs each of {args.sync_seconds:g} s, "
         f"real Airflow 3, deferrable, scheduler_idle_sleep_time {args.scheduler_idle_sleep:g} s "

@@ -17,6 +17,10 @@ behind the connector's newest event. The other keys::
                        (fivetran_events/destinations.py); kept a week past its refresh
     {p}tables:{c}:fresh STRING  present while that list needs no refresh (expires daily;
                        deleted by edit_connector, resync_table and schema changes)
+    {p}waitfrom:{t}    STRING  the target (epoch ms) an Airflow task waiting for "the next
+                       sync" chose on its first try, set NX so its retries keep it; {t}
+                       hashes the task instance's key and the connector
+                       (airflow_plugin/astronomer.py)
 
 Connector ids are validated to an alphabet without ``:``, so no two connectors' keys collide.
 """
@@ -81,6 +85,10 @@ def tables_key(prefix: str, connector_id: str) -> str:
 
 def tables_fresh_key(prefix: str, connector_id: str) -> str:
     return f"{prefix}tables:{connector_id}:fresh"
+
+
+def wait_from_key(prefix: str, *task_instance: object) -> str:
+    return f"{prefix}waitfrom:{uri_digest(repr(task_instance))}"
 
 
 def changes_pattern(prefix: str) -> str:

@@ -66,8 +66,9 @@ stand-in ran and those
 account or API version without it).
 
 The legacy endpoints, for ``airflow-provider-fivetran-async``'s hook (the sensor
-benchmark and the provider's system test): ``GET/PATCH /v1/connectors/{id}`` and
-``POST /v1/connectors/{id}/force`` with the fields it reads (``succeeded_at``,
+benchmark and the provider's system test): ``GET/PATCH /v1/connectors/{id}``,
+``POST /v1/connectors/{id}/force`` and ``.../resync``, and ``GET
+/v1/groups/{id}/connectors`` with the fields it reads (``succeeded_at``,
 ``failed_at``, ``status.sync_state``, …). ``/force`` is today's sync with ``force``;
 ``on_sync_end`` lets the caller also deliver the webhook its own way. Both paths serve the same
 connections. Every call is counted in ``calls``, so tests and the benchmark can show
@@ -498,6 +499,9 @@ class FivetranStandIn:
         if method == "POST" and parts[3:] == ["force"]:
             self._force(cid)
             return {"code": "Success", "message": "Sync has been forced"}
+        if method == "POST" and parts[3:] == ["resync"]:
+            self.start_sync(cid, force=False, how="resync")
+            return {"code": "Success", "message": "Re-sync has been triggered"}
         with self.lock:
             if method == "PATCH":
                 self.connectors[cid].update(body)
@@ -750,6 +754,10 @@ class FivetranStandIn:
                 with self.lock:
                     items = list(self.groups.values())
                 return "GET /v1/groups", self._page(items, query)
+            case ("GET", ["v1", "groups", gid, "connectors"]):  # legacy
+                with self.lock:
+                    items = [c for c in self.connectors.values() if c["group_id"] == gid]
+                return "GET /v1/groups/{id}/connectors", self._page(items, query)
             case ("GET", ["v1", "webhooks"]):
                 with self.lock:
                     items = [_shown(w) for w in self.webhooks.values()]

@@ -92,6 +92,23 @@ class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
         return already_synced(self, context) is None
 
 
+def connector_id_in_fivetran(client: FivetranClient, name: str, destination_name: str) -> str:
+    """Return the id of the connection whose schema is ``name`` in the destination group
+    of that display name, as astronomer's hook finds it: two calls to Fivetran's API."""
+    groups = [g for g in client.groups() if g.name == destination_name]
+    if len(groups) != 1:
+        raise ConnectorNameError(
+            f"{len(groups) or 'no'} destination(s) named {destination_name!r} in Fivetran"
+        )
+    found = [c for c in client.connections(groups[0].id) if c.schema == name]
+    if len(found) != 1:
+        raise ConnectorNameError(
+            f"{len(found) or 'no'} connection(s) named {name!r} in "
+            f"destination {destination_name!r} ({groups[0].id})"
+        )
+    return found[0].id
+
+
 def already_synced(op: Any, context: Context) -> Decision | None:
     """Return the SUCCESS that makes a sync needless for ``op``'s target, or None."""
     target, source = resolve_target(op.target_time, context)
@@ -196,20 +213,9 @@ class FivetranSyncOperator(BaseOperator):
     def _resolve_connector(self) -> None:
         if self.connector_id or self.connector_name is None:
             return
-        groups = [g for g in self.client.groups() if g.name == self.destination_name]
-        if len(groups) != 1:
-            raise ConnectorNameError(
-                f"{len(groups) or 'no'} destination(s) named {self.destination_name!r} in Fivetran"
-            )
-        found = [
-            c for c in self.client.connections(groups[0].id) if c.schema == self.connector_name
-        ]
-        if len(found) != 1:
-            raise ConnectorNameError(
-                f"{len(found) or 'no'} connection(s) named {self.connector_name!r} in "
-                f"destination {self.destination_name!r} ({groups[0].id})"
-            )
-        self.connector_id = found[0].id
+        self.connector_id = connector_id_in_fivetran(
+            self.client, self.connector_name, str(self.destination_name)
+        )
         self.log.info("connector name %r is connector %s", self.connector_name, self.connector_id)
 
     def _ask(self, after: Mapping[str, Any] | None = None) -> tuple[int, bool, bool]:
@@ -285,7 +291,7 @@ class FivetranSyncOperator(BaseOperator):
         while True:
             asked, running, conflict = self._ask(after)
             if not self.wait_for_completion and not conflict:
-                return {"connector_id": self.connector_id, "asked_at": iso(asked)}
+                return self._asked_result(asked)
             trigger = self._trigger(asked, running, conflict)
             if self.deferrable:
                 self.defer(
@@ -332,6 +338,10 @@ class FivetranSyncOperator(BaseOperator):
             f"Fivetran connector {self.connector_id}: the {self.mode} asked at "
             f"{event.get('asked_at')} did not succeed: {decision.reason}"
         )
+
+    def _asked_result(self, asked_ms: int) -> Any:
+        """The XCom of a task that does not wait for completion."""
+        return {"connector_id": self.connector_id, "asked_at": iso(asked_ms)}
 
     def _result(self, decision: Decision, asked_at: str | None, *, reconciled: bool) -> Any:
         sync = decision.sync.to_dict() if decision.sync is not None else {}
@@ -415,4 +425,5 @@ __all__ = [
     "FivetranSyncOperator",
     "FivetranSyncShortCircuitOperator",
     "already_synced",
+    "connector_id_in_fivetran",
 ]

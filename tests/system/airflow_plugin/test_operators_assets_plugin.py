@@ -147,3 +147,20 @@ class TestPlugin:
             )
         out = run(dag, at(5))
         assert out["m"] == ("success", "ok-3|fivetran://connector/c1")
+
+
+class TestTheStandInServesAstronomersHook:
+    def test_a_lookup_by_names_and_a_resync_on_the_legacy_endpoints(self, fivetran: Any) -> None:
+        """What bench/dropin.py runs astronomer's examples on: ``/v1/groups/{id}/connectors``
+        and ``POST /v1/connectors/{id}/resync`` (which starts a resync, scope and all)."""
+        from fivetran_provider_async.hooks import FivetranHook
+
+        fivetran.group("g_legacy", "Legacy WH")
+        fivetran.connector("c_legacy", group_id="g_legacy", schema="legacy_schema")
+        fivetran.connector("c_other", group_id="g_elsewhere", schema="legacy_schema")
+        hook = FivetranHook(retry_delay=0)
+        assert hook.get_connector_id("legacy_schema", "Legacy WH") == "c_legacy"
+        hook.start_fivetran_sync("c_legacy", mode="resync", payload={"scope": {"s": ["t"]}})
+        assert fivetran.started[-1][0] == "c_legacy" and fivetran.started[-1][3] == "resync"
+        assert fivetran.calls["GET /v1/groups/{id}/connectors"] == 1
+        assert fivetran.calls["POST /v1/connectors/{id}/resync"] == 1

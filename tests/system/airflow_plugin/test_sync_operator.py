@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from flask.testing import FlaskClient
-from pytest_redis.executor import RedisExecutor
 
 from fivetran_events import HistoryReader
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 from testkit.airflow_harness import AirflowServer
-from testkit.fivetran_api import FivetranStandIn, serving
-from testkit.servers import webhook_server
-from testkit.support import SECRET, at
+from testkit.fivetran_api import FivetranStandIn
+from testkit.support import at
 
 from .dagtest import run, sync
 
@@ -35,43 +32,6 @@ pytestmark = pytest.mark.slow
 PREFIX = "test:"
 DAY_MS = 86_400_000
 KEY, API_SECRET = "key", "secret"
-
-
-@pytest.fixture(scope="module")
-def history_url(redis_proc: RedisExecutor) -> str:
-    return f"redis://{redis_proc.host}:{redis_proc.port}/0"
-
-
-@pytest.fixture(scope="module")
-def fivetran(
-    history_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[FivetranStandIn]:
-    """The stand-in, its webhooks going to a real webhook server on the suite's Redis."""
-    tmp = tmp_path_factory.mktemp("sync-op")
-    with (
-        webhook_server(history_url, tmp, workers=1, FIVETRAN_EVENTS_AIRFLOW_URL="") as (base, _),
-        serving(FivetranStandIn(sync_seconds=2.0, api_key=KEY, api_secret=API_SECRET)) as api,
-    ):
-        api.webhook_url, api.webhook_secret = f"{base}/webhooks/fivetran", SECRET
-        yield api
-
-
-@pytest.fixture
-def api(fivetran: FivetranStandIn) -> Iterator[FivetranStandIn]:
-    fivetran.silent = False
-    fivetran.sync_seconds = 2.0
-    fivetran.calls.clear()
-    yield fivetran
-    fivetran.silent = fivetran.resync_conflict = False
-    fivetran.next_status, fivetran.on_sync_end = "SUCCESSFUL", None
-
-
-@pytest.fixture
-def conn(api: FivetranStandIn, monkeypatch: pytest.MonkeyPatch) -> FivetranStandIn:
-    """The stand-in as Airflow's ``fivetran_default``, for operators run in this process."""
-    body = {"conn_type": "http", "host": api.url, "login": KEY, "password": API_SECRET}
-    monkeypatch.setenv("AIRFLOW_CONN_FIVETRAN_DEFAULT", json.dumps(body))
-    return api
 
 
 def reader(url: str) -> HistoryReader:
@@ -381,22 +341,10 @@ with DAG("sync_op_fallback", schedule=None,
 
 
 @pytest.fixture(scope="module")
-def airflow(airflow3: AirflowServer, fivetran: FivetranStandIn) -> AirflowServer:
-    """The session's Airflow with ``fivetran_default`` pointing at the stand-in."""
-    body = {
-        "connection_id": "fivetran_default",
-        "conn_type": "http",
-        "host": fivetran.url,
-        "login": KEY,
-        "password": API_SECRET,
-    }
-    resp = airflow3.request("POST", "/api/v2/connections", json=body)
-    if resp.status_code == 409:
-        resp = airflow3.request("PATCH", "/api/v2/connections/fivetran_default", json=body)
-    assert resp.status_code in (200, 201), resp.text
-    airflow3.add_dag("sync_op_dags.py", DAG_FILE)
-    airflow3.wait_for_parsed("sync_op", "sync_op_fallback")
-    return airflow3
+def airflow(fivetran_airflow: AirflowServer) -> AirflowServer:
+    fivetran_airflow.add_dag("sync_op_dags.py", DAG_FILE)
+    fivetran_airflow.wait_for_parsed("sync_op", "sync_op_fallback")
+    return fivetran_airflow
 
 
 def return_value(airflow: AirflowServer, dag_id: str, task_id: str) -> dict[str, Any]:
