@@ -13,7 +13,7 @@ adapters' own behaviour, in this process, on the same stand-in and history.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -101,6 +101,26 @@ class TestTheSensorWithATime:
                 s.poke(context("r1"))
         else:
             assert s.poke(context("r1")).is_done is (outcome == "done")
+
+
+class TestTheSensorAfterARescheduledSync:
+    @pytest.mark.parametrize(("wait_time", "next_look"), [(None, 3600.0), (7, 7.0)])
+    def test_reschedule_wait_time_replaces_fivetrans_rescheduled_at(
+        self, dagtest_airflow: Path, http: FlaskClient, wait_time: int | None, next_look: float
+    ) -> None:
+        """In poke and reschedule mode the next look after a RESCHEDULED end is at
+        Fivetran's rescheduledAt, or ``reschedule_wait_time`` seconds later when given."""
+        now = datetime.now(timezone.utc)
+        later = iso(now + timedelta(hours=1))
+        sync(http, "resched_s", now, "RESCHEDULED", sync_id="r", rescheduledAt=later)
+        s = sensor(
+            connector_id="resched_s",
+            completed_after_time=iso(now - timedelta(minutes=1)),
+            reschedule_wait_time=wait_time,
+        )
+        assert s.poke(context("r1")).is_done is False
+        pause = s._get_next_poke_interval(now, lambda: 0.0, 1)
+        assert next_look - 5 <= pause <= next_look, pause
 
 
 class TestTheOperatorsTimeFeedsTheSensor:
