@@ -144,6 +144,18 @@ class TestTheOperatorsTimeFeedsTheSensor:
         assert dict(conn.calls) == TRIGGER_AND_READ  # the sensor called nothing
 
 
+class TestTheOperatorInItsProcess:
+    def test_deferrable_false_waits_in_the_task_and_returns_the_syncs_end(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        from airflow_plugin.astronomer import FivetranOperator
+
+        conn.connector("in_process")
+        got = FivetranOperator(task_id="t", connector_id="in_process", deferrable=False).execute({})
+        assert got == iso(ended(conn, conn.started[-1][1]))
+        assert dict(conn.calls) == TRIGGER_AND_READ
+
+
 class TestWithoutTheHistorysConnection:
     def test_the_operator_fails_before_asking_fivetran_for_anything(
         self, airflow_db: Path, conn: FivetranStandIn, monkeypatch: pytest.MonkeyPatch
