@@ -83,6 +83,7 @@ LONG_FILES = (
     "tests/system/webhook_app/test_forward_airflow3.py",
     "tests/system/deploy/test_compose_airflow_role.py",
     "tests/system/airflow_plugin/test_event_trigger_failed_ack.py",
+    "tests/system/airflow_plugin/test_astronomer.py",
     "tests/system/airflow_plugin/test_sync_operator.py",
 )
 #: Then the tiers, slowest first; within a tier, files keep their collection order.

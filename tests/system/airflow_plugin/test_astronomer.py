@@ -13,7 +13,7 @@ adapters' own behaviour, in this process, on the same stand-in and history.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -103,6 +103,26 @@ class TestTheSensorWithATime:
             assert s.poke(context("r1")).is_done is (outcome == "done")
 
 
+class TestTheSensorAfterARescheduledSync:
+    @pytest.mark.parametrize(("wait_time", "next_look"), [(None, 3600.0), (7, 7.0)])
+    def test_reschedule_wait_time_replaces_fivetrans_rescheduled_at(
+        self, dagtest_airflow: Path, http: FlaskClient, wait_time: int | None, next_look: float
+    ) -> None:
+        """In poke and reschedule mode the next look after a RESCHEDULED end is at
+        Fivetran's rescheduledAt, or ``reschedule_wait_time`` seconds later when given."""
+        now = datetime.now(timezone.utc)
+        later = iso(now + timedelta(hours=1))
+        sync(http, "resched_s", now, "RESCHEDULED", sync_id="r", rescheduledAt=later)
+        s = sensor(
+            connector_id="resched_s",
+            completed_after_time=iso(now - timedelta(minutes=1)),
+            reschedule_wait_time=wait_time,
+        )
+        assert s.poke(context("r1")).is_done is False
+        pause = s._get_next_poke_interval(now, lambda: 0.0, 1)
+        assert next_look - 5 <= pause <= next_look, pause
+
+
 class TestTheOperatorsTimeFeedsTheSensor:
     def test_not_waiting_it_returns_a_time_the_sensor_waits_from_for_its_sync(
         self, dagtest_airflow: Path, http: FlaskClient, conn: FivetranStandIn
@@ -122,6 +142,18 @@ class TestTheOperatorsTimeFeedsTheSensor:
         ended(conn, conn.started[-1][1])
         poll_until(lambda: waiting.poke(context("r1")).is_done, "the sensor to pass", 30)
         assert dict(conn.calls) == TRIGGER_AND_READ  # the sensor called nothing
+
+
+class TestTheOperatorInItsProcess:
+    def test_deferrable_false_waits_in_the_task_and_returns_the_syncs_end(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        from airflow_plugin.astronomer import FivetranOperator
+
+        conn.connector("in_process")
+        got = FivetranOperator(task_id="t", connector_id="in_process", deferrable=False).execute({})
+        assert got == iso(ended(conn, conn.started[-1][1]))
+        assert dict(conn.calls) == TRIGGER_AND_READ
 
 
 class TestWithoutTheHistorysConnection:
