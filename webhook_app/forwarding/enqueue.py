@@ -159,15 +159,22 @@ class Enqueuer:
     def __call__(self, event: Event) -> tuple[list[str], list[EncodableT]]:
         """Return the keys and arguments that create ``event``'s deliveries in its script."""
         targets = self.targets(event) if self.airflow and event.is_success else []
-        if targets and self.settings.partition_grain and event.source != SOURCE_IMPORTED:
-            # One delivery for all the partitions: the worker expands it (partitions.py).
-            # An import never posts them: ``replay --partitions`` does, when asked.
+        if targets and self._partitioned(event):
             targets.append((partitions_uri(event.connector_id), DeliveryKind.PARTITIONS))
         if self.lineage:
             targets += [(t, DeliveryKind.LINEAGE) for t in lineage_targets(event)]
         if not targets:
             return [], []
         return self._parts(_sync_of(event), trims(event, self.trim_every), self.clock(), targets)
+
+    def _partitioned(self, event: Event) -> bool:
+        """Whether a success gets a delivery for its connector's partitions (the worker
+        expands it: partitions.py). A table's come with its expansion (tables.py); an
+        import posts none (``replay --partitions`` does, when asked)."""
+        s = self.settings
+        return bool(
+            s.partition_grain and s.asset_granularity != "table" and event.source != SOURCE_IMPORTED
+        )
 
     def create(self, event: Event, target: tuple[str, DeliveryKind], now: int) -> str:
         """Create one delivery of a past success (``replay --since``), kept if it exists."""

@@ -200,6 +200,18 @@ class TestForwarding:
 
 
 class TestTables:
+    @pytest.mark.parametrize(("granularity", "kinds"), [("table", []), ("both", ["partitions"])])
+    def test_the_connectors_partitions_only_where_its_asset_is_forwarded(
+        self, settings: Settings, airflow3: Airflow2StandIn, granularity: str, kinds: list[str]
+    ) -> None:
+        """Under table granularity the connector's asset gets no event, so no partitions
+        either: each consumed table's come with the table expansion."""
+        s = with_(settings, airflow3, asset_granularity=granularity)
+        fw = forwarder(s, airflow3.url, airflow3.username, airflow3.password)
+        _, args = fw.enqueuer(ev(sync_id="s1", created="2026-11-10T06:00:00Z"))
+        made = [a for a in args if a in {k.value for k in DeliveryKind}]
+        assert [k for k in made if k == "partitions"] == kinds
+
     def test_each_consumed_table_gets_its_partitions(
         self, settings: Settings, airflow3: Airflow2StandIn, api: FivetranStandIn
     ) -> None:
