@@ -148,8 +148,8 @@ def partitioned(airflow: Any, url: str, api: FivetranStandIn, days: list[date]) 
     now = datetime.now(timezone.utc) - timedelta(minutes=1)
     for i in range(len(days), -1, -1):  # oldest first; each completes the day before it
         post(url, f"bf{i}", now - timedelta(days=i), session, SECRET)
-        time.sleep(0.5)  # paced: Airflow on SQLite, the scheduler creating runs meanwhile
-    keys = [f"{d.isoformat()}T00:00:00" for d in days]
+        time.sleep(1.5)  # paced: Airflow on SQLite, the scheduler creating runs meanwhile
+    keys = [d.isoformat() for d in days]  # StartOfDayMapper's run keys
     marks = ",".join("?" * len(keys))
     where = f"dr.partition_key in ({marks})"
     return _cost(airflow, api, (calls, t), PARTITIONED, where, len(days), *keys)
