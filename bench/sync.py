@@ -28,17 +28,20 @@ import json
 import os
 import re
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench._forward_stack import _spawn
 from bench.sensor import PREFIX, airflow_with_redis, pct, wait
 from fivetran_events.timeutil import parse_iso
 from testkit.fivetran_api import FivetranStandIn, serving
+from testkit.processes import stop_group
 from testkit.servers import webhook_server
 from testkit.support import SECRET
 
@@ -104,10 +107,17 @@ with DAG("bench_sync_fallback", schedule=None, start_date=START, catchup=False):
 
 
 @contextmanager
-def beside_astronomer(work: Path, api: FivetranStandIn, **env: str) -> Iterator[AirflowServer]:
+def beside_astronomer(
+    work: Path, api: FivetranStandIn, partition_grain: str | None = None, **env: str
+) -> Iterator[AirflowServer]:
     """A real Airflow 3 where astronomer's provider and ours both call ``api`` (served
     here) as ``fivetran_default``, and ``api``'s webhooks reach a real webhook server on
-    the history Airflow reads. ``PYTHONPATH`` puts this tree's packages first."""
+    the history Airflow reads. ``PYTHONPATH`` puts this tree's packages first.
+
+    ``partition_grain``: forwarding on, to this Airflow, at this
+    ``FIVETRAN_EVENTS_PARTITION_GRAIN`` (the webhook server's and a ``fivetran-events
+    worker``'s, started here and stopped by PID); off if None.
+    """
     site = work / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
@@ -119,16 +129,28 @@ def beside_astronomer(work: Path, api: FivetranStandIn, **env: str) -> Iterator[
             "PYTHONPATH": os.pathsep.join((str(site), str(Path(__file__).resolve().parents[1]))),
             **env,
         }
-        with (
-            airflow_with_redis(work, 100, **env) as (airflow, redis_url),
-            webhook_server(
-                redis_url,
-                work,
-                workers=1,
-                FIVETRAN_EVENTS_AIRFLOW_URL="",
-                FIVETRAN_EVENTS_KEY_PREFIX=PREFIX,
-            ) as (base, _),
-        ):
+        with airflow_with_redis(work, 100, **env) as (airflow, redis_url), ExitStack() as stack:
+            ours = {"FIVETRAN_EVENTS_AIRFLOW_URL": "", "FIVETRAN_EVENTS_KEY_PREFIX": PREFIX}
+            if partition_grain is not None:
+                ours.update(
+                    FIVETRAN_EVENTS_AIRFLOW_URL=airflow.url,
+                    FIVETRAN_EVENTS_AIRFLOW_USERNAME=airflow.username,
+                    FIVETRAN_EVENTS_AIRFLOW_PASSWORD=airflow.password,
+                    FIVETRAN_EVENTS_REDIS_URL=redis_url,
+                    FIVETRAN_EVENTS_WEBHOOK_SECRETS=SECRET,
+                    FIVETRAN_EVENTS_PARTITION_GRAIN=partition_grain,
+                    PROMETHEUS_MULTIPROC_DIR=str(work),  # the webhook server's
+                )
+            base, _ = stack.enter_context(webhook_server(redis_url, work, 1, None, **ours))
+            if partition_grain is not None:
+                # One member: concurrent POSTs on the harness's SQLite can exceed its lock
+                # wait (bench/partitions.py says more).
+                worker = [
+                    *(str(Path(sys.executable).parent / "fivetran-events"), "worker"),
+                    *("--concurrency", "1"),
+                ]
+                environ = {k: v for k, v in os.environ.items() if "FIVETRAN_EVENTS_" not in k}
+                stack.callback(stop_group, _spawn(worker, {**environ, **ours}, work / "worker.log"))
             api.webhook_url, api.webhook_secret = f"{base}/webhooks/fivetran", SECRET
             yield airflow
 
