@@ -37,7 +37,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench._forward_stack import _spawn
 from bench.sensor import PREFIX, airflow_with_redis, pct, wait
 from fivetran_events.timeutil import parse_iso
 from testkit.fivetran_api import FivetranStandIn, serving
@@ -143,6 +142,10 @@ def beside_astronomer(
                 )
             base, _ = stack.enter_context(webhook_server(redis_url, work, 1, None, **ours))
             if partition_grain is not None:
+                # Imported here: bench._forward_stack loads the Airflow harness, which
+                # tests/unit (test_bench_dropin.py imports this module) must not.
+                from bench._forward_stack import _spawn
+
                 # One member: concurrent POSTs on the harness's SQLite can exceed its lock
                 # wait (bench/partitions.py says more).
                 worker = [
