@@ -83,7 +83,9 @@ class TestEndToEnd:
         """Signed sync_end -> webhook -> worker -> asset event with extra -> DAG run sees it."""
         cid = "e2e_conn"
         airflow3.wait_for_asset(uri(cid))
-        workers.append(start_worker(af_settings, tmp_path))
+        # A 500 from the test Airflow's SQLite (its api-server waits 5 s for the lock) is an
+        # unknown outcome: the default 120 s before the lookup would outlast the wait below.
+        workers.append(start_worker(af_settings, tmp_path, forward_unknown_outcome_seconds=10))
         sid = f"e2e-{uuid.uuid4()}"
         post_event(http, event="sync_start", connector_id=cid, sync_id=sid)
         body = payload(connector_id=cid, sync_id=sid)
