@@ -167,6 +167,10 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
         self._state: WatchState | None = None
         #: Sent, not confirmed yet: sync id -> end. Not sent again, not stored.
         self._in_flight: dict[str, int] = {}
+        #: In flight in a wake Airflow reported failed: sent again only from the next wake
+        #: this watcher pulls. A watcher Airflow force-failed pulls its failure instead,
+        #: so only its restart (reading the stored state) sends them, never both.
+        self._failed: set[str] = set()
 
     @property
     def _lookback_ms(self) -> int:
@@ -193,6 +197,9 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
         self, shared_stream: AsyncIterator[Any]
     ) -> AsyncIterator[TriggerEvent]:
         async for wake in shared_stream:
+            for sync_id in self._failed:
+                self._in_flight.pop(sync_id, None)
+            self._failed.clear()
             if wake.connector_id not in (None, self.connector_id):
                 continue
             try:
@@ -211,16 +218,18 @@ class FivetranSyncWatcherTrigger(BaseEventTrigger):
                 wake.settles.append(lambda persisted, s=tuple(sent): self._settle(s, persisted))
 
     async def _settle(self, sent: Sequence[Position], persisted: bool) -> None:
-        """Store the events of one wake as handled, or forget them if Airflow did not confirm."""
-        for _, sync_id in sent:
-            self._in_flight.pop(sync_id, None)
+        """Store the events of one wake as handled, or send them again if Airflow did not
+        confirm them (from the next wake: this one may still be read by a failed watcher)."""
         if not persisted:
             log.warning(
                 "watcher of %s: Airflow did not confirm %d event(s); sending them again",
                 self.connector_id,
                 len(sent),
             )
+            self._failed.update(sync_id for _, sync_id in sent)
             return
+        for _, sync_id in sent:
+            self._in_flight.pop(sync_id, None)
         assert self._state is not None  # loaded before anything was sent
         for ended, sync_id in sent:
             self._state.note(ended, sync_id)

@@ -306,6 +306,26 @@ class TestFailedWakes:
 
         run(body, redis_url)
 
+    def test_a_watcher_failed_while_reading_a_wake_does_not_send_the_sync_again(
+        self, redis_url: str, writer: HistoryWriter
+    ) -> None:
+        """Airflow force-fails a watcher and reports its lost wake failed while the watcher
+        still reads the next wake: that watcher sends nothing more (its next pull is the
+        failure), and its restart sends the sync once."""
+        store = StateStore()
+
+        async def body(client: Any) -> None:
+            w = Watcher(store, client, start=iso(to_ms(hours_ago(8))))
+            record(writer, "lost", hours_ago(2))
+            assert await w.wake(persisted=None) == ["lost"]
+            # Runs at the next wake's first Redis read, as Airflow's advance pump would.
+            failing = asyncio.ensure_future(w.advance(False))
+            assert await w.wake(persisted=None) == []
+            assert failing.done()
+            assert await Watcher(store, client).wake() == ["lost"]
+
+        run(body, redis_url)
+
     def test_a_sync_in_flight_is_not_sent_again_nor_marked_by_its_repeat(
         self, redis_url: str, writer: HistoryWriter
     ) -> None:
