@@ -32,18 +32,26 @@ def poll_until(
     timeout: float = 30.0,
     interval: float = 0.1,
     details: Callable[[], str] | None = None,
+    progress: Callable[[], object] | None = None,
 ) -> T:
     """Return ``check()``'s first truthy value; raise ``TimeoutError`` naming ``what``.
 
     ``check`` returns the thing waited for, or something falsy (None, False, "", [])
     while it is not there yet; it may raise to end the wait early (a process it depends
     on died). ``details`` adds what helps diagnose a timeout (a log's tail) to the error.
+    With ``progress``, ``timeout`` counts from the last change of its value (a machine
+    that is slow but moving is waited for, one that is stuck is not), up to four times
+    ``timeout`` in all.
     """
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
+    last = progress() if progress is not None else None
     while True:
         value = check()
         if value:
             return value
+        if progress is not None and (seen := progress()) != last:
+            last, deadline = seen, min(time.monotonic() + timeout, start + 4 * timeout)
         if time.monotonic() >= deadline:
             extra = f"\n{details()}" if details is not None else ""
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
