@@ -76,6 +76,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         propagate_failures_forward: bool = True,
         always_wait_when_syncing: bool = False,
         wait_when_paused: bool = False,
+        wait_when_broken: bool = False,
         criterion: str = "ended_after",
         redis_conn_id: str = DEFAULT_CONN_ID,
         deferrable: bool | None = None,
@@ -96,6 +97,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.propagate_failures_forward = propagate_failures_forward
         self.always_wait_when_syncing = always_wait_when_syncing
         self.wait_when_paused = wait_when_paused
+        self.wait_when_broken = wait_when_broken
         #: Fivetran's rescheduledAt of the last WAIT, when it gave one (epoch ms).
         self._recheck_at_ms: int | None = None
         self.criterion = parse_criterion(criterion).value

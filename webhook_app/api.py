@@ -99,6 +99,7 @@ class DecisionQuery(BaseModel):
     propagate_failures_forward: Flag = Field(True, json_schema_extra={"default": "true"})
     always_wait_when_syncing: Flag = Field(False, json_schema_extra={"default": "false"})
     wait_when_paused: Flag = Field(False, json_schema_extra={"default": "false"})
+    wait_when_broken: Flag = Field(False, json_schema_extra={"default": "false"})
     criterion: Criterion = Criterion.ENDED_AFTER
 
 

@@ -48,6 +48,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
         propagate_failures_forward: bool = True,
         always_wait_when_syncing: bool = False,
         wait_when_paused: bool = False,
+        wait_when_broken: bool = False,
         criterion: str = Criterion.ENDED_AFTER.value,
         redis_conn_id: str = DEFAULT_CONN_ID,
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
@@ -59,6 +60,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
         self.propagate_failures_forward = propagate_failures_forward
         self.always_wait_when_syncing = always_wait_when_syncing
         self.wait_when_paused = wait_when_paused
+        self.wait_when_broken = wait_when_broken
         self.criterion = Criterion(criterion).value
         self.redis_conn_id = redis_conn_id
         self.recheck_interval = float(recheck_interval)

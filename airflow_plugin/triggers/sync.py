@@ -68,11 +68,13 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         deferred_ms: int | None = None,
         min_deferral: float = DEFAULT_MIN_DEFERRAL,
         conflict: bool = False,
+        wait_when_broken: bool = False,
     ) -> None:
         super().__init__(
             connector_id,
             target_ms,
             propagate_failures_forward=False,
+            wait_when_broken=wait_when_broken,
             criterion=Criterion.STARTED_AFTER.value,
             redis_conn_id=redis_conn_id,
             recheck_interval=recheck_interval,
@@ -95,7 +97,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         names: tuple[str, ...] = ("connector_id", "target_ms", "force", "running_at_ask")
         names += ("fallback_after", "poll_frequency", "reschedule_wait_time", "fivetran_conn_id")
         names += ("redis_conn_id", "recheck_interval", "retry_timeout", "deferred_ms")
-        names += ("min_deferral", "conflict")
+        names += ("min_deferral", "conflict", "wait_when_broken")
         return (
             "airflow_plugin.triggers.sync.FivetranSyncRequestTrigger",
             {n: getattr(self, n) for n in names},
@@ -155,6 +157,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
                     asked_ms=self.target_ms,
                     fallback_after_ms=_ms(self.fallback_after),
                     reschedule_wait_ms=_ms(self.reschedule_wait_time),
+                    wait_when_broken=self.wait_when_broken,
                 )
                 if got.retarget_ms is not None and got.retarget_ms != target:
                     self.log.info("connector %s: %s", self.connector_id, got.reason)

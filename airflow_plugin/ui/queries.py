@@ -181,6 +181,7 @@ class Flags:
     propagate_failures_forward: bool = True
     always_wait_when_syncing: bool = False
     wait_when_paused: bool = False
+    wait_when_broken: bool = False
 
     def as_params(self) -> dict[str, str]:
         """Return the flags as query parameters (the URL contract of airflow_plugin.ui)."""

@@ -23,6 +23,7 @@ from ..decision import (
     decide,
     parse_criterion,
 )
+from ..freshness import Schedule
 from ..keys import ConnectorKeys, connectors_key
 from ..redis_url import as_text
 from ..timeutil import now_ms, to_ms, to_utc
@@ -49,6 +50,8 @@ class ConnectorRecord:
     group: str | None = None
     last_event_at: str | None = None
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    #: Fivetran's schedule as reconcile last read it (None: never read).
+    schedule: Schedule | None = None
 
     @classmethod
     def decode(cls, connector_id: str | bytes, raw: str | bytes | None) -> ConnectorRecord:
@@ -61,6 +64,7 @@ class ConnectorRecord:
             group=meta.get("group") or None,
             last_event_at=meta.get("last_event_at") or None,
             lifecycle=Lifecycle.from_meta(meta),
+            schedule=Schedule.from_meta(meta.get("schedule")),
         )
 
     @classmethod
