@@ -22,7 +22,6 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, TypedDict
 
-from .freshness import Schedule
 from .model import FAILURE_STATUSES, RESCHEDULED, SOURCE_NAMES, is_derived_sync_id
 from .timeutil import iso, parse_iso, to_ms, to_utc
 
@@ -160,15 +159,17 @@ class Lifecycle:
         if state in STOPPED_STATES and started is not None and (state_at or "") < started:
             state, state_at, event = "active", started, "sync_start"
         setup, setup_at, reason = meta.get("setup"), meta.get("setup_at"), meta.get("setup_reason")
-        seen = Schedule.from_meta(meta.get("schedule"))
-        # Fivetran's connection list, read by reconcile after the newest setup event.
-        if (
-            seen
-            and seen.setup_state not in (None, setup)
-            and (setup_at or "") < (seen.seen_at or "")
-        ):
-            why = BROKEN_BY_API if seen.setup_state == "broken" else None
-            setup, setup_at, reason = seen.setup_state, seen.seen_at, why
+        # Fivetran's connection list, read by reconcile (freshness.Schedule) after the
+        # newest setup event.
+        seen = meta.get("schedule")
+        listed, seen_at = (
+            (seen.get("setup_state"), seen.get("seen_at"))
+            if isinstance(seen, dict)
+            else (None, None)
+        )
+        if isinstance(listed, str) and listed != setup and (setup_at or "") < str(seen_at or ""):
+            why = BROKEN_BY_API if listed == "broken" else None
+            setup, setup_at, reason = listed, seen_at, why
         if setup == "broken" and started is not None and (setup_at or "") < started:
             setup, setup_at, reason = "connected", started, None  # a sync started since
         return cls(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .exceptions import ConfigurationError
 from .timeutil import iso, parse_iso, to_ms
@@ -49,14 +49,14 @@ class Schedule:
         if not isinstance(raw, Mapping):
             return None
         freq, daily = raw.get("sync_frequency"), raw.get("daily_sync_time")
-        text = {k: raw.get(k) for k in ("schedule_type", "setup_state", "seen_at")}
+        kind, setup, seen = raw.get("schedule_type"), raw.get("setup_state"), raw.get("seen_at")
         return cls(
-            sync_frequency=freq if isinstance(freq, int) and freq > 0 else None,
-            daily_sync_time=daily
-            if isinstance(daily, str) and _daily_ms(daily) is not None
-            else None,
-            paused=raw.get("paused") is True,
-            **{k: v if isinstance(v, str) else None for k, v in text.items()},
+            freq if type(freq) is int and freq > 0 else None,
+            daily if isinstance(daily, str) and _daily_ms(daily) is not None else None,
+            kind if isinstance(kind, str) else None,
+            raw.get("paused") is True,
+            setup if isinstance(setup, str) else None,
+            seen if isinstance(seen, str) else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,6 +77,12 @@ def _daily_ms(text: str) -> int | None:
         return None
     h, m = int(hours), int(minutes)
     return (h * 60 + m) * MINUTE_MS if h < 24 and m < 60 else None
+
+
+def late_text(seconds: int) -> str:
+    """How late, for people: ``2h05m``, ``45m00s``."""
+    hours, minutes = divmod(seconds // 60, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds % 60:02d}s"
 
 
 def grace_ms(frequency_ms: int, grace_s: float | None = None) -> int:
@@ -111,6 +117,17 @@ def due_ms(
     return start + grace_ms(freq, grace_s)
 
 
+class Record(Protocol):
+    """What the due time reads of a connector's record (history.reader.ConnectorRecord)."""
+
+    @property
+    def connector_id(self) -> str: ...
+    @property
+    def schedule(self) -> Schedule | None: ...
+    @property
+    def stopped(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Freshness:
     """The grace setting and the explicit objectives, applied to a connector's record."""
@@ -118,24 +135,18 @@ class Freshness:
     grace_s: float | None = None
     objectives: Mapping[str, float] = field(default_factory=dict)
 
-    def due_ms(
-        self, connector_id: str, schedule: Schedule | None, last_ms: int | None, stopped: bool
-    ) -> int | None:
-        objective = self.objectives.get(connector_id)
+    def due_ms(self, rec: Record, last_ms: int | None) -> int | None:
         return due_ms(
-            schedule, last_ms, objective_s=objective, grace_s=self.grace_s, stopped=stopped
+            rec.schedule,
+            last_ms,
+            objective_s=self.objectives.get(rec.connector_id),
+            grace_s=self.grace_s,
+            stopped=rec.stopped,
         )
 
-    def describe(
-        self,
-        connector_id: str,
-        schedule: Schedule | None,
-        last_ms: int | None,
-        stopped: bool,
-        now_ms: int,
-    ) -> dict[str, Any]:
+    def describe(self, rec: Record, last_ms: int | None, now_ms: int) -> dict[str, Any]:
         """``due_at``, ``overdue`` and ``overdue_seconds`` (0 on time; None: no due time)."""
-        due = self.due_ms(connector_id, schedule, last_ms, stopped)
+        due = self.due_ms(rec, last_ms)
         late = None if due is None else max(0, now_ms - due) // 1000
         return {"due_at": iso(due), "overdue": bool(late), "overdue_seconds": late}
 

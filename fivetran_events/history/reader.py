@@ -23,7 +23,7 @@ from ..decision import (
     decide,
     parse_criterion,
 )
-from ..freshness import Schedule
+from ..freshness import Freshness, Schedule
 from ..keys import ConnectorKeys, connectors_key
 from ..redis_url import as_text
 from ..timeutil import now_ms, to_ms, to_utc
@@ -52,6 +52,11 @@ class ConnectorRecord:
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     #: Fivetran's schedule as reconcile last read it (None: never read).
     schedule: Schedule | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Paused (by Fivetran's list or a lifecycle event) or deleted."""
+        return self.lifecycle.stopped or (self.schedule is not None and self.schedule.paused)
 
     @classmethod
     def decode(cls, connector_id: str | bytes, raw: str | bytes | None) -> ConnectorRecord:
@@ -168,10 +173,18 @@ def target_and_criterion(
 
 
 class _Reader:
-    def __init__(self, client: Any, prefix: str, max_sync_duration_ms: int) -> None:
+    def __init__(
+        self,
+        client: Any,
+        prefix: str,
+        max_sync_duration_ms: int,
+        freshness: Freshness | None = None,
+    ) -> None:
         self.client = client  # a redis.Redis, or a redis.asyncio.Redis for the async reader
         self.prefix = prefix
         self.max_sync_duration_ms = max_sync_duration_ms
+        #: What makes a connector overdue (the grace setting, the explicit objectives).
+        self.freshness = freshness or Freshness()
 
     def keys(self, connector_id: str) -> ConnectorKeys:
         return ConnectorKeys(self.prefix, connector_id)
@@ -326,6 +339,7 @@ class HistoryReader(_Reader):
         return [item for _, item in rows[:limit]]
 
     def connectors(self, now: int | None = None) -> list[dict[str, Any]]:
+        clock = now_ms() if now is None else now
         return [
             {
                 "connector_id": rec.connector_id,
@@ -337,8 +351,10 @@ class HistoryReader(_Reader):
                 "last_failure": fail.to_dict() if fail else None,
                 "running": running.to_dict() if running else None,
                 "lifecycle": rec.lifecycle.to_dict(),
+                "schedule": rec.schedule.to_dict() if rec.schedule else None,
+                **self.freshness.describe(rec, ok.ended_ms if ok else None, clock),
             }
-            for rec, (ok, fail, running) in self.newest_of(self.connector_ids(), now)
+            for rec, (ok, fail, running) in self.newest_of(self.connector_ids(), clock)
         ]
 
 

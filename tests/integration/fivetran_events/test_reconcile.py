@@ -376,7 +376,7 @@ def test_the_schedule_is_kept_with_the_record_from_one_list_call(
     kept = reader.connector(CID)
     assert kept is not None and kept.schedule == rec.schedule
     assert kept.last_event_at == iso(to_ms(at(3, 6)))
-    due = Freshness().describe(CID, kept.schedule, to_ms(at(3, 6)), False, to_ms(at(3, 8)))
+    due = Freshness().describe(kept, to_ms(at(3, 6)), to_ms(at(3, 8)))
     assert due == {"due_at": iso(to_ms(at(3, 7, 15))), "overdue": True, "overdue_seconds": 2700}
 
 

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from fivetran_events.decision import Lifecycle
 from fivetran_events.exceptions import ConfigurationError
 from fivetran_events.freshness import Freshness, Schedule, due_ms
+from fivetran_events.history.reader import ConnectorRecord
 from fivetran_events.timeutil import iso, parse_iso, to_ms
 
 MIN = 60_000
@@ -76,11 +78,13 @@ class TestExplicitObjective:
 
     def test_describe_says_how_late(self) -> None:
         fresh = Freshness(objectives={"c": 600})
-        late = fresh.describe("c", None, LAST, False, LAST + 10 * MIN + 90_000)
+        late = fresh.describe(ConnectorRecord("c"), LAST, LAST + 10 * MIN + 90_000)
         assert late == {"due_at": iso(LAST + 10 * MIN), "overdue": True, "overdue_seconds": 90}
-        on_time = fresh.describe("c", None, LAST, False, LAST + MIN)
+        on_time = fresh.describe(ConnectorRecord("c"), LAST, LAST + MIN)
         assert on_time["overdue"] is False and on_time["overdue_seconds"] == 0
-        assert fresh.describe("other", None, LAST, False, LAST)["overdue_seconds"] is None
+        assert fresh.describe(ConnectorRecord("other"), LAST, LAST)["overdue_seconds"] is None
+        paused = ConnectorRecord("c", lifecycle=Lifecycle(state="paused"))
+        assert fresh.describe(paused, LAST, LAST + HOUR)["overdue"] is False
 
     def test_objectives_file_is_read_like_the_uri_map(self, tmp_path: Path) -> None:
         path = tmp_path / "objectives.toml"
