@@ -22,6 +22,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, TypedDict
 
+from .freshness import Freshness, Record, Schedule, late_text
 from .model import FAILURE_STATUSES, RESCHEDULED, SOURCE_NAMES, is_derived_sync_id
 from .timeutil import iso, parse_iso, to_ms, to_utc
 
@@ -204,6 +205,9 @@ class Facts:
     running: RunningSync | None = None
     latest_other: Completion | None = None
     lifecycle: Lifecycle | None = None
+    #: For ``fail_when_overdue_after``: the newest success before the target, the schedule.
+    latest_success_before_target: Completion | None = None
+    schedule: Schedule | None = None
 
 
 @dataclass(frozen=True)
@@ -360,6 +364,36 @@ def decide(
             latest,
         )
     return Decision(Outcome.WAIT, f"no sync has completed at or after {when} yet", target_ms, None)
+
+
+def overdue_fail(
+    decision: Decision,
+    facts: Facts,
+    rec: Record,
+    freshness: Freshness,
+    after_s: float | None,
+    now: int,
+) -> Decision:
+    """Turn a WAIT into a FAIL when the connector is more than ``after_s`` past its due
+    time (``fail_when_overdue_after``), naming how late it is."""
+    if decision.outcome is not Outcome.WAIT or after_s is None:
+        return decision
+    ends = (
+        c.ended_ms for c in (facts.latest_success_before_target, *facts.successes_from_target) if c
+    )
+    last = max(ends, default=None)
+    due = freshness.due_ms(rec, last)
+    late = None if due is None else now - due
+    if late is None or late <= after_s * 1000:
+        return decision
+    return Decision(
+        Outcome.FAIL,
+        f"the connector is overdue by {late_text(late // 1000)} (due at {iso(due)}, its last "
+        f"success ended {iso(last)}), more than fail_when_overdue_after={after_s:g} s; "
+        f"before that: {decision.reason}",
+        decision.target_ms,
+        None,
+    )
 
 
 def _rescheduled_last(facts: Facts) -> Completion | None:

@@ -15,6 +15,7 @@ destination's time zone, which its connection list does not carry.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -128,6 +129,11 @@ class Record(Protocol):
     def stopped(self) -> bool: ...
 
 
+@functools.lru_cache(maxsize=4)
+def _load(grace_s: float | None, objectives_file: str | None) -> Freshness:
+    return Freshness.load(grace_s, objectives_file)
+
+
 @dataclass(frozen=True)
 class Freshness:
     """The grace setting and the explicit objectives, applied to a connector's record."""
@@ -152,7 +158,8 @@ class Freshness:
 
     @classmethod
     def from_settings(cls, settings: HistoryDefaults) -> Freshness:
-        return cls.load(settings.overdue_grace_seconds, settings.freshness_objectives_file)
+        """The settings' grace and objectives; the file is read once per process."""
+        return _load(settings.overdue_grace_seconds, settings.freshness_objectives_file)
 
     @classmethod
     def load(cls, grace_s: float | None, objectives_file: str | None) -> Freshness:

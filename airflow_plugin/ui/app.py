@@ -48,14 +48,9 @@ def _auth() -> Any:
 
 
 def _hook_reader() -> HistoryReader:
-    from fivetran_events.freshness import Freshness
-    from fivetran_events.settings import history_defaults
-
     from ..hooks import FivetranEventsRedisHook
 
-    reader = FivetranEventsRedisHook().reader()
-    reader.freshness = Freshness.from_settings(history_defaults())  # the grace, the objectives
-    return reader
+    return FivetranEventsRedisHook().reader()
 
 
 def create_app(reader_factory: Callable[[], HistoryReader] = _hook_reader) -> FastAPI:

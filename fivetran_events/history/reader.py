@@ -21,6 +21,7 @@ from ..decision import (
     Lifecycle,
     RunningSync,
     decide,
+    overdue_fail,
     parse_criterion,
 )
 from ..freshness import Freshness, Schedule
@@ -128,6 +129,7 @@ def _running(rows: Sequence[tuple[Any, float]]) -> RunningSync | None:
 
 def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
     ok_rows, fail_rows, ok_before, fail_before, running_rows, other, meta = results[:7]
+    record = None if meta is None else json.loads(meta)
     by_start = results[7] if len(results) > 7 else []
     successes: dict[tuple[str, int], Completion] = {}
     rows = [(m, s, False) for m, s in ok_rows] + [(m, s, True) for m, s in by_start]
@@ -146,7 +148,9 @@ def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
         latest_before_target=latest,
         running=_running(running_rows),
         latest_other=_one(other),
-        lifecycle=None if meta is None else Lifecycle.from_meta(json.loads(meta)),
+        lifecycle=None if record is None else Lifecycle.from_meta(record),
+        latest_success_before_target=_one(ok_before),
+        schedule=None if record is None else Schedule.from_meta(record.get("schedule")),
     )
 
 
@@ -194,6 +198,14 @@ class _Reader:
         inclusive: only a sync that has run longer than the maximum is taken as lost."""
         return (now_ms() if now is None else now) - self.max_sync_duration_ms
 
+    def _overdue(
+        self, cid: str, facts: Facts, decision: Decision, after_s: float | None, now: int | None
+    ) -> Decision:
+        life = facts.lifecycle or Lifecycle()
+        rec = ConnectorRecord(cid, lifecycle=life, schedule=facts.schedule)
+        clock = now_ms() if now is None else now
+        return overdue_fail(decision, facts, rec, self.freshness, after_s, clock)
+
     def _facts_pipeline(
         self, connector_id: str, target_ms: int, now: int | None, started_after: bool
     ) -> Any:
@@ -214,12 +226,19 @@ class HistoryReader(_Reader):
         *,
         criterion: Criterion | str = Criterion.ENDED_AFTER,
         now: int | None = None,
+        fail_when_overdue_after: float | None = None,
         **flags: Unpack[Flags],
     ) -> Decision:
         """Decide SUCCESS, FAIL or WAIT for ``connector_id`` at ``target`` (one round trip)."""
         target_ms, crit = target_and_criterion(target, criterion)
         facts = self.facts(connector_id, target_ms, now, crit is Criterion.STARTED_AFTER)
-        return decide(facts, criterion=crit, **flags)
+        return self._overdue(
+            connector_id,
+            facts,
+            decide(facts, criterion=crit, **flags),
+            fail_when_overdue_after,
+            now,
+        )
 
     def facts(
         self, connector_id: str, target_ms: int, now: int | None = None, started_after: bool = False
@@ -368,11 +387,18 @@ class AsyncHistoryReader(_Reader):
         *,
         criterion: Criterion | str = Criterion.ENDED_AFTER,
         now: int | None = None,
+        fail_when_overdue_after: float | None = None,
         **flags: Unpack[Flags],
     ) -> Decision:
         target_ms, crit = target_and_criterion(target, criterion)
         facts = await self.facts(connector_id, target_ms, now, crit is Criterion.STARTED_AFTER)
-        return decide(facts, criterion=crit, **flags)
+        return self._overdue(
+            connector_id,
+            facts,
+            decide(facts, criterion=crit, **flags),
+            fail_when_overdue_after,
+            now,
+        )
 
     async def facts(
         self, connector_id: str, target_ms: int, now: int | None = None, started_after: bool = False

@@ -399,3 +399,24 @@ def test_a_connection_fivetran_reports_broken_fails_a_waiting_target(
     fivetran.connector(CID, succeeded_at=at(3, 5))
     run(client, settings, api)
     assert reader.decide(CID, at(3, 6)).outcome is Decided.WAIT
+
+
+def test_fail_when_overdue_after_fails_a_wait_on_a_late_connector(
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    reader: HistoryReader,
+) -> None:
+    """Hourly, last success at 05:00, due at 06:15: at 08:00 it is 1 h 45 min late."""
+    fivetran.connector(CID, succeeded_at=at(3, 5), schedule_type="auto", sync_frequency=60)
+    run(client, settings, api)
+    now = to_ms(at(3, 8))
+    assert reader.decide(CID, at(3, 6), now=now).outcome is Decided.WAIT
+    patient = reader.decide(CID, at(3, 6), now=now, fail_when_overdue_after=7200)
+    assert patient.outcome is Decided.WAIT
+    late = reader.decide(CID, at(3, 6), now=now, fail_when_overdue_after=3600)
+    assert late.outcome is Decided.FAIL
+    assert "overdue by 1h45m" in late.reason and "due at 2026-01-03T06:15:00.000Z" in late.reason
+    past = reader.decide(CID, at(3, 4), now=now, fail_when_overdue_after=60)
+    assert past.outcome is Decided.SUCCESS  # a success counts: lateness is not asked
