@@ -210,6 +210,20 @@ class TestAsking:
         }
         assert conn.connectors["ask_auto"]["schedule_type"] == "manual"
 
+    def test_a_broken_connection_is_not_asked_unless_wait_when_broken(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        """Fivetran's setup_state broken: fail before asking; wait_when_broken asks anyway."""
+        from airflow_plugin.exceptions import FivetranSyncFailed
+        from airflow_plugin.operators.sync import FivetranSyncOperator
+
+        conn.connector("ask_broken", setup_state="broken")
+        with pytest.raises(FivetranSyncFailed, match="broken"):
+            FivetranSyncOperator(task_id="t", connector_id="ask_broken")._ask()
+        assert "POST /v1/connections/{id}/sync" not in conn.calls
+        FivetranSyncOperator(task_id="t", connector_id="ask_broken", wait_when_broken=True)._ask()
+        assert conn.calls["POST /v1/connections/{id}/sync"] == 1
+
     def test_the_resync_operator_asks_for_a_resync_of_its_scope(
         self, dagtest_airflow: Path, conn: FivetranStandIn
     ) -> None:
