@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .exceptions import ConfigurationError
-from .timeutil import iso, parse_iso, to_ms
+from .timeutil import iso
 
 if TYPE_CHECKING:
     from .settings import HistoryDefaults
@@ -62,13 +62,6 @@ class Schedule:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @property
-    def seen_ms(self) -> int | None:
-        try:
-            return None if self.seen_at is None else to_ms(parse_iso(self.seen_at))
-        except ValueError:
-            return None
 
 
 def _daily_ms(text: str) -> int | None:

@@ -201,6 +201,8 @@ class _Reader:
     def _overdue(
         self, cid: str, facts: Facts, decision: Decision, after_s: float | None, now: int | None
     ) -> Decision:
+        if after_s is None:  # the common case: nothing to build
+            return decision
         life = facts.lifecycle or Lifecycle()
         rec = ConnectorRecord(cid, lifecycle=life, schedule=facts.schedule)
         clock = now_ms() if now is None else now
