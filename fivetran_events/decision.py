@@ -375,8 +375,8 @@ def overdue_fail(
     now: int,
 ) -> Decision:
     """Turn a WAIT into a FAIL when the connector is more than ``after_s`` past its due
-    time (``fail_when_overdue_after``), naming how late it is."""
-    if decision.outcome is not Outcome.WAIT or after_s is None:
+    time (``fail_when_overdue_after``), naming how late it is; not while a sync runs."""
+    if decision.outcome is not Outcome.WAIT or after_s is None or facts.running is not None:
         return decision
     ends = (
         c.ended_ms for c in (facts.latest_success_before_target, *facts.successes_from_target) if c

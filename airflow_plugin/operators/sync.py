@@ -172,6 +172,7 @@ class FivetranSyncOperator(BaseOperator):
         redis_retry_timeout: float = DEFAULT_REDIS_RETRY_TIMEOUT,
         min_deferral: float = DEFAULT_MIN_DEFERRAL,
         wait_when_broken: bool = False,
+        fail_when_overdue_after: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -200,6 +201,7 @@ class FivetranSyncOperator(BaseOperator):
             raise ValueError(f"{self.task_id}: min_deferral must be >= 0 seconds")
         self.min_deferral = float(min_deferral)
         self.wait_when_broken = wait_when_broken
+        self.fail_when_overdue_after = fail_when_overdue_after
         # For already_synced: the run's data_interval_end, ended_after.
         self.target_time = None
         self.criterion = "ended_after"
@@ -285,6 +287,7 @@ class FivetranSyncOperator(BaseOperator):
             deferred_ms=now_ms(),
             min_deferral=self.min_deferral,
             wait_when_broken=self.wait_when_broken,
+            fail_when_overdue_after=self.fail_when_overdue_after,
         )
 
     def execute(self, context: Context) -> Any:

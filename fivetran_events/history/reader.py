@@ -198,9 +198,10 @@ class _Reader:
         inclusive: only a sync that has run longer than the maximum is taken as lost."""
         return (now_ms() if now is None else now) - self.max_sync_duration_ms
 
-    def _overdue(
+    def overdue(
         self, cid: str, facts: Facts, decision: Decision, after_s: float | None, now: int | None
     ) -> Decision:
+        """``decision``, or a FAIL past ``fail_when_overdue_after`` (decision.overdue_fail)."""
         if after_s is None:  # the common case: nothing to build
             return decision
         life = facts.lifecycle or Lifecycle()
@@ -234,7 +235,7 @@ class HistoryReader(_Reader):
         """Decide SUCCESS, FAIL or WAIT for ``connector_id`` at ``target`` (one round trip)."""
         target_ms, crit = target_and_criterion(target, criterion)
         facts = self.facts(connector_id, target_ms, now, crit is Criterion.STARTED_AFTER)
-        return self._overdue(
+        return self.overdue(
             connector_id,
             facts,
             decide(facts, criterion=crit, **flags),
@@ -394,7 +395,7 @@ class AsyncHistoryReader(_Reader):
     ) -> Decision:
         target_ms, crit = target_and_criterion(target, criterion)
         facts = await self.facts(connector_id, target_ms, now, crit is Criterion.STARTED_AFTER)
-        return self._overdue(
+        return self.overdue(
             connector_id,
             facts,
             decide(facts, criterion=crit, **flags),

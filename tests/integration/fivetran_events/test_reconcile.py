@@ -407,6 +407,7 @@ def test_fail_when_overdue_after_fails_a_wait_on_a_late_connector(
     api: FivetranClient,
     fivetran: FivetranStandIn,
     reader: HistoryReader,
+    writer: HistoryWriter,
 ) -> None:
     """Hourly, last success at 05:00, due at 06:15: at 08:00 it is 1 h 45 min late."""
     fivetran.connector(CID, succeeded_at=at(3, 5), schedule_type="auto", sync_frequency=60)
@@ -420,3 +421,6 @@ def test_fail_when_overdue_after_fails_a_wait_on_a_late_connector(
     assert "overdue by 1h45m" in late.reason and "due at 2026-01-03T06:15:00.000Z" in late.reason
     past = reader.decide(CID, at(3, 4), now=now, fail_when_overdue_after=60)
     assert past.outcome is Decided.SUCCESS  # a success counts: lateness is not asked
+    writer.record(ev("sync_start", created=at(3, 7, 30), sync_id="catching-up"))
+    running = reader.decide(CID, at(3, 6), now=now, fail_when_overdue_after=3600)
+    assert running.outcome is Decided.WAIT  # a sync runs: it is catching up
