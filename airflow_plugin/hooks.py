@@ -30,6 +30,7 @@ from tenacity import (
 from fivetran_events import ConfigurationError, HistoryReader
 from fivetran_events.decision import Completion
 from fivetran_events.fivetran_api import FivetranApiError, FivetranClient
+from fivetran_events.freshness import Freshness
 from fivetran_events.history import ConnectorRecord
 from fivetran_events.redis_url import (
     check_url,
@@ -215,7 +216,8 @@ class FivetranEventsRedisHook(BaseHook):
 
     def reader(self) -> HistoryReader:
         cfg = self.config
-        return HistoryReader(self.get_conn(), cfg.key_prefix, cfg.max_sync_duration_ms)
+        fresh = Freshness.from_settings(history_defaults())  # the grace, the objectives
+        return HistoryReader(self.get_conn(), cfg.key_prefix, cfg.max_sync_duration_ms, fresh)
 
     async def aconfig(self) -> HistoryConfig:
         return config_from_connection(await aget_connection(self.redis_conn_id))

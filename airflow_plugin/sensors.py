@@ -76,6 +76,8 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         propagate_failures_forward: bool = True,
         always_wait_when_syncing: bool = False,
         wait_when_paused: bool = False,
+        wait_when_broken: bool = False,
+        fail_when_overdue_after: float | None = None,
         criterion: str = "ended_after",
         redis_conn_id: str = DEFAULT_CONN_ID,
         deferrable: bool | None = None,
@@ -96,6 +98,8 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.propagate_failures_forward = propagate_failures_forward
         self.always_wait_when_syncing = always_wait_when_syncing
         self.wait_when_paused = wait_when_paused
+        self.wait_when_broken = wait_when_broken
+        self.fail_when_overdue_after = fail_when_overdue_after
         #: Fivetran's rescheduledAt of the last WAIT, when it gave one (epoch ms).
         self._recheck_at_ms: int | None = None
         self.criterion = parse_criterion(criterion).value
@@ -140,7 +144,12 @@ class FivetranDateTimeSensor(BaseSensorOperator):
 
     def _decide(self, target_ms: int) -> Decision:
         return self.hook.read_retrying(
-            lambda r: r.decide(self.connector_id, target_ms, **self._flags()),
+            lambda r: r.decide(
+                self.connector_id,
+                target_ms,
+                fail_when_overdue_after=self.fail_when_overdue_after,
+                **self._flags(),
+            ),
             f"the history of connector {self.connector_id}",
             self.redis_retry_timeout,
         )
@@ -241,6 +250,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 connector_id=self.connector_id,
                 target_ms=target_ms,
                 **self._flags(),
+                fail_when_overdue_after=self.fail_when_overdue_after,
                 redis_conn_id=self.redis_conn_id,
                 recheck_interval=self.recheck_interval,
                 retry_timeout=None if silent else self.redis_retry_timeout,

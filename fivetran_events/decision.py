@@ -6,7 +6,8 @@ The contract (docs/internals.md, "The decision"; docs/decision.md for users):
 2. A successful sync ended (``started_after``: also started) at or after the target: SUCCESS.
 3. Else a failed sync ended at or after the target: FAIL.
 4. Else a connector paused or deleted as of now, no sync running: FAIL (no sync will
-   come), unless ``wait_when_paused``.
+   come), unless ``wait_when_paused``; likewise a broken one (``connection_failure`` or
+   reconcile's ``setup_state: broken``, no sync started since), unless ``wait_when_broken``.
 5. Else the latest end is RESCHEDULED: WAIT, and look again at its ``rescheduledAt``.
 6. Else nothing ended at or after the target: FAIL with ``propagate_failures_forward``
    and a failure as the latest completion before it; otherwise WAIT (so too under
@@ -21,6 +22,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, TypedDict
 
+from .freshness import Freshness, Record, Schedule, late_text
 from .model import FAILURE_STATUSES, RESCHEDULED, SOURCE_NAMES, is_derived_sync_id
 from .timeutil import iso, parse_iso, to_ms, to_utc
 
@@ -37,13 +39,20 @@ class Criterion(str, Enum):
 
 
 #: ``decide``'s arguments besides the facts, as every caller names them.
-FLAGS = ("criterion", "propagate_failures_forward", "always_wait_when_syncing", "wait_when_paused")
+FLAGS = (
+    "criterion",
+    "propagate_failures_forward",
+    "always_wait_when_syncing",
+    "wait_when_paused",
+    "wait_when_broken",
+)
 
 
 class Flags(TypedDict, total=False):
     propagate_failures_forward: bool
     always_wait_when_syncing: bool
     wait_when_paused: bool
+    wait_when_broken: bool
 
 
 def parse_criterion(value: str | Criterion) -> Criterion:
@@ -118,6 +127,8 @@ class RunningSync:
 
 
 STOPPED_STATES = frozenset({"paused", "deleted"})
+#: The setup reason of a connector broken by reconcile's reading, not by a webhook event.
+BROKEN_BY_API = "setup_state broken in Fivetran's connection list"
 
 
 @dataclass(frozen=True)
@@ -135,6 +146,10 @@ class Lifecycle:
     def stopped(self) -> bool:
         return self.state in STOPPED_STATES
 
+    @property
+    def broken(self) -> bool:
+        return self.setup == "broken"
+
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> Lifecycle:
         """Read a connector's stored metadata. A paused or deleted connector starts no
@@ -144,13 +159,27 @@ class Lifecycle:
         started = meta.get("started_at")
         if state in STOPPED_STATES and started is not None and (state_at or "") < started:
             state, state_at, event = "active", started, "sync_start"
+        setup, setup_at, reason = meta.get("setup"), meta.get("setup_at"), meta.get("setup_reason")
+        # Fivetran's connection list, read by reconcile (freshness.Schedule) after the
+        # newest setup event.
+        seen = meta.get("schedule")
+        listed, seen_at = (
+            (seen.get("setup_state"), seen.get("seen_at"))
+            if isinstance(seen, dict)
+            else (None, None)
+        )
+        if isinstance(listed, str) and listed != setup and (setup_at or "") < str(seen_at or ""):
+            why = BROKEN_BY_API if listed == "broken" else None
+            setup, setup_at, reason = listed, seen_at, why
+        if setup == "broken" and started is not None and (setup_at or "") < started:
+            setup, setup_at, reason = "connected", started, None  # a sync started since
         return cls(
             state=state,
             state_at_ms=_ms_or_none(state_at),
             state_event=event,
-            setup=meta.get("setup"),
-            setup_at_ms=_ms_or_none(meta.get("setup_at")),
-            setup_reason=meta.get("setup_reason"),
+            setup=setup,
+            setup_at_ms=_ms_or_none(setup_at),
+            setup_reason=reason,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -176,6 +205,9 @@ class Facts:
     running: RunningSync | None = None
     latest_other: Completion | None = None
     lifecycle: Lifecycle | None = None
+    #: For ``fail_when_overdue_after``: the newest success before the target, the schedule.
+    latest_success_before_target: Completion | None = None
+    schedule: Schedule | None = None
 
 
 @dataclass(frozen=True)
@@ -240,6 +272,7 @@ def decide(
     always_wait_when_syncing: bool = False,
     criterion: Criterion | str = Criterion.ENDED_AFTER,
     wait_when_paused: bool = False,
+    wait_when_broken: bool = False,
 ) -> Decision:
     """Decide SUCCESS, FAIL or WAIT for ``facts`` fetched at ``target``."""
     target_ms = facts.target_ms
@@ -288,6 +321,17 @@ def decide(
             target_ms,
             None,
         )
+    if life is not None and life.broken and facts.running is None and not wait_when_broken:
+        why = life.setup_reason or ""
+        if why != BROKEN_BY_API:
+            why = f"connection_failure ({why})" if why else "connection_failure"
+        return Decision(
+            Outcome.FAIL,
+            f"the connector is broken: {why} at {iso(life.setup_at_ms)}, and no sync counts "
+            f"for {when} (set wait_when_broken to keep waiting)",
+            target_ms,
+            None,
+        )
     rescheduled = _rescheduled_last(facts)
     if rescheduled is not None:
         again = rescheduled.rescheduled_at_ms
@@ -320,6 +364,36 @@ def decide(
             latest,
         )
     return Decision(Outcome.WAIT, f"no sync has completed at or after {when} yet", target_ms, None)
+
+
+def overdue_fail(
+    decision: Decision,
+    facts: Facts,
+    rec: Record,
+    freshness: Freshness,
+    after_s: float | None,
+    now: int,
+) -> Decision:
+    """Turn a WAIT into a FAIL when the connector is more than ``after_s`` past its due
+    time (``fail_when_overdue_after``), naming how late it is; not while a sync runs."""
+    if decision.outcome is not Outcome.WAIT or after_s is None or facts.running is not None:
+        return decision
+    ends = (
+        c.ended_ms for c in (facts.latest_success_before_target, *facts.successes_from_target) if c
+    )
+    last = max(ends, default=None)
+    due = freshness.due_ms(rec, last)
+    late = None if due is None else now - due
+    if late is None or late <= after_s * 1000:
+        return decision
+    return Decision(
+        Outcome.FAIL,
+        f"the connector is overdue by {late_text(late // 1000)} (due at {iso(due)}, its last "
+        f"success ended {iso(last)}), more than fail_when_overdue_after={after_s:g} s; "
+        f"before that: {decision.reason}",
+        decision.target_ms,
+        None,
+    )
 
 
 def _rescheduled_last(facts: Facts) -> Completion | None:

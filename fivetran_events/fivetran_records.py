@@ -45,6 +45,8 @@ class Connection:
     raw: Mapping[str, Any] = field(repr=False, compare=False)
     #: With ``sync_state`` ``rescheduled``: when the sync is due again (``status.rescheduled_for``).
     rescheduled_for: datetime | None = None
+    #: ``HH:MM``, when a daily (1440-minute) connection starts its sync.
+    daily_sync_time: str | None = None
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Connection:
@@ -67,6 +69,7 @@ class Connection:
             sync_frequency=frequency if isinstance(frequency, int) else None,
             raw=body,
             rescheduled_for=_time(status.get("rescheduled_for")),
+            daily_sync_time=text_field(body.get("daily_sync_time")),
         )
 
 

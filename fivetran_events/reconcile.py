@@ -7,7 +7,8 @@ that endpoint answers 404 or 403, or lists no sync near the reported time, the r
 completion is recorded with a derived sync id. The record script takes an end of that
 status from another source within _lua.SAME_SYNC_WINDOW_MS as the same completion, so a
 run twice records nothing new. Gaps older than ``HISTORY_LOOKBACK_MS`` are the LOG
-import's.
+import's. Each connection's schedule and setup state from the same list is kept with
+its connector's record (``freshness.Schedule``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from .exceptions import FivetranAuthFailed, FivetranNotFound
+from .freshness import Schedule
 from .history._lua import SAME_SYNC_WINDOW_MS
 from .history.reader import HistoryReader
-from .history.writer import OnSuccess, WriteStatus, record_many
+from .history.writer import OnSuccess, WriteStatus, record_many, record_schedules
 from .keys import reconcile_key
 from .model import (
     SOURCE_RECONCILED,
@@ -81,6 +83,18 @@ def completions_of(connections: Iterable[Connection]) -> Iterator[Event]:
             if at is not None
         ]
         yield from (_end(c, at, status) for at, status in sorted(ends))
+
+
+def schedule_of(c: Connection, seen_at: str | None) -> Schedule:
+    """The schedule and setup state Fivetran's connection list reports for ``c``."""
+    return Schedule(
+        sync_frequency=c.sync_frequency,
+        daily_sync_time=c.daily_sync_time,
+        schedule_type=c.schedule_type,
+        paused=c.paused,
+        setup_state=c.setup_state,
+        seen_at=seen_at,
+    )
 
 
 @dataclass
@@ -255,6 +269,9 @@ def reconcile(
     earliest = outcome.started_ms - min(retention_ms, HISTORY_LOOKBACK_MS)
     events = _completions(client, fivetran, prefix, connections, earliest, outcome)
     record_completions(client, prefix, retention_ms, max_clock_skew_ms, events, outcome, on_success)
+    seen = iso(outcome.started_ms)
+    valid = (c for c in connections if is_valid_id(c.id) and not c.id.startswith("_"))
+    record_schedules(client, prefix, {c.id: schedule_of(c, seen) for c in valid})
     outcome.finished_ms = now_ms()
     stored = {k: v for k, v in outcome.to_dict().items() if k != "reconciled"}
     client.set(reconcile_key(prefix), json.dumps(stored), ex=OUTCOME_TTL_S)

@@ -113,8 +113,14 @@ class HistoryDefaults(BaseSettings):
     #: event, one event per hour or day a success completed; unset: none. The "Fivetran
     #: syncs" view shows each success's periods by it.
     partition_grain: Literal["hour", "day"] | None = None
+    #: Seconds past a connector's schedule before it is overdue (fivetran_events.freshness);
+    #: unset: the larger of 15 minutes and a quarter of its sync frequency.
+    overdue_grace_seconds: float | None = Field(default=None, ge=0)
+    #: TOML, YAML or JSON mapping connector ids to an objective in seconds, which
+    #: overrides Fivetran's schedule (fivetran_events.freshness).
+    freshness_objectives_file: str | None = None
 
-    @field_validator("partition_grain", mode="before")
+    @field_validator("partition_grain", "overdue_grace_seconds", mode="before")
     @classmethod
     def _no_grain(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

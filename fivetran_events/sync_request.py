@@ -63,16 +63,22 @@ def answer(
     asked_ms: int | None = None,
     fallback_after_ms: int | None = None,
     reschedule_wait_ms: int | None = None,
+    wait_when_broken: bool = False,
 ) -> Answer:
     """Decide the next step of a request made at ``facts.target_ms`` and last asked at
     ``asked_ms``; ``force``: the request's own sync follows one running when it asked.
     A RESCHEDULED sync of the request is asked again once its ``rescheduledAt`` (or
     ``reschedule_wait_ms``) has passed with nothing running."""
     t = facts.target_ms
+    # The operator asked only once Fivetran's connection said it was not broken: a
+    # breakage recorded before the request is older news.
+    life = facts.lifecycle
+    stale = life is not None and life.broken and (life.setup_at_ms or 0) < t
     d = decide(
         facts,
         criterion=Criterion.STARTED_AFTER,
         propagate_failures_forward=False,
+        wait_when_broken=wait_when_broken or stale,
     )
     if d.outcome is Outcome.SUCCESS:
         return Answer(Step.SUCCESS, d.reason, d)

@@ -71,12 +71,13 @@ def load_uri_map(
     if not mapping_file:
         return UriMap(template=template)
     path = Path(mapping_file)
-    data = _read_mapping(path)
+    data = read_mapping(path)
     return UriMap(template=template, mapping=_parse_mapping(data, path))
 
 
-def _read_mapping(path: Path) -> Any:
-    where = f"FIVETRAN_EVENTS_DATASET_MAPPING_FILE ({path})"
+def read_mapping(path: Path, variable: str = "FIVETRAN_EVENTS_DATASET_MAPPING_FILE") -> Any:
+    """A mapping file's data, TOML, YAML or JSON by its suffix."""
+    where = f"{variable} ({path})"
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

@@ -237,21 +237,33 @@ class FivetranStandIn:
         sync_state: str = "scheduled",
         group_id: str = "inappropriate_implode",
         schema: str = "ftar_pg",
+        *,
+        schedule_type: str = "manual",
+        sync_frequency: int = 360,
+        daily_sync_time: str | None = None,
+        paused: bool = False,
+        setup_state: str = "connected",
     ) -> None:
-        """Set a connection's state as Fivetran would report it."""
+        """Set a connection's state as Fivetran would report it (``daily_sync_time`` is
+        listed with a 1440-minute frequency, as Fivetran lists it)."""
         with self.lock:
             self.connectors[connector_id] = {
                 "id": connector_id,
                 "group_id": group_id,
                 "service": "google_cloud_postgresql",
                 "schema": schema,
-                "paused": False,
-                "schedule_type": "manual",
-                "sync_frequency": 360,
+                "paused": paused,
+                "schedule_type": schedule_type,
+                "sync_frequency": sync_frequency,
+                **(
+                    {"daily_sync_time": daily_sync_time or "00:00"}
+                    if sync_frequency == 1440
+                    else {}
+                ),
                 "succeeded_at": iso(succeeded_at),
                 "failed_at": iso(failed_at),
                 "status": {
-                    "setup_state": "connected",
+                    "setup_state": setup_state,
                     "sync_state": sync_state,
                     "update_state": "on_schedule",
                     "is_historical_sync": False,

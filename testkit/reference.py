@@ -23,17 +23,30 @@ class StateChange:
     """A lifecycle event that sets the connector's state (or a sync_start: ``started``)."""
 
     at_ms: int
-    state: str  # active, paused, deleted, or started
+    state: str  # active, paused, deleted; connected, broken (the setup); or started
+
+
+SETUP = ("connected", "broken")
+
+
+def _newest_is(changes: list[StateChange], group: list[str], values: tuple[str, ...]) -> bool:
+    """Whether the newest change of ``group`` is one of ``values``, no sync started after."""
+    mine = [c for c in changes if c.state in group]
+    if not mine:
+        return False
+    latest = max(mine, key=lambda c: c.at_ms)
+    started_after = any(c.state == "started" and c.at_ms > latest.at_ms for c in changes)
+    return latest.state in values and not started_after
 
 
 def stopped(changes: list[StateChange]) -> bool:
     """Whether the newest state is paused or deleted with no sync started after it."""
-    states = [c for c in changes if c.state != "started"]
-    if not states:
-        return False
-    latest = max(states, key=lambda c: c.at_ms)
-    started_after = any(c.state == "started" and c.at_ms > latest.at_ms for c in changes)
-    return latest.state in ("paused", "deleted") and not started_after
+    return _newest_is(changes, ["active", "paused", "deleted"], ("paused", "deleted"))
+
+
+def broken(changes: list[StateChange]) -> bool:
+    """Whether the newest setup event is a connection_failure, no sync started after it."""
+    return _newest_is(changes, list(SETUP), ("broken",))
 
 
 def reference_decide(
@@ -46,6 +59,7 @@ def reference_decide(
     criterion: str,
     changes: list[StateChange] | None = None,
     wait_when_paused: bool = False,
+    wait_when_broken: bool = False,
 ) -> str:
     if always_wait_when_syncing and running:
         return "wait"
@@ -60,6 +74,8 @@ def reference_decide(
     if any(c.status != "SUCCESSFUL" and c.ended_ms >= target_ms for c in real):
         return "fail"
     if stopped(changes or []) and not running and not wait_when_paused:
+        return "fail"
+    if broken(changes or []) and not running and not wait_when_broken:
         return "fail"
     ends = sorted(completions, key=lambda c: (c.ended_ms, c in real))
     if ends and ends[-1].status == "RESCHEDULED":

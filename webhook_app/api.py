@@ -99,6 +99,7 @@ class DecisionQuery(BaseModel):
     propagate_failures_forward: Flag = Field(True, json_schema_extra={"default": "true"})
     always_wait_when_syncing: Flag = Field(False, json_schema_extra={"default": "false"})
     wait_when_paused: Flag = Field(False, json_schema_extra={"default": "false"})
+    wait_when_broken: Flag = Field(False, json_schema_extra={"default": "false"})
     criterion: Criterion = Criterion.ENDED_AFTER
 
 
@@ -156,6 +157,18 @@ class Lifecycle(BaseModel):
     setup_reason: str | None
 
 
+class Schedule(BaseModel):
+    """``sync_frequency`` (minutes), ``daily_sync_time``, ``schedule_type``, ``paused``
+    and ``status.setup_state`` from Fivetran's connection list, read at ``seen_at``."""
+
+    sync_frequency: int | None
+    daily_sync_time: str | None
+    schedule_type: str | None
+    paused: bool
+    setup_state: str | None
+    seen_at: str | None
+
+
 class Connector(BaseModel):
     connector_id: str
     connector_name: str | None
@@ -166,6 +179,16 @@ class Connector(BaseModel):
     last_failure: Completion | None
     running: Running | None
     lifecycle: Lifecycle
+    schedule: Schedule | None = Field(
+        None, description="Fivetran's schedule as the last reconcile read it (None: never)"
+    )
+    due_at: str | None = Field(
+        None, description="when it is overdue without another success (None: no objective)"
+    )
+    overdue: bool = False
+    overdue_seconds: int | None = Field(
+        None, description="seconds past due_at, 0 when on time (None: no objective)"
+    )
 
 
 class InactiveWebhook(BaseModel):

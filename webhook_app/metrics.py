@@ -26,6 +26,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fivetran_events.deliveries import INDEXED
+from fivetran_events.freshness import Freshness
 from fivetran_events.history import HistoryReader
 from fivetran_events.keys import (
     delivery_state_key,
@@ -158,6 +159,8 @@ class Snapshot:
     #: connector id -> (name, type, group)
     connectors: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     last_success: dict[str, int] = field(default_factory=dict)
+    #: connector id -> ms past its due time (0: on time), for connectors with an objective
+    overdue: dict[str, int] = field(default_factory=dict)
     #: connector id -> (succeeded, Fivetran's status) of its newest completion
     last_status: dict[str, tuple[bool, str]] = field(default_factory=dict)
     last_webhook: int | None = None
@@ -218,6 +221,14 @@ class Snapshot:
             ((cid, age(ms)) for cid, ms in sorted(self.last_success.items())),
         )
         yield gauge(
+            "connector_overdue_seconds",
+            "Seconds the connector is past its due time (its last success plus Fivetran's "
+            "sync_frequency and a grace, or its explicit objective); 0 when on time. Only "
+            "connectors with an objective: not manual, paused or never synced.",
+            ["connector_id"],
+            ((cid, ms / 1000) for cid, ms in sorted(self.overdue.items())),
+        )
+        yield gauge(
             "connector_last_sync_succeeded",
             "1 if the connector's newest completed sync succeeded, 0 if it failed; "
             "status is Fivetran's.",
@@ -261,10 +272,12 @@ class RedisGauges(Collector):
         client: redis.Redis,
         prefix: str,
         clock: Callable[[], int] = now_ms,
+        freshness: Freshness | None = None,
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.clock = clock
+        self.freshness = freshness or Freshness()
 
     def collect(self) -> Iterator[Metric]:
         try:
@@ -306,13 +319,16 @@ class RedisGauges(Collector):
             if oldest:
                 snap.oldest_received[state] = int(oldest[0][1])
         # The running sync is not a gauge: any duration will do for the reader.
-        reader = HistoryReader(self.client, p, max_sync_duration_ms=0)
+        reader = HistoryReader(self.client, p, 0, self.freshness)
         newest_event: list[int] = []
         for rec, (ok, fail, _) in reader.newest_of(reader.connector_ids()):
             cid = rec.connector_id
             snap.connectors[cid] = (rec.name or "", rec.type or "", rec.group or "")
             if ok:
                 snap.last_success[cid] = ok.ended_ms
+                due = self.freshness.due_ms(rec, ok.ended_ms)
+                if due is not None:
+                    snap.overdue[cid] = max(0, snap.now - due)
             # At the same millisecond a success counts as the later one, as in decide().
             newest = max(
                 (c for c in (ok, fail) if c is not None),

@@ -8,6 +8,7 @@ import redis
 from flask import current_app
 
 from fivetran_events import HistoryReader, HistoryWriter, Settings
+from fivetran_events.freshness import Freshness
 from fivetran_events.uris import UriMap
 
 from .forwarding import Enqueuer
@@ -31,7 +32,12 @@ class State:
             settings=settings,
             redis=client,
             writer=HistoryWriter(client, settings.key_prefix, settings.retention_ms),
-            reader=HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms),
+            reader=HistoryReader(
+                client,
+                settings.key_prefix,
+                settings.max_sync_duration_ms,
+                Freshness.from_settings(settings),
+            ),
             enqueuer=Enqueuer(
                 settings,
                 delivery_store(settings, client),

@@ -281,7 +281,8 @@ def write_refusal(st: State) -> str | None:
 @bp.get("/metrics")
 def prometheus() -> Response:
     st = state()
-    body, content_type = metrics.render(metrics.RedisGauges(st.redis, st.settings.key_prefix))
+    gauges = metrics.RedisGauges(st.redis, st.settings.key_prefix, freshness=st.reader.freshness)
+    body, content_type = metrics.render(gauges)
     return Response(body, content_type=content_type)
 
 

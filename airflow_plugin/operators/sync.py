@@ -171,6 +171,8 @@ class FivetranSyncOperator(BaseOperator):
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
         redis_retry_timeout: float = DEFAULT_REDIS_RETRY_TIMEOUT,
         min_deferral: float = DEFAULT_MIN_DEFERRAL,
+        wait_when_broken: bool = False,
+        fail_when_overdue_after: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -198,6 +200,8 @@ class FivetranSyncOperator(BaseOperator):
         if min_deferral < 0:
             raise ValueError(f"{self.task_id}: min_deferral must be >= 0 seconds")
         self.min_deferral = float(min_deferral)
+        self.wait_when_broken = wait_when_broken
+        self.fail_when_overdue_after = fail_when_overdue_after
         # For already_synced: the run's data_interval_end, ended_after.
         self.target_time = None
         self.criterion = "ended_after"
@@ -224,6 +228,11 @@ class FivetranSyncOperator(BaseOperator):
         conn = self.client.connection(cid)
         if conn.paused:
             raise FivetranSyncFailed(f"Fivetran connector {cid} is paused: no sync will run")
+        if conn.setup_state == "broken" and not self.wait_when_broken:
+            raise FivetranSyncFailed(
+                f"Fivetran connector {cid} is broken (setup_state broken): fix its connection "
+                "in Fivetran, or set wait_when_broken to ask anyway"
+            )
         if self.schedule_type is not None and conn.schedule_type != self.schedule_type:
             self.log.info(
                 "connector %s: schedule_type %s -> %s", cid, conn.schedule_type, self.schedule_type
@@ -277,6 +286,8 @@ class FivetranSyncOperator(BaseOperator):
             retry_timeout=self.redis_retry_timeout,
             deferred_ms=now_ms(),
             min_deferral=self.min_deferral,
+            wait_when_broken=self.wait_when_broken,
+            fail_when_overdue_after=self.fail_when_overdue_after,
         )
 
     def execute(self, context: Context) -> Any:

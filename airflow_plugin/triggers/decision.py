@@ -15,6 +15,8 @@ from typing import Any
 
 from fivetran_events import AsyncHistoryReader, Criterion, Decision, Outcome
 from fivetran_events.decision import FLAGS
+from fivetran_events.freshness import Freshness
+from fivetran_events.settings import history_defaults
 from fivetran_events.timeutil import now_ms
 
 from ..compat import BaseTrigger, TriggerEvent
@@ -48,6 +50,8 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
         propagate_failures_forward: bool = True,
         always_wait_when_syncing: bool = False,
         wait_when_paused: bool = False,
+        wait_when_broken: bool = False,
+        fail_when_overdue_after: float | None = None,
         criterion: str = Criterion.ENDED_AFTER.value,
         redis_conn_id: str = DEFAULT_CONN_ID,
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
@@ -59,13 +63,16 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
         self.propagate_failures_forward = propagate_failures_forward
         self.always_wait_when_syncing = always_wait_when_syncing
         self.wait_when_paused = wait_when_paused
+        self.wait_when_broken = wait_when_broken
+        self.fail_when_overdue_after = fail_when_overdue_after
         self.criterion = Criterion(criterion).value
         self.redis_conn_id = redis_conn_id
         self.recheck_interval = float(recheck_interval)
         self.retry_timeout = None if retry_timeout is None else float(retry_timeout)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        names = ("connector_id", "target_ms", *FLAGS, "redis_conn_id", "recheck_interval")
+        names: tuple[str, ...] = ("connector_id", "target_ms", *FLAGS, "fail_when_overdue_after")
+        names += ("redis_conn_id", "recheck_interval")
         return (
             "airflow_plugin.triggers.decision.FivetranSyncDecisionTrigger",
             {**{n: getattr(self, n) for n in names}, "retry_timeout": self.retry_timeout},
@@ -101,7 +108,8 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
         changed = hub.register(self.connector_id)
         try:
             await hub.subscribed(timeout=min(5.0, self.recheck_interval))
-            reader = AsyncHistoryReader(hub.client, cfg.key_prefix, cfg.max_sync_duration_ms)
+            fresh = Freshness.from_settings(history_defaults())
+            reader = AsyncHistoryReader(hub.client, cfg.key_prefix, cfg.max_sync_duration_ms, fresh)
             woken_by = "the first check"
             while True:
                 stop_if_cancelled()
@@ -112,6 +120,7 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
                     lambda: reader.decide(
                         self.connector_id,
                         self.target_ms,
+                        fail_when_overdue_after=self.fail_when_overdue_after,
                         **{name: getattr(self, name) for name in FLAGS},
                     ),
                     what=f"the history of connector {self.connector_id}",

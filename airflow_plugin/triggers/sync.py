@@ -19,6 +19,8 @@ from typing import Any
 
 from fivetran_events import AsyncHistoryReader, Criterion, Decision, Outcome
 from fivetran_events.fivetran_api import FivetranClient
+from fivetran_events.freshness import Freshness
+from fivetran_events.settings import history_defaults
 from fivetran_events.sync_request import Answer, Step, answer, answer_from_connection
 from fivetran_events.timeutil import iso, now_ms
 
@@ -68,11 +70,15 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         deferred_ms: int | None = None,
         min_deferral: float = DEFAULT_MIN_DEFERRAL,
         conflict: bool = False,
+        wait_when_broken: bool = False,
+        fail_when_overdue_after: float | None = None,
     ) -> None:
         super().__init__(
             connector_id,
             target_ms,
             propagate_failures_forward=False,
+            wait_when_broken=wait_when_broken,
+            fail_when_overdue_after=fail_when_overdue_after,
             criterion=Criterion.STARTED_AFTER.value,
             redis_conn_id=redis_conn_id,
             recheck_interval=recheck_interval,
@@ -95,7 +101,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         names: tuple[str, ...] = ("connector_id", "target_ms", "force", "running_at_ask")
         names += ("fallback_after", "poll_frequency", "reschedule_wait_time", "fivetran_conn_id")
         names += ("redis_conn_id", "recheck_interval", "retry_timeout", "deferred_ms")
-        names += ("min_deferral", "conflict")
+        names += ("min_deferral", "conflict", "wait_when_broken", "fail_when_overdue_after")
         return (
             "airflow_plugin.triggers.sync.FivetranSyncRequestTrigger",
             {n: getattr(self, n) for n in names},
@@ -135,7 +141,8 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         api: FivetranClient | None = None
         try:
             await hub.subscribed(timeout=min(5.0, self.recheck_interval))
-            reader = AsyncHistoryReader(hub.client, cfg.key_prefix, cfg.max_sync_duration_ms)
+            fresh = Freshness.from_settings(history_defaults())
+            reader = AsyncHistoryReader(hub.client, cfg.key_prefix, cfg.max_sync_duration_ms, fresh)
             logged_wait = False
             while True:
                 stop_if_cancelled()
@@ -155,7 +162,15 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
                     asked_ms=self.target_ms,
                     fallback_after_ms=_ms(self.fallback_after),
                     reschedule_wait_ms=_ms(self.reschedule_wait_time),
+                    wait_when_broken=self.wait_when_broken,
                 )
+                if got.step is Step.WAIT:
+                    late = reader.overdue(
+                        self.connector_id, facts, got.decision, self.fail_when_overdue_after, None
+                    )
+                    if late.outcome is Outcome.FAIL:
+                        self.log.info("connector %s: fail: %s", self.connector_id, late.reason)
+                        return self._payload(Step.FAIL, late.reason, late, reconciled=False)
                 if got.retarget_ms is not None and got.retarget_ms != target:
                     self.log.info("connector %s: %s", self.connector_id, got.reason)
                     target = got.retarget_ms

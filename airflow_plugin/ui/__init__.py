@@ -96,9 +96,9 @@ class FivetranConnectorLink(BaseOperatorLink):
             connector_view_url(
                 str(connector_id),
                 target,
-                # A sensor from before wait_when_paused decides as if it were False.
+                # A sensor from before wait_when_paused/broken decides as if it were False.
                 **{
-                    f: getattr(operator, f, False if f == "wait_when_paused" else None)
+                    f: getattr(operator, f, False if f.startswith("wait_when_") else None)
                     for f in FLAGS
                 },
             )

@@ -176,7 +176,12 @@ def _grain(raw: str | None) -> Grain | None:
 
 
 def _flags(q: Any) -> Flags:
-    names = ("propagate_failures_forward", "always_wait_when_syncing", "wait_when_paused")
+    names = (
+        "propagate_failures_forward",
+        "always_wait_when_syncing",
+        "wait_when_paused",
+        "wait_when_broken",
+    )
     bools = {n: _bool(q.get(n), n, getattr(Flags, n)) for n in names}
     try:
         return Flags(parse_criterion(q.get("criterion") or Flags.criterion), **bools)

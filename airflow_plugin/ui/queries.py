@@ -23,7 +23,7 @@ from fivetran_events.deliveries import BY_ATTENTION, Field
 from fivetran_events.keys import delivery_key, sync_deliveries_key
 from fivetran_events.model import FAILURE_STATUSES, RESCHEDULED
 from fivetran_events.partitions import Completed, Grain, completed_each
-from fivetran_events.timeutil import UTC, parse_iso, to_ms
+from fivetran_events.timeutil import UTC, now_ms, parse_iso, to_ms
 
 #: The most connectors one list page shows.
 MAX_CONNECTORS = 500
@@ -49,6 +49,8 @@ class ConnectorRow:
     forwarding: dict[str, int] = field(default_factory=dict)
     #: Paused, deleted, broken: what Fivetran's lifecycle events say of it now.
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    #: Seconds past its due time (0: on time; None: no objective), freshness.Freshness.
+    overdue_seconds: int | None = None
 
     @property
     def forwarding_state(self) -> str | None:
@@ -64,8 +66,19 @@ def connector_page(
     page = ids[offset : offset + limit]
     newest = reader.newest_of(page, now)
     forwarding = _forwarding(reader, page, [ok for _, (ok, _, _) in newest])
+    clock = now_ms() if now is None else now
     rows = [
-        ConnectorRow(rec.connector_id, rec.name, rec.type, *last, fwd, rec.lifecycle)
+        ConnectorRow(
+            rec.connector_id,
+            rec.name,
+            rec.type,
+            *last,
+            fwd,
+            rec.lifecycle,
+            reader.freshness.describe(rec, last[0].ended_ms if last[0] else None, clock)[
+                "overdue_seconds"
+            ],
+        )
         for (rec, last), fwd in zip(newest, forwarding, strict=True)
     ]
     return rows, len(ids)
@@ -181,6 +194,7 @@ class Flags:
     propagate_failures_forward: bool = True
     always_wait_when_syncing: bool = False
     wait_when_paused: bool = False
+    wait_when_broken: bool = False
 
     def as_params(self) -> dict[str, str]:
         """Return the flags as query parameters (the URL contract of airflow_plugin.ui)."""

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from fivetran_events import Decision
+from fivetran_events.freshness import late_text
 from fivetran_events.timeutil import from_ms, iso, to_ms
 
 from .queries import Bar, Flags
@@ -34,6 +35,7 @@ ENV = Environment(
     lstrip_blocks=True,
 )
 ENV.filters["iso"] = iso
+ENV.filters["duration"] = late_text
 
 
 def page(template: str, **context: Any) -> str:

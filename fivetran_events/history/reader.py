@@ -21,8 +21,10 @@ from ..decision import (
     Lifecycle,
     RunningSync,
     decide,
+    overdue_fail,
     parse_criterion,
 )
+from ..freshness import Freshness, Schedule
 from ..keys import ConnectorKeys, connectors_key
 from ..redis_url import as_text
 from ..timeutil import now_ms, to_ms, to_utc
@@ -49,6 +51,13 @@ class ConnectorRecord:
     group: str | None = None
     last_event_at: str | None = None
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    #: Fivetran's schedule as reconcile last read it (None: never read).
+    schedule: Schedule | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Paused (by Fivetran's list or a lifecycle event) or deleted."""
+        return self.lifecycle.stopped or (self.schedule is not None and self.schedule.paused)
 
     @classmethod
     def decode(cls, connector_id: str | bytes, raw: str | bytes | None) -> ConnectorRecord:
@@ -61,6 +70,7 @@ class ConnectorRecord:
             group=meta.get("group") or None,
             last_event_at=meta.get("last_event_at") or None,
             lifecycle=Lifecycle.from_meta(meta),
+            schedule=Schedule.from_meta(meta.get("schedule")),
         )
 
     @classmethod
@@ -119,6 +129,7 @@ def _running(rows: Sequence[tuple[Any, float]]) -> RunningSync | None:
 
 def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
     ok_rows, fail_rows, ok_before, fail_before, running_rows, other, meta = results[:7]
+    record = None if meta is None else json.loads(meta)
     by_start = results[7] if len(results) > 7 else []
     successes: dict[tuple[str, int], Completion] = {}
     rows = [(m, s, False) for m, s in ok_rows] + [(m, s, True) for m, s in by_start]
@@ -137,7 +148,9 @@ def facts_from_results(results: Sequence[Any], target_ms: int) -> Facts:
         latest_before_target=latest,
         running=_running(running_rows),
         latest_other=_one(other),
-        lifecycle=None if meta is None else Lifecycle.from_meta(json.loads(meta)),
+        lifecycle=None if record is None else Lifecycle.from_meta(record),
+        latest_success_before_target=_one(ok_before),
+        schedule=None if record is None else Schedule.from_meta(record.get("schedule")),
     )
 
 
@@ -164,10 +177,18 @@ def target_and_criterion(
 
 
 class _Reader:
-    def __init__(self, client: Any, prefix: str, max_sync_duration_ms: int) -> None:
+    def __init__(
+        self,
+        client: Any,
+        prefix: str,
+        max_sync_duration_ms: int,
+        freshness: Freshness | None = None,
+    ) -> None:
         self.client = client  # a redis.Redis, or a redis.asyncio.Redis for the async reader
         self.prefix = prefix
         self.max_sync_duration_ms = max_sync_duration_ms
+        #: What makes a connector overdue (the grace setting, the explicit objectives).
+        self.freshness = freshness or Freshness()
 
     def keys(self, connector_id: str) -> ConnectorKeys:
         return ConnectorKeys(self.prefix, connector_id)
@@ -176,6 +197,17 @@ class _Reader:
         """The earliest start of a sync still running at ``now`` (the wall clock if None);
         inclusive: only a sync that has run longer than the maximum is taken as lost."""
         return (now_ms() if now is None else now) - self.max_sync_duration_ms
+
+    def overdue(
+        self, cid: str, facts: Facts, decision: Decision, after_s: float | None, now: int | None
+    ) -> Decision:
+        """``decision``, or a FAIL past ``fail_when_overdue_after`` (decision.overdue_fail)."""
+        if after_s is None:  # the common case: nothing to build
+            return decision
+        life = facts.lifecycle or Lifecycle()
+        rec = ConnectorRecord(cid, lifecycle=life, schedule=facts.schedule)
+        clock = now_ms() if now is None else now
+        return overdue_fail(decision, facts, rec, self.freshness, after_s, clock)
 
     def _facts_pipeline(
         self, connector_id: str, target_ms: int, now: int | None, started_after: bool
@@ -197,12 +229,19 @@ class HistoryReader(_Reader):
         *,
         criterion: Criterion | str = Criterion.ENDED_AFTER,
         now: int | None = None,
+        fail_when_overdue_after: float | None = None,
         **flags: Unpack[Flags],
     ) -> Decision:
         """Decide SUCCESS, FAIL or WAIT for ``connector_id`` at ``target`` (one round trip)."""
         target_ms, crit = target_and_criterion(target, criterion)
         facts = self.facts(connector_id, target_ms, now, crit is Criterion.STARTED_AFTER)
-        return decide(facts, criterion=crit, **flags)
+        return self.overdue(
+            connector_id,
+            facts,
+            decide(facts, criterion=crit, **flags),
+            fail_when_overdue_after,
+            now,
+        )
 
     def facts(
         self, connector_id: str, target_ms: int, now: int | None = None, started_after: bool = False
@@ -322,6 +361,7 @@ class HistoryReader(_Reader):
         return [item for _, item in rows[:limit]]
 
     def connectors(self, now: int | None = None) -> list[dict[str, Any]]:
+        clock = now_ms() if now is None else now
         return [
             {
                 "connector_id": rec.connector_id,
@@ -333,8 +373,10 @@ class HistoryReader(_Reader):
                 "last_failure": fail.to_dict() if fail else None,
                 "running": running.to_dict() if running else None,
                 "lifecycle": rec.lifecycle.to_dict(),
+                "schedule": rec.schedule.to_dict() if rec.schedule else None,
+                **self.freshness.describe(rec, ok.ended_ms if ok else None, clock),
             }
-            for rec, (ok, fail, running) in self.newest_of(self.connector_ids(), now)
+            for rec, (ok, fail, running) in self.newest_of(self.connector_ids(), clock)
         ]
 
 
@@ -348,11 +390,18 @@ class AsyncHistoryReader(_Reader):
         *,
         criterion: Criterion | str = Criterion.ENDED_AFTER,
         now: int | None = None,
+        fail_when_overdue_after: float | None = None,
         **flags: Unpack[Flags],
     ) -> Decision:
         target_ms, crit = target_and_criterion(target, criterion)
         facts = await self.facts(connector_id, target_ms, now, crit is Criterion.STARTED_AFTER)
-        return decide(facts, criterion=crit, **flags)
+        return self.overdue(
+            connector_id,
+            facts,
+            decide(facts, criterion=crit, **flags),
+            fail_when_overdue_after,
+            now,
+        )
 
     async def facts(
         self, connector_id: str, target_ms: int, now: int | None = None, started_after: bool = False

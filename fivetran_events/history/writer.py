@@ -18,6 +18,7 @@ import redis
 from redis.commands.core import Script
 from redis.typing import EncodableT
 
+from ..freshness import Schedule
 from ..keys import ConnectorKeys, connectors_key, last_test_event_key
 from ..model import UNCHECKED_KINDS, Event, EventKind, check_not_future, lifecycle_name
 from ..timeutil import iso, now_ms
@@ -285,3 +286,29 @@ def record_many(
             yield from flush()
     if pending:
         yield from flush()
+
+
+# KEYS: connectors. ARGV: connector id, schedule JSON, pairwise. A connector without a
+# record is left out: its first event or reconciled completion makes one.
+_SCHEDULES = """
+local n = 0
+for i = 1, #ARGV, 2 do
+  local raw = redis.call('HGET', KEYS[1], ARGV[i])
+  if raw then
+    local meta = cjson.decode(raw)
+    meta.schedule = cjson.decode(ARGV[i + 1])
+    redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(meta))
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+def record_schedules(client: redis.Redis, prefix: str, schedules: dict[str, Schedule]) -> int:
+    """Keep each recorded connector's schedule with its record, in one script (the
+    record script merges a record field by field, so the schedule stays)."""
+    args = [v for cid, s in schedules.items() for v in (cid, json.dumps(s.to_dict()))]
+    if not args:
+        return 0
+    return int(client.register_script(_SCHEDULES)(keys=[connectors_key(prefix)], args=args))

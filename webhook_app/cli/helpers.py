@@ -22,6 +22,7 @@ from fivetran_events import (
     load_settings,
 )
 from fivetran_events.exceptions import FivetranApiError, FivetranAuthFailed, FivetranUnavailable
+from fivetran_events.freshness import Freshness
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import parse_iso, to_ms
 
@@ -181,7 +182,9 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
 
 def reader(s: Settings | None = None) -> HistoryReader:
     s = s or load_settings()
-    return HistoryReader(s.redis_client(), s.key_prefix, s.max_sync_duration_ms)
+    return HistoryReader(
+        s.redis_client(), s.key_prefix, s.max_sync_duration_ms, Freshness.from_settings(s)
+    )
 
 
 def check_id(value: str, hint: str) -> None:

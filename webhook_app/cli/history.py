@@ -8,6 +8,7 @@ import click
 
 from fivetran_events import load_settings
 from fivetran_events.decision import Criterion, Outcome
+from fivetran_events.freshness import late_text
 from fivetran_events.reconcile import fivetran_side
 
 from ..workers import build_forwarder
@@ -32,6 +33,12 @@ def _when(completion: dict[str, Any] | None) -> str | None:
 def _since(word: str, at: str | None) -> str:
     """``word since`` the ISO time ``at``, to the minute."""
     return f"{word} since {at[:16]}Z" if at else word
+
+
+def _overdue(row: dict[str, Any]) -> str | None:
+    """``no``, or by how much (``2h05m``); None without an objective."""
+    late = row.get("overdue_seconds")
+    return None if late is None else late_text(late) if late else "no"
 
 
 def _state(lifecycle: dict[str, Any]) -> str:
@@ -63,8 +70,11 @@ def connectors(as_json: bool) -> None:
     """List the recorded connectors: state, last success, last failure, running sync, forwarding.
 
     STATE is active, paused or deleted, and broken when Fivetran could not connect to the
-    source. FORWARDING is the state of the last success's deliveries to Airflow (off when
-    FIVETRAN_EVENTS_AIRFLOW_URL is unset). Webhooks Fivetran reported inactive follow.
+    source. OVERDUE says by how much the connector is past its due time (its last success
+    plus Fivetran's sync_frequency and a grace, or its objective), "no" when on time, "-"
+    without one (manual, paused, never synced). FORWARDING is the state of the last
+    success's deliveries to Airflow (off when FIVETRAN_EVENTS_AIRFLOW_URL is unset).
+    Webhooks Fivetran reported inactive follow.
     """
     s = load_settings()
     rows = reader(s).connectors()
@@ -92,12 +102,22 @@ def connectors(as_json: bool) -> None:
                 _state(r["lifecycle"]),
                 _when(r["last_success"]),
                 _when(r["last_failure"]),
+                _overdue(r),
                 r["running"]["sync_id"] if r["running"] else None,
                 _forwarding(r["forwarding"], on),
             )
             for r in rows
         ],
-        ("CONNECTOR", "NAME", "STATE", "LAST SUCCESS", "LAST FAILURE", "RUNNING", "FORWARDING"),
+        (
+            "CONNECTOR",
+            "NAME",
+            "STATE",
+            "LAST SUCCESS",
+            "LAST FAILURE",
+            "OVERDUE",
+            "RUNNING",
+            "FORWARDING",
+        ),
     )
     for w in side["inactive_webhooks"] if side is not None else ():
         echo(
@@ -154,6 +174,12 @@ def history(connector_id: str, limit: int, as_json: bool) -> None:
     help="Keep waiting on a paused or deleted connector instead of failing.",
 )
 @click.option(
+    "--wait-when-broken",
+    is_flag=True,
+    default=False,
+    help="Keep waiting on a broken connector (connection_failure) instead of failing.",
+)
+@click.option(
     "--criterion",
     type=click.Choice([c.value for c in Criterion]),
     default=Criterion.ENDED_AFTER.value,
@@ -167,7 +193,8 @@ def decide_cmd(
     """Decide whether CONNECTOR_ID was synced as of TARGET.
 
     Exit 0 success, 1 the sync failed, 3 wait (and 2, 4, 5 for errors, as for every command).
-    A paused or deleted connector fails unless --wait-when-paused; after a RESCHEDULED
+    A paused or deleted connector fails unless --wait-when-paused, a broken one unless
+    --wait-when-broken; after a RESCHEDULED
     end the wait names when to look again (Fivetran's rescheduledAt).
     """
     target_ms = parse_time(target, "--target")

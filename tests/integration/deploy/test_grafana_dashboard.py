@@ -91,7 +91,12 @@ def test_every_queried_metric_is_exported(
     # Airflow is a closed loopback port: every attempt is a retry, which is all we need.
     airflow_url = f"http://127.0.0.1:{free_port()}"
     fivetran = FivetranStandIn()
-    fivetran.connector("missed", succeeded_at=datetime.now(timezone.utc) - timedelta(minutes=1))
+    fivetran.connector(
+        "missed",
+        succeeded_at=datetime.now(timezone.utc) - timedelta(minutes=1),
+        schedule_type="auto",  # a schedule: the overdue gauge has a series
+        sync_frequency=60,
+    )
     fivetran.webhooks["w1"] = {"id": "w1", "type": "account", "url": "https://x", "active": False}
     stack = serving(fivetran)
     stack.__enter__()

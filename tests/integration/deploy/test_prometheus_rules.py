@@ -74,6 +74,7 @@ class TestCoverage:
             'state=~"undelivered|failed"',  # deliveries given up
             "fivetran_events_forward_overdue_seconds",  # forwarding lagging
             "fivetran_events_connector_seconds_since_success",  # a connector not synced
+            "fivetran_events_connector_overdue_seconds",  # past its own schedule
             "fivetran_events_seconds_since_last_webhook",  # no webhook for a long time
             "fivetran_events_reconciled_total",  # syncs the webhook never delivered
             "fivetran_events_fivetran_webhooks_inactive",  # Fivetran stopped delivering

@@ -62,6 +62,8 @@ STATE_EVENTS = {
     "active": "resume_connector",
     "paused": "pause_connector",
     "deleted": "delete_connection",
+    "connected": "connection_successful",
+    "broken": "connection_failure",
 }
 
 
@@ -104,6 +106,7 @@ def histories(draw: st.DrawFn) -> tuple[list[Sync], dict[str, int], list[tuple[s
     now_off=hours(0, 25 * 24),
     changes=state_changes(),
     wait_when_paused=st.booleans(),
+    wait_when_broken=st.booleans(),
     shuffle=st.randoms(use_true_random=False),
 )
 def test_matches_reference(
@@ -116,6 +119,7 @@ def test_matches_reference(
     now_off: int,
     changes: list[StateChange],
     wait_when_paused: bool,
+    wait_when_broken: bool,
     shuffle: Random,
 ) -> None:
     """On random histories written through the webhook path, with lifecycle events
@@ -152,6 +156,7 @@ def test_matches_reference(
         always_wait_when_syncing=always_wait,
         criterion=criterion,
         wait_when_paused=wait_when_paused,
+        wait_when_broken=wait_when_broken,
     )
     want = reference_decide(
         syncs,
@@ -163,6 +168,7 @@ def test_matches_reference(
         criterion,
         [*changes, *started],
         wait_when_paused,
+        wait_when_broken,
     )
     note(f"{syncs=} {starts=} {running=} {changes=} {target=} {now=} {got=}")
     assert got.outcome.value == want
@@ -181,6 +187,7 @@ def test_matches_reference(
             always_wait_when_syncing=always_wait,
             criterion=criterion,
             wait_when_paused=wait_when_paused,
+            wait_when_broken=wait_when_broken,
         ).outcome.value
         == want
     )

@@ -1,4 +1,5 @@
-"""Reconcile: a completion Fivetran reports that the history lacks is recorded, once.
+"""Reconcile: a completion Fivetran reports that the history lacks is recorded, once;
+each connection's schedule and setup state are kept with its record.
 
 Where the history lacks it, the connection's sync history (Fivetran's "Retrieve
 Connection Sync History", the stand-in's endpoint shaped as its reference documents it)
@@ -19,7 +20,9 @@ import pytest
 import redis
 
 from fivetran_events import HistoryReader, HistoryWriter, Settings
+from fivetran_events.decision import Outcome as Decided
 from fivetran_events.fivetran_api import FivetranClient
+from fivetran_events.freshness import Freshness, Schedule
 from fivetran_events.history._lua import SAME_SYNC_WINDOW_MS
 from fivetran_events.history.writer import WriteStatus
 from fivetran_events.model import derived_sync_id
@@ -340,3 +343,84 @@ def test_a_completion_older_than_the_lookback_costs_no_call(
     for _ in range(2):
         run(client, settings, api)
     assert fivetran.calls[HISTORY] == 0
+
+
+def test_the_schedule_is_kept_with_the_record_from_one_list_call(
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    reader: HistoryReader,
+    writer: HistoryWriter,
+) -> None:
+    fivetran.connector(CID, succeeded_at=at(3, 5), schedule_type="auto", sync_frequency=60)
+    fivetran.connector(
+        "daily_one",
+        succeeded_at=at(3, 2),
+        schedule_type="auto",
+        sync_frequency=1440,
+        daily_sync_time="03:00",
+    )
+    fivetran.connector("never_synced", schedule_type="auto", sync_frequency=15)
+    run(client, settings, api)
+    assert dict(fivetran.calls) == {"GET /v1/connections": 1, "GET /v1/webhooks": 1}
+    rec = reader.connector(CID)
+    assert rec is not None and rec.schedule is not None
+    assert rec.schedule == Schedule(60, None, "auto", False, "connected", rec.schedule.seen_at)
+    daily = reader.connector("daily_one")
+    assert daily is not None and daily.schedule is not None
+    assert (daily.schedule.sync_frequency, daily.schedule.daily_sync_time) == (1440, "03:00")
+    assert reader.connector("never_synced") is None  # no record made for a schedule alone
+    # A later event's write keeps the schedule (the record script merges field by field).
+    writer.record(ev(created=at(3, 6), sync_id="later"))
+    kept = reader.connector(CID)
+    assert kept is not None and kept.schedule == rec.schedule
+    assert kept.last_event_at == iso(to_ms(at(3, 6)))
+    due = Freshness().describe(kept, to_ms(at(3, 6)), to_ms(at(3, 8)))
+    assert due == {"due_at": iso(to_ms(at(3, 7, 15))), "overdue": True, "overdue_seconds": 2700}
+
+
+def test_a_connection_fivetran_reports_broken_fails_a_waiting_target(
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    reader: HistoryReader,
+    writer: HistoryWriter,
+) -> None:
+    fivetran.connector(CID, succeeded_at=at(3, 5), setup_state="broken")
+    run(client, settings, api)
+    assert reader.decide(CID, at(3, 4)).outcome is Decided.SUCCESS  # a past target still passes
+    broken = reader.decide(CID, at(3, 6))
+    assert broken.outcome is Decided.FAIL
+    assert "setup_state broken in Fivetran's connection list" in broken.reason
+    assert reader.decide(CID, at(3, 6), wait_when_broken=True).outcome is Decided.WAIT
+    # Fixed: the next list says connected, and the target waits again.
+    fivetran.connector(CID, succeeded_at=at(3, 5))
+    run(client, settings, api)
+    assert reader.decide(CID, at(3, 6)).outcome is Decided.WAIT
+
+
+def test_fail_when_overdue_after_fails_a_wait_on_a_late_connector(
+    client: redis.Redis,
+    settings: Settings,
+    api: FivetranClient,
+    fivetran: FivetranStandIn,
+    reader: HistoryReader,
+    writer: HistoryWriter,
+) -> None:
+    """Hourly, last success at 05:00, due at 06:15: at 08:00 it is 1 h 45 min late."""
+    fivetran.connector(CID, succeeded_at=at(3, 5), schedule_type="auto", sync_frequency=60)
+    run(client, settings, api)
+    now = to_ms(at(3, 8))
+    assert reader.decide(CID, at(3, 6), now=now).outcome is Decided.WAIT
+    patient = reader.decide(CID, at(3, 6), now=now, fail_when_overdue_after=7200)
+    assert patient.outcome is Decided.WAIT
+    late = reader.decide(CID, at(3, 6), now=now, fail_when_overdue_after=3600)
+    assert late.outcome is Decided.FAIL
+    assert "overdue by 1h45m" in late.reason and "due at 2026-01-03T06:15:00.000Z" in late.reason
+    past = reader.decide(CID, at(3, 4), now=now, fail_when_overdue_after=60)
+    assert past.outcome is Decided.SUCCESS  # a success counts: lateness is not asked
+    writer.record(ev("sync_start", created=at(3, 7, 30), sync_id="catching-up"))
+    running = reader.decide(CID, at(3, 6), now=now, fail_when_overdue_after=3600)
+    assert running.outcome is Decided.WAIT  # a sync runs: it is catching up

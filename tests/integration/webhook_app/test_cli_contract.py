@@ -167,6 +167,7 @@ class TestConnectors:
             "SUCCESS",
             "LAST",
             "FAILURE",
+            "OVERDUE",
             "RUNNING",
             "FORWARDING",
         ]

@@ -154,15 +154,16 @@ class TestHistoryFields:
 class TestDecide:
     @pytest.mark.parametrize(
         ("connector", "without", "with_flag"),
-        [("paused_pg", "FAIL", "WAIT"), ("gone_pg", "FAIL", "WAIT"), ("broken_pg", "WAIT", "WAIT")],
+        [("paused_pg", "FAIL", "WAIT"), ("gone_pg", "FAIL", "WAIT"), ("broken_pg", "FAIL", "WAIT")],
     )
     def test_a_stopped_connector_fails_unless_wait_when_paused(
         self, env: dict[str, str], connector: str, without: str, with_flag: str
     ) -> None:
-        """Paused or deleted: FAIL (1) naming it; --wait-when-paused: WAIT (3). A broken
-        setup stops nothing: its syncs still come, and fail."""
+        """Paused or deleted: FAIL (1) naming it; --wait-when-paused: WAIT (3). Broken
+        (a connection_failure, #31): FAIL naming it; --wait-when-broken: WAIT."""
         codes = {"FAIL": 1, "WAIT": 3}
-        for flags, word in (([], without), (["--wait-when-paused"], with_flag)):
+        keep = "--wait-when-broken" if connector == "broken_pg" else "--wait-when-paused"
+        for flags, word in (([], without), ([keep], with_flag)):
             out = cli(env, "decide", connector, "--target", "2026-01-13", *flags)
             assert out.exit_code == codes[word], (flags, out.output)
             assert out.stdout.startswith(f"{word}:"), (flags, out.stdout)

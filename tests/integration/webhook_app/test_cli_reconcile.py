@@ -209,6 +209,36 @@ class TestInactiveWebhook:
         )
 
 
+class TestOverdue:
+    def test_reconciled_schedules_mark_overdue_connectors_everywhere(
+        self, env: dict[str, str], api: FivetranStandIn, http: Any
+    ) -> None:
+        """Last success an hour ago: every 15 minutes is 30 min overdue, hourly on time,
+        manual has no objective; the CLI (text, --json), the API and /metrics say so."""
+        ended = datetime.now(timezone.utc) - timedelta(hours=1)  # ENDED is the module's
+        api.connector(CONN, succeeded_at=ended, schedule_type="auto", sync_frequency=15)
+        api.connector("hourly_one", succeeded_at=ended, schedule_type="auto", sync_frequency=60)
+        api.connector("manual_one", succeeded_at=ended)
+        reconciled(env)
+        listed = json.loads(cli(env, "connectors", "--json").stdout)
+        got = {
+            c["connector_id"]: (c["overdue"], c["overdue_seconds"]) for c in listed["connectors"]
+        }
+        late, seconds = got.pop(CONN)
+        assert late is True and 30 * 60 <= seconds < 31 * 60
+        assert got == {"hourly_one": (False, 0), "manual_one": (False, None)}
+        rows = {line.split()[0]: line for line in cli(env, "connectors").stdout.splitlines()}
+        assert " 30m" in rows[CONN] and " no " in rows["hourly_one"]
+        resp = http.get("/api/connectors", headers={"Authorization": f"Bearer {TOKEN}"})
+        answer = {c["connector_id"]: c for c in resp.get_json()["connectors"]}
+        assert answer[CONN]["overdue"] is True and answer[CONN]["schedule"]["sync_frequency"] == 15
+        assert answer["manual_one"]["due_at"] is None
+        metrics = http.get("/metrics").get_data(as_text=True)
+        assert f'fivetran_events_connector_overdue_seconds{{connector_id="{CONN}"}} 18' in metrics
+        assert 'fivetran_events_connector_overdue_seconds{connector_id="hourly_one"} 0.0' in metrics
+        assert 'overdue_seconds{connector_id="manual_one"}' not in metrics
+
+
 def scheduled(queue: Queue) -> ScheduledJobRegistry:
     return ScheduledJobRegistry(queue=queue)  # type: ignore[no-untyped-call]
 

@@ -274,3 +274,18 @@ class TestLifecycle:
     ) -> None:
         resp = post_signed(http, payload("pause_connector", created=at(3)), secret="wrong")
         assert resp.status_code == 401 and client.keys("*") == []
+
+    def test_a_broken_connector_fails_the_decision_unless_told_to_wait(
+        self, http: FlaskClient
+    ) -> None:
+        """The read API: a connection_failure fails a target nothing counts for, naming
+        it; ?wait_when_broken=true waits; a connection_successful ends it."""
+        deliver(http, payload(sync_id="s1", created=at(2)))
+        deliver(http, payload("connection_failure", created=at(3), reason="auth failed"))
+        assert decision(http, iso(at(2)) or "")["decision"] == "success"
+        d = decision(http, iso(at(4)) or "")
+        assert d["decision"] == "fail" and "connection_failure (auth failed)" in d["reason"]
+        assert iso(at(3)) in d["reason"]
+        assert decision(http, iso(at(4)) or "", wait_when_broken="true")["decision"] == "wait"
+        deliver(http, payload("connection_successful", created=at(3, 1)))
+        assert decision(http, iso(at(4)) or "")["decision"] == "wait"

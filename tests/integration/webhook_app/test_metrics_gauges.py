@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,8 @@ from freezegun import freeze_time
 from prometheus_client.parser import text_string_to_metric_families
 
 from fivetran_events import Settings
+from fivetran_events.freshness import Schedule
+from fivetran_events.history.writer import record_schedules
 from fivetran_events.timeutil import to_ms
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import forwarder, post_event, run_worker
@@ -146,6 +149,33 @@ class TestConnectorFreshness:
         )
         assert value(samples, "fivetran_events_seconds_since_last_webhook") == 600 + 30
         assert value(samples, "fivetran_events_gauges_up") == 1
+
+    def test_overdue_by_each_connectors_own_schedule(
+        self, settings: Settings, client: redis.Redis, frozen: Any, tmp_path: Path
+    ) -> None:
+        """Hourly, last success 2 h ago: 45 min past its 1 h 15 min; every 6 h: on time;
+        manual: no series; an explicit objective of 30 min overrides an hourly schedule."""
+        objectives = tmp_path / "objectives.toml"
+        objectives.write_text("[connectors]\nstrict = 1800\n")
+        app = create_app(settings.model_copy(update={"freshness_objectives_file": str(objectives)}))
+        http = app.test_client()
+        for cid in ("hourly", "six_hourly", "manual", "strict"):
+            post_event(http, connector_id=cid, sync_id=cid, created=T0 - timedelta(hours=2))
+        record_schedules(
+            client,
+            settings.key_prefix,
+            {
+                "hourly": Schedule(sync_frequency=60, schedule_type="auto"),
+                "six_hourly": Schedule(sync_frequency=360, schedule_type="auto"),
+                "manual": Schedule(sync_frequency=60, schedule_type="manual"),
+                "strict": Schedule(sync_frequency=60, schedule_type="auto"),
+            },
+        )
+        assert series(scrape(http), "fivetran_events_connector_overdue_seconds") == {
+            frozenset({("connector_id", "hourly")}): 45 * 60,
+            frozenset({("connector_id", "six_hourly")}): 0,
+            frozenset({("connector_id", "strict")}): 90 * 60,
+        }
 
     def test_a_success_after_a_failure_is_the_last_status(self, http: Any, frozen: Any) -> None:
         """Fivetran's FAILED-then-SUCCESSFUL retry of one sync: the connector is fine."""

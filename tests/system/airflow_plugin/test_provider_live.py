@@ -118,6 +118,7 @@ def test_extra_link_opens_the_connector_at_the_runs_target(
             "propagate_failures_forward": ["false"],
             "always_wait_when_syncing": ["false"],
             "wait_when_paused": ["false"],
+            "wait_when_broken": ["false"],
         }
     finally:
         redis.Redis.from_url(url).flushdb()

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from flask.testing import FlaskClient
 
 from testkit.support import at, deliver
@@ -285,6 +286,28 @@ class TestLifecycle:
         # A sync that starts after the pause means the connector is back.
         deliver(http, payload("sync_start", "c1", at(3), sync_id="back"))
         assert not sensor.poke({"data_interval_end": at(4)}).is_done  # type: ignore[typeddict-item]
+
+    def test_fail_when_overdue_after_names_how_late(
+        self, dagtest_airflow: Path, http: FlaskClient, client: redis.Redis
+    ) -> None:
+        """Daily, last success Jan 2 06:00, due Jan 3 12:00: a wait for Jan 4 fails when
+        the connector is over an hour late (it is by months), and waits without it."""
+        from airflow_plugin.exceptions import FivetranSyncFailed
+        from airflow_plugin.sensors import FivetranDateTimeSensor
+        from fivetran_events.freshness import Schedule
+        from fivetran_events.history.writer import record_schedules
+
+        daily_syncs(http, range(1, 3))
+        record_schedules(
+            client, "test:", {"c1": Schedule(sync_frequency=1440, schedule_type="auto")}
+        )
+        late = FivetranDateTimeSensor(task_id="s", connector_id="c1", fail_when_overdue_after=3600)
+        with pytest.raises(
+            FivetranSyncFailed, match=r"overdue by \d+h\d\dm \(due at 2026-01-03T12:00"
+        ):
+            late.poke({"data_interval_end": at(4)})  # type: ignore[typeddict-item]
+        patient = FivetranDateTimeSensor(task_id="s2", connector_id="c1")
+        assert not patient.poke({"data_interval_end": at(4)}).is_done  # type: ignore[typeddict-item]
 
 
 class TestRescheduled:

@@ -18,12 +18,13 @@ import pytest
 import redis
 from flask.testing import FlaskClient
 
-from fivetran_events import HistoryReader
+from fivetran_events import HistoryReader, HistoryWriter
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.timeutil import now_ms, parse_iso, to_ms
 from testkit.airflow_harness import AirflowServer
 from testkit.fivetran_api import FivetranStandIn
 from testkit.support import at
+from testkit.support import ev as event_of
 
 from .dagtest import run, sync
 
@@ -65,6 +66,25 @@ class TestTheWait:
         assert to_ms(parse_iso(sync["started_at"])) >= asked
         assert sync["sync_id"] == api.started[-1][1]
         assert api.total_calls == 1  # the request; the wait read nothing from Fivetran
+
+    def test_fail_when_overdue_after_fails_a_wait_on_a_late_connector(
+        self,
+        dagtest_airflow: Path,
+        history_url: str,
+        api: FivetranStandIn,
+        writer: HistoryWriter,
+        client: redis.Redis,
+    ) -> None:
+        """Hourly, last success on Jan 1: the wait fails at its first look, naming how late."""
+        from fivetran_events.freshness import Schedule
+        from fivetran_events.history.writer import record_schedules
+
+        api.connector("wait_late")
+        writer.record(event_of(connector_id="wait_late", created=at(1, 6), sync_id="old"))
+        record_schedules(client, PREFIX, {"wait_late": Schedule(60, schedule_type="auto")})
+        event = wait(history_url, api, "wait_late", now_ms(), fail_when_overdue_after=3600)
+        assert event["status"] == "fail" and "overdue by" in event["message"], event
+        assert "due at 2026-01-01T07:15:00.000Z" in event["message"]
 
     def test_a_request_made_during_a_sync_asks_again_after_it(
         self, dagtest_airflow: Path, history_url: str, api: FivetranStandIn
@@ -209,6 +229,20 @@ class TestAsking:
             "POST /v1/connections/{id}/sync": 1,
         }
         assert conn.connectors["ask_auto"]["schedule_type"] == "manual"
+
+    def test_a_broken_connection_is_not_asked_unless_wait_when_broken(
+        self, dagtest_airflow: Path, conn: FivetranStandIn
+    ) -> None:
+        """Fivetran's setup_state broken: fail before asking; wait_when_broken asks anyway."""
+        from airflow_plugin.exceptions import FivetranSyncFailed
+        from airflow_plugin.operators.sync import FivetranSyncOperator
+
+        conn.connector("ask_broken", setup_state="broken")
+        with pytest.raises(FivetranSyncFailed, match="broken"):
+            FivetranSyncOperator(task_id="t", connector_id="ask_broken")._ask()
+        assert "POST /v1/connections/{id}/sync" not in conn.calls
+        FivetranSyncOperator(task_id="t", connector_id="ask_broken", wait_when_broken=True)._ask()
+        assert conn.calls["POST /v1/connections/{id}/sync"] == 1
 
     def test_the_resync_operator_asks_for_a_resync_of_its_scope(
         self, dagtest_airflow: Path, conn: FivetranStandIn

@@ -17,6 +17,8 @@ import pytest
 import redis
 
 from fivetran_events import HistoryWriter, parse_event
+from fivetran_events.freshness import Schedule
+from fivetran_events.history.writer import record_schedules
 from fivetran_events.timeutil import to_ms
 from testkit.support import at, encode, lose_change_messages, payload
 from testkit.trigger_waits import FirstWaits
@@ -229,6 +231,29 @@ class TestLifecycleAndReschedules:
             ev = await asyncio.wait_for(stops, 2)
             assert ev["status"] == "fail" and "paused at 2026-01-12" in ev["message"]
             await asyncio.sleep(0.3)
+            assert not waits.done()
+            waits.cancel()
+            await asyncio.gather(waits, return_exceptions=True)
+
+        run_async(body)
+
+    def test_fail_when_overdue_after_fails_a_wait_on_a_late_connector(
+        self, dagtest_airflow: Path, client: redis.Redis, writer: HistoryWriter
+    ) -> None:
+        """Hourly and last synced on Jan 11: the trigger fails at its first look, naming
+        how late; without the argument the same wait goes on."""
+        record(writer, "c1", ENDED)
+        record_schedules(client, "test:", {"c1": Schedule(sync_frequency=60, schedule_type="auto")})
+
+        async def body() -> None:
+            late = trigger("c1", target=at(12), recheck_interval=60, fail_when_overdue_after=3600)
+            ev = await asyncio.wait_for(first_event(late), 10)
+            assert ev["status"] == "fail" and "overdue by" in ev["message"], ev
+            assert "due at 2026-01-11T01:15:00.000Z" in ev["message"]
+            waits = asyncio.create_task(
+                first_event(trigger("c1", target=at(12), recheck_interval=60))
+            )
+            await asyncio.sleep(1.0)
             assert not waits.done()
             waits.cancel()
             await asyncio.gather(waits, return_exceptions=True)

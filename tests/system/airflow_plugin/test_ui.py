@@ -17,6 +17,8 @@ from flask.testing import FlaskClient
 
 from airflow_plugin.ui import connector_view_url
 from fivetran_events import HistoryWriter, parse_event
+from fivetran_events.freshness import Schedule
+from fivetran_events.history.writer import record_schedules
 from testkit.airflow_harness import ROLE_USERS, AirflowServer
 from testkit.calendars import SCENARIO_A, SCENARIO_B
 from testkit.support import at, deliver, encode, payload
@@ -213,6 +215,25 @@ class TestFivetranToday:
         assert "active" in fine and "pill" not in fine
         assert 'data-lifecycle="paused"' in _row(html, "ui_paused")
         assert 'data-setup="broken"' in _row(html, "ui_broken")
+
+    def test_the_list_marks_overdue_connectors_and_says_by_how_much(
+        self, airflow3: AirflowServer, http: FlaskClient, client: redis.Redis
+    ) -> None:
+        """Hourly and last synced long ago: overdue, by its hours; manual: no schedule."""
+        for cid in ("ui_hourly", "ui_manual"):
+            sync(http, cid, at(10, 6), sync_id=f"{cid}-ok", started=at(10, 5))
+        record_schedules(
+            client,
+            "test:",
+            {
+                "ui_hourly": Schedule(sync_frequency=60, schedule_type="auto"),
+                "ui_manual": Schedule(sync_frequency=60, schedule_type="manual"),
+            },
+        )
+        html = view(airflow3, "/fivetran-events/").text
+        late = _cell(_row(html, "ui_hourly"), "overdue")
+        assert 'class="pill fail"' in late and re.search(r"\d+h\d\dm late", late), late
+        assert "no schedule" in _cell(_row(html, "ui_manual"), "overdue")
 
     def test_a_connectors_page_shows_reason_task_type_rescheduled_at_and_derived_ids(
         self, airflow3: AirflowServer, http: FlaskClient

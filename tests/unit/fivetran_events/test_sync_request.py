@@ -76,6 +76,17 @@ class TestOneRequest:
         got = answer(facts(lifecycle=paused), now_ms=ms(110))
         assert got.step is Step.FAIL and "paused" in got.reason
 
+    def test_a_connector_broken_after_the_request_fails_it_unless_wait_when_broken(self) -> None:
+        broken = Lifecycle(setup="broken", setup_at_ms=ms(105), setup_reason="bad key")
+        got = answer(facts(lifecycle=broken), now_ms=ms(110))
+        assert got.step is Step.FAIL and "bad key" in got.reason
+        assert step(facts(lifecycle=broken), wait_when_broken=True) is Step.WAIT
+
+    def test_a_breakage_recorded_before_the_request_is_older_news(self) -> None:
+        """The operator asked only once Fivetran's connection said it was not broken."""
+        broken = Lifecycle(setup="broken", setup_at_ms=ms(90), setup_reason="bad key")
+        assert step(facts(lifecycle=broken)) is Step.WAIT
+
     def test_rescheduled_waits_until_rescheduled_at_then_asks_again(self) -> None:
         """Fivetran runs a manual connection's rescheduled sync only when asked."""
         r = Completion(
