@@ -31,6 +31,7 @@ from .hooks import (
 )
 from .targets import resolve_target
 from .triggers.decision import (
+    DEFAULT_MIN_DEFERRAL,
     DEFAULT_RECHECK_INTERVAL,
     UNAVAILABLE,
     FivetranSyncDecisionTrigger,
@@ -52,6 +53,8 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         ``data_interval_end``.
     :param redis_retry_timeout: seconds a check retries an unreachable Redis before it
         raises ``FivetranHistoryUnavailable``.
+    :param min_deferral: deferred, resume no sooner than this after deferring: Airflow
+        3.2-3.3 can fail a task resumed before its scheduler read the exit on ``defer()``.
 
     Returns (XCom) the deciding sync with the target; a FAIL raises ``FivetranSyncFailed``.
     While the latest end is RESCHEDULED, the next look is at Fivetran's ``rescheduledAt``.
@@ -83,6 +86,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         deferrable: bool | None = None,
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
         redis_retry_timeout: float = DEFAULT_REDIS_RETRY_TIMEOUT,
+        min_deferral: float = DEFAULT_MIN_DEFERRAL,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -107,6 +111,9 @@ class FivetranDateTimeSensor(BaseSensorOperator):
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.recheck_interval = recheck_interval
         self.redis_retry_timeout = float(redis_retry_timeout)
+        if min_deferral < 0:
+            raise ValueError(f"{self.task_id}: min_deferral must be >= 0 seconds")
+        self.min_deferral = float(min_deferral)
         if (
             self.mode == "reschedule"
             and not self.deferrable
@@ -254,6 +261,8 @@ class FivetranDateTimeSensor(BaseSensorOperator):
                 redis_conn_id=self.redis_conn_id,
                 recheck_interval=self.recheck_interval,
                 retry_timeout=None if silent else self.redis_retry_timeout,
+                deferred_ms=now_ms(),
+                min_deferral=self.min_deferral,
             ),
             method_name="execute_complete",
             # The sensor's own timeout (not execution_timeout) bounds the deferred wait.

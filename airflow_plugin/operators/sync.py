@@ -38,10 +38,9 @@ from ..hooks import (
     FivetranEventsRedisHook,
 )
 from ..targets import resolve_target
-from ..triggers.decision import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE
+from ..triggers.decision import DEFAULT_MIN_DEFERRAL, DEFAULT_RECHECK_INTERVAL, UNAVAILABLE
 from ..triggers.sync import (
     DEFAULT_FALLBACK_AFTER,
-    DEFAULT_MIN_DEFERRAL,
     DEFAULT_POLL_FREQUENCY,
     FivetranSyncRequestTrigger,
 )

@@ -3,10 +3,17 @@
 It decides as the sensor's poke does, with async Redis only, woken by the connector's
 change message and re-checking every ``recheck_interval`` seconds. An outage is reported
 in an ``unavailable`` event that ``execute_complete`` raises, so it shows on the task.
+
+Given ``deferred_ms``, an event is held until ``min_deferral`` seconds after the task
+deferred: Airflow 3.2-3.3's scheduler fails a task resumed before it has read the
+executor's report of the task's exit on ``defer()`` (apache/airflow#67287, #72716), and
+that report lags by up to the supervisor's ``[workers] min_heartbeat_interval`` (5 s)
+and more on a loaded scheduler.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -37,6 +44,8 @@ DEFAULT_RECHECK_INTERVAL = 300.0
 RECHECK_JITTER = 0.25
 #: The event status that reports an outage (the others are decision outcomes).
 UNAVAILABLE = "unavailable"
+#: Seconds after deferring before a deferred task is answered (see the module's text).
+DEFAULT_MIN_DEFERRAL = 10.0
 
 
 class FivetranSyncDecisionTrigger(BaseTrigger):
@@ -56,6 +65,8 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
         redis_conn_id: str = DEFAULT_CONN_ID,
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
         retry_timeout: float | None = DEFAULT_REDIS_RETRY_TIMEOUT,
+        deferred_ms: int | None = None,
+        min_deferral: float = 0.0,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is untyped
         self.connector_id = connector_id
@@ -69,38 +80,48 @@ class FivetranSyncDecisionTrigger(BaseTrigger):
         self.redis_conn_id = redis_conn_id
         self.recheck_interval = float(recheck_interval)
         self.retry_timeout = None if retry_timeout is None else float(retry_timeout)
+        # When the task deferred (epoch ms; None: when run() starts) and the hold after it.
+        self.deferred_ms = deferred_ms
+        self.min_deferral = float(min_deferral)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         names: tuple[str, ...] = ("connector_id", "target_ms", *FLAGS, "fail_when_overdue_after")
-        names += ("redis_conn_id", "recheck_interval")
+        names += ("redis_conn_id", "recheck_interval", "retry_timeout", "deferred_ms")
+        names += ("min_deferral",)
         return (
             "airflow_plugin.triggers.decision.FivetranSyncDecisionTrigger",
-            {**{n: getattr(self, n) for n in names}, "retry_timeout": self.retry_timeout},
+            {n: getattr(self, n) for n in names},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        deferred_ms = now_ms() if self.deferred_ms is None else self.deferred_ms
         try:
             decision = await self._until_decided()
         except FivetranHistoryUnavailable as exc:
             self.log.error("%s", exc)
-            yield TriggerEvent(
-                {
-                    "status": UNAVAILABLE,
-                    "message": str(exc),
-                    "target_ms": self.target_ms,
-                    "fired_at": time.time(),
-                }
-            )
-            return
-        yield TriggerEvent(
-            {
+            payload = {"status": UNAVAILABLE, "message": str(exc), "target_ms": self.target_ms}
+        else:
+            payload = {
                 "status": decision.outcome.value,
                 "message": decision.reason,
                 "decision": decision.to_dict(),
-                # Epoch s: the task resumes a scheduler loop or two later.
-                "fired_at": time.time(),
             }
-        )
+        await self._hold(deferred_ms)
+        # Epoch s: the task resumes a scheduler loop or two later.
+        yield TriggerEvent({**payload, "fired_at": time.time()})
+
+    async def _hold(self, deferred_ms: int) -> None:
+        """Sleep until ``min_deferral`` seconds after ``deferred_ms`` (see the module's text)."""
+        hold = (deferred_ms + self.min_deferral * 1000 - now_ms()) / 1000
+        if hold > 0:
+            self.log.info(
+                "connector %s: answered %.1f s after the task deferred; held %.1f s more so "
+                "Airflow's scheduler reads the task's exit on defer() first (min_deferral)",
+                self.connector_id,
+                self.min_deferral - hold,
+                hold,
+            )
+            await asyncio.sleep(hold)
 
     async def _until_decided(self) -> Decision:
         cfg = await FivetranEventsRedisHook(self.redis_conn_id).aconfig()

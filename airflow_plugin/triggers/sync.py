@@ -4,10 +4,8 @@ It fires on SUCCESS, FAIL or ASK_AGAIN (``fivetran_events.sync_request.answer``)
 ``fallback_after`` seconds with nothing of the request recorded it also reads Fivetran's
 API every ``poll_frequency`` seconds, so a broken webhook degrades to polling.
 
-Deferred, the answer is held until ``min_deferral`` seconds after the task deferred:
-Airflow 3.2-3.3's scheduler fails a task resumed before it has read the executor's
-report of the task's exit on ``defer()`` (apache/airflow#67287, #72716), and that report
-can lag by seconds on a loaded scheduler.
+Deferred, the answer is held until ``min_deferral`` seconds after the task deferred, as
+the sensor's is (``triggers.decision``).
 """
 
 from __future__ import annotations
@@ -36,14 +34,17 @@ from ..hooks import (
     aread_retrying,
 )
 from ._wakeups import changed_within, hub_for, stop_if_cancelled
-from .decision import DEFAULT_RECHECK_INTERVAL, UNAVAILABLE, FivetranSyncDecisionTrigger
+from .decision import (
+    DEFAULT_MIN_DEFERRAL,
+    DEFAULT_RECHECK_INTERVAL,
+    UNAVAILABLE,
+    FivetranSyncDecisionTrigger,
+)
 
 #: Seconds without a record of the request before Fivetran's API is read instead.
 DEFAULT_FALLBACK_AFTER = 600.0
 #: Seconds between two reads of Fivetran's API on the fallback (astronomer's default).
 DEFAULT_POLL_FREQUENCY = 15.0
-#: Seconds after deferring before a deferred task is answered (see the module's text).
-DEFAULT_MIN_DEFERRAL = 10.0
 
 
 class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
@@ -83,6 +84,8 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
             redis_conn_id=redis_conn_id,
             recheck_interval=recheck_interval,
             retry_timeout=retry_timeout,
+            deferred_ms=deferred_ms,
+            min_deferral=min_deferral,
         )
         self.force = force
         self.running_at_ask = running_at_ask
@@ -92,9 +95,6 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
             None if reschedule_wait_time is None else float(reschedule_wait_time)
         )
         self.fivetran_conn_id = fivetran_conn_id
-        # When the task deferred (epoch ms; None: when run() starts) and the hold after it.
-        self.deferred_ms = deferred_ms
-        self.min_deferral = float(min_deferral)
         self.conflict = conflict
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -112,16 +112,7 @@ class FivetranSyncRequestTrigger(FivetranSyncDecisionTrigger):
         cfg = await FivetranEventsRedisHook(self.redis_conn_id).aconfig()
 
         event = await self.wait(cfg, FivetranApiHook(self.fivetran_conn_id).aget_conn)
-        hold = (deferred_ms + self.min_deferral * 1000 - now_ms()) / 1000
-        if hold > 0:
-            self.log.info(
-                "connector %s: answered %.1f s after the task deferred; held %.1f s more so "
-                "Airflow's scheduler reads the task's exit on defer() first (min_deferral)",
-                self.connector_id,
-                self.min_deferral - hold,
-                hold,
-            )
-            await asyncio.sleep(hold)
+        await self._hold(deferred_ms)
         yield TriggerEvent(event)
 
     async def wait(self, cfg: HistoryConfig, client: Callable[[], Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import redis
 from fivetran_events import HistoryWriter, parse_event
 from fivetran_events.freshness import Schedule
 from fivetran_events.history.writer import record_schedules
-from fivetran_events.timeutil import to_ms
+from fivetran_events.timeutil import now_ms, to_ms
 from testkit.support import at, encode, lose_change_messages, payload
 from testkit.trigger_waits import FirstWaits
 
@@ -162,6 +162,46 @@ class TestWakeUps:
             assert ev["status"] == "success"
 
         run_async(body)
+
+
+class TestHeldAfterTheDeferral:
+    """Airflow 3.2-3.3 fails a task resumed before its scheduler read the executor's
+    report of the exit on defer(), which lags up to ``[workers] min_heartbeat_interval``
+    (apache/airflow#72716): a decision is held until ``min_deferral`` after the deferral."""
+
+    def test_a_decision_soon_after_the_deferral_waits_for_min_deferral(
+        self, dagtest_airflow: Path, writer: HistoryWriter
+    ) -> None:
+        record(writer, "c_held")
+
+        async def fired_after(deferred_ms: int) -> tuple[float, dict[str, Any]]:
+            start = time.monotonic()
+            ev = await first_event(trigger("c_held", deferred_ms=deferred_ms, min_deferral=1.5))
+            return time.monotonic() - start, ev
+
+        run_async(lambda: fired_after(0))  # the first trigger of a session starts slowly
+        # A task that deferred longer ago than min_deferral is answered at once.
+        at_once, ev = run_async(lambda: fired_after(now_ms() - 10_000))
+        assert ev["status"] == "success" and at_once < 1.4, (at_once, ev)
+        held, ev = run_async(lambda: fired_after(now_ms()))
+        assert ev["status"] == "success" and 1.4 <= held < 5, (held, ev)
+
+    def test_the_sensor_defers_with_its_time_and_a_10_s_min_deferral(
+        self, dagtest_airflow: Path
+    ) -> None:
+        from airflow.sdk.exceptions import TaskDeferred
+
+        from airflow_plugin.sensors import FivetranDateTimeSensor
+
+        s = FivetranDateTimeSensor(
+            task_id="s", connector_id="c_nothing", target_time=TARGET, deferrable=True
+        )
+        before = now_ms()
+        with pytest.raises(TaskDeferred) as deferred:
+            s.execute({})
+        t = deferred.value.trigger
+        assert before <= t.deferred_ms <= now_ms() and t.min_deferral == 10.0
+        assert {"deferred_ms", "min_deferral"} <= set(t.serialize()[1])
 
 
 class TestScale:
