@@ -23,9 +23,15 @@ from webhook_app.state import state
 from webhook_app.webhook import confirm_replicas
 
 
-def waiting(settings: Settings, url: str, replicas: int = 1) -> Settings:
+def waiting(settings: Settings, url: str, replicas: int = 1, timeout_ms: int = 50) -> Settings:
+    """Settings that wait for ``replicas``: 50 ms where none can confirm (the wait is the
+    test's cost); where one can, WAIT answers as soon as it has, so give a busy machine time."""
     return settings.model_copy(
-        update={"redis_url": url, "redis_wait_replicas": replicas, "redis_wait_timeout_ms": 50}
+        update={
+            "redis_url": url,
+            "redis_wait_replicas": replicas,
+            "redis_wait_timeout_ms": timeout_ms,
+        }
     )
 
 
@@ -72,7 +78,7 @@ class TestWaitForReplicas:
 
     def test_a_replica_in_sync_confirms_it(self, settings: Settings, tmp_path: Path) -> None:
         with replicated(tmp_path) as primary:
-            http = create_app(waiting(settings, primary.url)).test_client()
+            http = create_app(waiting(settings, primary.url, timeout_ms=5000)).test_client()
             resp = post_signed(http, payload(sync_id="s-replicated"))
             assert resp.status_code == 200 and resp.get_json()["status"] == "recorded"
             assert http.get("/readyz").status_code == 200
@@ -80,7 +86,7 @@ class TestWaitForReplicas:
             assert post_signed(too_many, payload(sync_id="s-two")).status_code == 503
             # A primary that answers the WAIT without holding the delivery (a failover
             # between the write and the WAIT) confirms nothing.
-            app = create_app(waiting(settings, primary.url))
+            app = create_app(waiting(settings, primary.url, timeout_ms=5000))
             with app.app_context(), pytest.raises(ApiError) as info:
                 confirm_replicas(state(), ev(sync_id="never-written"), WriteStatus.RECORDED)
             assert info.value.status_code == 503 and "does not hold it" in info.value.message
@@ -115,7 +121,7 @@ class TestTheWorkersMarkWaitsToo:
     ) -> None:
         airflow2_standin.add_dataset(URI)
         with replicated(tmp_path) as primary:
-            on_primary = waiting(settings, primary.url)
+            on_primary = waiting(settings, primary.url, timeout_ms=5000)
             post_event(create_app(on_primary).test_client(), connector_id=CID, sync_id="s-ok")
             fw = forwarder(
                 on_primary,
