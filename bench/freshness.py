@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._history import load  # noqa: E402
 from fivetran_events.fivetran_api import FivetranClient  # noqa: E402 (after the path insertion)
-from fivetran_events.history.writer import load  # noqa: E402
 from fivetran_events.reconcile import reconcile  # noqa: E402
 from testkit.fivetran_api import FivetranStandIn, serving  # noqa: E402
 from testkit.own_redis import own_redis  # noqa: E402

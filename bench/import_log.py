@@ -33,8 +33,8 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._history import load as load_many  # noqa: E402
 from bench.storage import DAY_MS, RETENTION_DAYS, events, measure  # noqa: E402
-from fivetran_events.history.writer import load as load_many  # noqa: E402
 from fivetran_events.model import Event  # noqa: E402
 from fivetran_events.timeutil import from_ms, now_ms  # noqa: E402
 from testkit.own_redis import own_redis  # noqa: E402

@@ -146,7 +146,7 @@ def bulk_history(
     when ``sync_start`` is not subscribed. The loader runs the write script itself, so
     the history is exactly what the webhook would have recorded.
     """
-    from fivetran_events.history.writer import load as load_many
+    from bench._history import load as load_many
     from fivetran_events.model import Event, EventKind
 
     t0 = int(start.timestamp() * 1000)

@@ -16,7 +16,7 @@ stand-in, and the bench waits out the expiries (delivered records kept 60 s inst
 measured TTL) and the bytes a sync after a week, against the 300-byte goal. RQ's fixed
 300 s result TTL is read with PTTL (``--wait-rq`` waits it out too).
 
-``--writer bulk`` (default) loads through ``history.writer.load`` (the write
+``--writer bulk`` (default) loads through ``bench._history.load`` (the write
 script itself, pipelined); ``--writer record`` calls ``HistoryWriter.record`` once per
 event (slower; it also runs against older versions of the package, which is how the v1
 figure was taken). Run: ``python -m bench.storage [--syncs 100000]``.
@@ -175,7 +175,7 @@ def load(client: redis.Redis, how: str, syncs: int, connectors: int, now: int) -
     stream = events(syncs, connectors, now)
     retention_ms = RETENTION_DAYS * DAY_MS
     if how == "bulk":
-        from fivetran_events.history.writer import load as load_many
+        from bench._history import load as load_many
 
         load_many(client, PREFIX, stream, retention_ms, now=now)
     else:

@@ -5,7 +5,7 @@ end of that outcome. Only where the history lacks it is the connection's sync hi
 read, from that end on, so a missed sync that is not the latest is recovered too; where
 that endpoint answers 404 or 403, or lists no sync near the reported time, the reported
 completion is recorded with a derived sync id. The record script takes an end of that
-status from another source within _lua.SAME_SYNC_WINDOW_MS as the same completion, so a
+status from another source within codec.SAME_SYNC_WINDOW_MS as the same completion, so a
 run twice records nothing new. Gaps older than ``HISTORY_LOOKBACK_MS`` are the LOG
 import's. Each connection's schedule and setup state from the same list is kept with
 its connector's record (``freshness.Schedule``).
@@ -24,7 +24,7 @@ import redis
 
 from .exceptions import FivetranAuthFailed, FivetranNotFound
 from .freshness import Schedule
-from .history._lua import SAME_SYNC_WINDOW_MS
+from .history.codec import SAME_SYNC_WINDOW_MS
 from .history.reader import HistoryReader
 from .history.writer import OnSuccess, WriteStatus, record_many, record_schedules
 from .keys import reconcile_key

@@ -7,16 +7,11 @@ start belong to?) is read when it runs.
 
 from __future__ import annotations
 
+from .codec import SAME_SYNC_WINDOW_MS
+
 #: How many completions of each set a late ``sync_start`` looks through for its own
 #: sync's end (one or two in practice: one connector's syncs do not overlap).
 LATE_START_SCAN = 64
-#: How far apart two copies of one sync's start or end may be dated when they come from
-#: different sources (a webhook delivery's ``created``, the LOG table's ``time_stamp``,
-#: model.SOURCE_*) and still be one record: the sync is identified by its connector,
-#: sync id, status and this window, so whichever copy came first stays and the other is
-#: already known. Copies from one source keep the exact-time rule (two ends of one sync
-#: with one status are two records when their times differ).
-SAME_SYNC_WINDOW_MS = 5 * 60 * 1000
 
 
 # Members are history/codec.py's: token "," delta suffix. The script only ever writes

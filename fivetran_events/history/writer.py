@@ -228,19 +228,6 @@ KNOWN_CHUNK = "if known then return 2 end\n"
 _STATUS = {0: WriteStatus.DUPLICATE, 1: WriteStatus.RECORDED, 2: WriteStatus.DUPLICATE}
 
 
-def load(
-    client: redis.Redis,
-    prefix: str,
-    events: Iterable[Event],
-    retention_ms: int,
-    now: int | None = None,
-    trim_every: int = TRIM_EVERY,
-) -> int:
-    """Write ``events`` as ``record`` would at ``now``; return how many were written."""
-    results = record_many(client, prefix, events, retention_ms, now, trim_every)
-    return sum(1 for _, status in results if status is not WriteStatus.IGNORED)
-
-
 def record_many(
     client: redis.Redis,
     prefix: str,
@@ -252,7 +239,7 @@ def record_many(
     batch: int = BATCH,
 ) -> Iterator[tuple[Event, WriteStatus]]:
     """Write ``events`` in order, ``batch`` to a round trip; yield each with what became of
-    it. DUPLICATE includes another source's copy (_lua.SAME_SYNC_WINDOW_MS); only what
+    it. DUPLICATE includes another source's copy (codec.SAME_SYNC_WINDOW_MS); only what
     is recorded goes through ``on_success``."""
     chunk = KNOWN_CHUNK + (on_success.lua if on_success is not None else "")
     script = client.register_script(record_script(chunk))

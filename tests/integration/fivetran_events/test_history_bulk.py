@@ -7,8 +7,8 @@ from typing import Any
 
 import redis
 
+from bench._history import load as load_many
 from fivetran_events import HistoryWriter
-from fivetran_events.history.writer import load as load_many
 from fivetran_events.model import Event
 from fivetran_events.timeutil import to_ms
 from testkit.support import at, ev

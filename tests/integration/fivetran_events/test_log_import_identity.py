@@ -1,7 +1,7 @@
 """One sync is one record, whether the webhook delivered it or the LOG table import read it.
 
 The import's copy of a start or an end may be dated a little differently from the
-webhook's (``time_stamp`` against ``created``): within _lua.SAME_SYNC_WINDOW_MS, with the
+webhook's (``time_stamp`` against ``created``): within codec.SAME_SYNC_WINDOW_MS, with the
 same sync id, status and details, it is the same and already known, whichever came first.
 Real Redis (the suite's), the record script itself.
 """
@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from fivetran_events import HistoryReader, HistoryWriter, Settings
-from fivetran_events.history._lua import SAME_SYNC_WINDOW_MS
+from fivetran_events.history.codec import SAME_SYNC_WINDOW_MS
 from fivetran_events.history.writer import WriteStatus
 from fivetran_events.keys import ConnectorKeys, connectors_key
 from fivetran_events.log_import import Summary, record_events

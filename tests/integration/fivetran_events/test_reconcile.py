@@ -7,7 +7,7 @@ gives every sync since the history's newest end, each with its own sync id; wher
 endpoint answers 404 or 403, the reported time alone is recorded.
 
 Real Redis (the suite's), the record script itself, Fivetran's REST API stand-in. The
-reconciled end has a derived sync id and no details: within _lua.SAME_SYNC_WINDOW_MS
+reconciled end has a derived sync id and no details: within codec.SAME_SYNC_WINDOW_MS
 of any other source's end of its status it is the same completion, whichever came first.
 """
 
@@ -23,7 +23,7 @@ from fivetran_events import HistoryReader, HistoryWriter, Settings
 from fivetran_events.decision import Outcome as Decided
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.freshness import Freshness, Schedule
-from fivetran_events.history._lua import SAME_SYNC_WINDOW_MS
+from fivetran_events.history.codec import SAME_SYNC_WINDOW_MS
 from fivetran_events.history.writer import WriteStatus
 from fivetran_events.model import derived_sync_id
 from fivetran_events.reconcile import Outcome, last_outcome, reconcile
