@@ -91,6 +91,23 @@ def _secret_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+#: The shortest webhook secret or API token accepted: a shorter one can be guessed or
+#: brute-forced offline from one signed delivery (``openssl rand -hex 24`` gives 48).
+MIN_SECRET_BYTES = 24
+
+
+def check_secret_length(values: list[str], what: str) -> list[str]:
+    """Return ``values``; raise ValueError naming the first too short (never its text)."""
+    for number, value in enumerate(values, 1):
+        size = len(value.encode())
+        if size < MIN_SECRET_BYTES:
+            raise ValueError(
+                f"{what} number {number} is {size} bytes; each must be at least "
+                f"{MIN_SECRET_BYTES} (generate one with: openssl rand -hex 24)"
+            )
+    return values
+
+
 class HistoryDefaults(BaseSettings):
     """The settings the Airflow side shares with the server: a model of their own, so a
     webhook-only variable the Airflow side never reads cannot fail a sensor."""
@@ -305,6 +322,16 @@ class Settings(HistoryDefaults):
     def _split(cls, value: object) -> object:
         return _secret_list(value) if isinstance(value, str) else value
 
+    @field_validator("webhook_secrets")
+    @classmethod
+    def _long_secrets(cls, value: list[str]) -> list[str]:
+        return check_secret_length(value, "secret")
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _long_tokens(cls, value: list[str]) -> list[str]:
+        return check_secret_length(value, "token")
+
     @field_validator("redis_url")
     @classmethod
     def _url(cls, value: str) -> str:
@@ -359,6 +386,9 @@ class Settings(HistoryDefaults):
 #: A folder of secret files named like the variables (``fivetran_events_webhook_secrets``);
 #: the environment wins over a file.
 SECRETS_DIR_VARIABLE = "FIVETRAN_EVENTS_SECRETS_DIR"
+#: systemd's ``LoadCredential=`` folder, read when FIVETRAN_EVENTS_SECRETS_DIR is unset
+#: (credentials named like the secret files).
+SYSTEMD_CREDENTIALS_VARIABLE = "CREDENTIALS_DIRECTORY"
 
 
 S = TypeVar("S", bound=BaseSettings)
@@ -393,9 +423,12 @@ def _history_defaults_for(env: tuple[tuple[str, str], ...]) -> HistoryDefaults:
 
 
 def _load(model: type[S], **overrides: object) -> S:
-    secrets_dir = os.environ.get(SECRETS_DIR_VARIABLE) or None
+    variable = SECRETS_DIR_VARIABLE
+    if not os.environ.get(variable) and os.environ.get(SYSTEMD_CREDENTIALS_VARIABLE):
+        variable = SYSTEMD_CREDENTIALS_VARIABLE
+    secrets_dir = os.environ.get(variable) or None
     if secrets_dir is not None and not os.path.isdir(secrets_dir):
-        raise ConfigurationError(f"{SECRETS_DIR_VARIABLE}: {secrets_dir} is not a folder")
+        raise ConfigurationError(f"{variable}: {secrets_dir} is not a folder")
     try:
         return model(_secrets_dir=secrets_dir, **overrides)  # type: ignore[arg-type]
     except ValidationError as exc:

@@ -17,9 +17,10 @@ from fivetran_events.keys import ConnectorKeys
 from fivetran_events.model import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import iso, to_ms
 
-SECRET = "test-webhook-secret"
-OTHER_SECRET = "rotated-webhook-secret"
-TOKEN = "test-api-token"
+#: At least 24 bytes each, as the settings require (settings.MIN_SECRET_BYTES).
+SECRET = "test-webhook-secret-0123456789"
+OTHER_SECRET = "rotated-webhook-secret-0123456789"
+TOKEN = "test-api-token-0123456789abcdef"
 #: The whole reason of a priority-first sync's end, as dbt_fivetran_log's connection_status
 #: model quotes it (models/fivetran_platform__connection_status.sql): a LOG ``status`` row's.
 PRIORITY_FIRST = (

@@ -107,7 +107,7 @@ class TestCreate:
         """The server answers the test 401 (wrong signature): Fivetran creates nothing, and
         the CLI says why with Fivetran's words (exit 5)."""
         out = webhooks(
-            {**env, "FIVETRAN_EVENTS_WEBHOOK_SECRETS": "not-the-servers"},
+            {**env, "FIVETRAN_EVENTS_WEBHOOK_SECRETS": "not-the-servers-secret-0123456789"},
             "create",
             "--url",
             server,

@@ -71,7 +71,7 @@ class TestSignature:
 
 
 #: A rotation pair whose new secret holds what the comma form cannot: a comma, spaces.
-COMMA_SECRET = "new,secret with spaces "
+COMMA_SECRET = "new,secret with spaces and enough bytes "
 
 
 class TestSecretForms:

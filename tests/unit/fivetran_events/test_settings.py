@@ -8,22 +8,39 @@ import pytest
 
 from fivetran_events import ConfigurationError, load_settings
 
+S1, S2, T1, FROM_ENV = (f"{name}-{'x' * 24}" for name in ("s1", "s2", "t1", "from-env"))
+
 
 class TestSecretsDir:
     def test_files_fill_settings_and_the_environment_wins(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Compose secrets mounted as files become settings; a variable overrides a file."""
-        (tmp_path / "fivetran_events_webhook_secrets").write_text("s1,s2\n")
-        (tmp_path / "fivetran_events_api_tokens").write_text("t1\n")
+        (tmp_path / "fivetran_events_webhook_secrets").write_text(f"{S1},{S2}\n")
+        (tmp_path / "fivetran_events_api_tokens").write_text(f"{T1}\n")
         (tmp_path / "fivetran_events_airflow_password").write_text("pw\n")
         monkeypatch.setenv("FIVETRAN_EVENTS_SECRETS_DIR", str(tmp_path))
-        monkeypatch.setenv("FIVETRAN_EVENTS_API_TOKENS", "from-env")
+        monkeypatch.setenv("FIVETRAN_EVENTS_API_TOKENS", FROM_ENV)
         s = load_settings()
-        assert s.webhook_secrets == ["s1", "s2"]
-        assert s.api_tokens == ["from-env"]
+        assert s.webhook_secrets == [S1, S2]
+        assert s.api_tokens == [FROM_ENV]
         assert s.airflow_password is not None
         assert s.airflow_password.get_secret_value() == "pw"
+
+    def test_systemd_credentials_fill_settings(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """systemd's LoadCredential= folder ($CREDENTIALS_DIRECTORY) is read like the
+        secrets folder when FIVETRAN_EVENTS_SECRETS_DIR is unset; that variable wins."""
+        (tmp_path / "fivetran_events_webhook_secrets").write_text(f"{S1}\n")
+        monkeypatch.delenv("FIVETRAN_EVENTS_SECRETS_DIR", raising=False)
+        monkeypatch.delenv("FIVETRAN_EVENTS_WEBHOOK_SECRETS", raising=False)
+        monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+        assert load_settings().webhook_secrets == [S1]
+        other = tmp_path / "other"
+        other.mkdir()
+        monkeypatch.setenv("FIVETRAN_EVENTS_SECRETS_DIR", str(other))
+        assert load_settings().webhook_secrets == []
 
     def test_missing_folder_is_a_clear_error(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -36,6 +53,35 @@ class TestSecretsDir:
         monkeypatch.setenv("FIVETRAN_EVENTS_MAX_BODY_BYTES", "12")
         with pytest.raises(ConfigurationError, match="FIVETRAN_EVENTS_MAX_BODY_BYTES"):
             load_settings()
+
+
+class TestSecretLength:
+    @pytest.mark.parametrize(
+        ("variable", "value"),
+        [
+            ("FIVETRAN_EVENTS_WEBHOOK_SECRETS", "short-secret"),
+            ("FIVETRAN_EVENTS_WEBHOOK_SECRETS", f"{S1},{'y' * 23}"),
+            ("FIVETRAN_EVENTS_API_TOKENS", "t" * 23),
+        ],
+        ids=["secret", "second-secret", "token"],
+    )
+    def test_under_24_bytes_is_refused_without_echoing_it(
+        self, monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+    ) -> None:
+        """A secret or token under 24 bytes stops the start, naming the variable and the
+        rule, never the value."""
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(ConfigurationError) as caught:
+            load_settings()
+        message = str(caught.value)
+        assert message.startswith(variable) and "at least 24" in message, message
+        assert value.split(",")[-1] not in message
+
+    def test_24_bytes_are_enough(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("FIVETRAN_EVENTS_WEBHOOK_SECRETS", "é" * 12)  # 24 bytes
+        monkeypatch.setenv("FIVETRAN_EVENTS_API_TOKENS", "t" * 24)
+        s = load_settings()
+        assert s.webhook_secrets == ["é" * 12] and s.api_tokens == ["t" * 24]
 
 
 class TestDocumented:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from testkit.support import SECRET
 from webhook_app.cli import main
 
 BAD = "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380"  # no service name
@@ -17,7 +18,7 @@ def test_bad_sentinel_url_is_one_line_and_exit_2(args: list[str], tmp_path: Path
     """``serve`` refuses before gunicorn starts; every command names the variable."""
     env = {
         "FIVETRAN_EVENTS_REDIS_URL": BAD,
-        "FIVETRAN_EVENTS_WEBHOOK_SECRETS": "s",
+        "FIVETRAN_EVENTS_WEBHOOK_SECRETS": SECRET,
         # serve sets it when unset; named here, the runner restores it after the test
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
     }
