@@ -126,10 +126,12 @@ class HistoryWriter:
             keys=[*args[:RECORD_NUMKEYS], *extra_keys],
             args=[*args[RECORD_NUMKEYS:], channel, event.event, *extra_args],
         )
-        if not recorded:
-            return WriteResult(WriteStatus.DUPLICATE)
-        return WriteResult(WriteStatus.RECORDED)
+        return WriteResult(_STATUS[int(recorded)])
 
+
+#: The record script's answers: 0 a redelivery inside the dedup window, 2 an event the
+#: history held already (its dedup mark gone), neither of which runs the caller's chunk.
+_STATUS = {0: WriteStatus.DUPLICATE, 1: WriteStatus.RECORDED, 2: WriteStatus.DUPLICATE}
 
 #: The history's keys in the record script's order (then the connectors hash).
 WRITE_KEYS = ("seen", "starts", "running", "ok", "fail", "other", "okstart", "resyncs")
@@ -222,10 +224,6 @@ def script_args(keys: Sequence[str], event: Event, cutoff: int, trim_every: int)
 
 #: Events per pipelined round trip.
 BATCH = 2000
-#: A chunk answering 2 when the history held the event already (``known`` in _lua.WRITE,
-#: its dedup mark gone), before the caller's chunk: an import then forwards nothing.
-KNOWN_CHUNK = "if known then return 2 end\n"
-_STATUS = {0: WriteStatus.DUPLICATE, 1: WriteStatus.RECORDED, 2: WriteStatus.DUPLICATE}
 
 
 def record_many(
@@ -241,7 +239,7 @@ def record_many(
     """Write ``events`` in order, ``batch`` to a round trip; yield each with what became of
     it. DUPLICATE includes another source's copy (codec.SAME_SYNC_WINDOW_MS); only what
     is recorded goes through ``on_success``."""
-    chunk = KNOWN_CHUNK + (on_success.lua if on_success is not None else "")
+    chunk = on_success.lua if on_success is not None else ""
     script = client.register_script(record_script(chunk))
     cutoff = (now_ms() if now is None else now) - retention_ms
     pipe = client.pipeline(transaction=False)
