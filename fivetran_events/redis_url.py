@@ -193,3 +193,17 @@ def parse_flag(text: str, name: str) -> bool:
         return FLAG_WORDS[text.lower()]
     except KeyError:
         raise ValueError(f"{name} must be true or false, not {text!r}") from None
+
+
+def eviction_risk(client: redis.Redis) -> str | None:
+    """Say why Redis may drop our keys, or None when its ``maxmemory-policy`` is
+    ``noeviction``: under ``volatile-*`` delivery records, leases and RQ jobs vanish when
+    memory runs short, under ``allkeys-*`` the history too. A Redis refusing ``INFO``
+    raises ``redis.ResponseError``."""
+    policy = as_text(client.info("memory").get("maxmemory_policy", "noeviction"))
+    if policy == "noeviction":
+        return None
+    return (
+        f"Redis's maxmemory-policy is {policy}, so it may evict keys when memory runs short "
+        "(deliveries, leases, jobs, the history): set maxmemory-policy noeviction"
+    )

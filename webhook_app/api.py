@@ -1,16 +1,14 @@
 """The read API: ``/api/connectors``, their syncs and the decision; bearer tokens required.
 
 spectree builds ``/api/openapi.json`` from the pydantic models the views validate with,
-so the document cannot drift from the code. ``ApiError`` is every HTTP error a client can
-cause, the webhook's too.
+so the document cannot drift from the code; its errors are ``errors.ApiError``.
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated, Any
 
-from flask import Blueprint, Flask, Response, jsonify, request
+from flask import Blueprint, Flask, Response, jsonify
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 from spectree import Response as SpecResponse
 from spectree import SecurityScheme, SpecTree
@@ -23,26 +21,9 @@ from fivetran_events.reconcile import fivetran_side
 from fivetran_events.redis_url import FLAG_WORDS, parse_flag
 from fivetran_events.timeutil import parse_iso, to_ms
 
+from .errors import ApiError, token_refusal
 from .forwarding import attach_forwarding
 from .state import state
-
-
-class ApiError(Exception):
-    """Raised by a view for any error the client caused (or 503 when a dependency is down)."""
-
-    def __init__(
-        self,
-        status_code: int,
-        message: str,
-        field: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.message = message
-        self.field = field
-        self.headers = headers or {}
-
 
 MAX_LIMIT = 1000
 
@@ -308,27 +289,9 @@ bp = Blueprint("api", __name__, url_prefix="/api")
 
 @bp.before_request
 def require_token() -> None:
-    tokens = state().settings.api_tokens
-    if not tokens:
-        raise ApiError(403, "the read API is disabled: set FIVETRAN_EVENTS_API_TOKENS")
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
-        raise ApiError(
-            401, "send 'Authorization: Bearer <token>'", headers={"WWW-Authenticate": "Bearer"}
-        )
-    given_b = given.strip().encode("utf-8", "replace")
-    ok = False
-    for token in tokens:
-        ok |= hmac.compare_digest(token.encode(), given_b)
-    if not ok:
-        # RFC 6750: a token that does not authenticate is 401 with error="invalid_token";
-        # 403 stays for "no token could ever pass" (none configured).
-        raise ApiError(
-            401,
-            "the bearer token is not valid",
-            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-        )
+    refusal = token_refusal(state().settings.api_tokens)
+    if refusal is not None:
+        raise refusal
 
 
 def _connector(connector_id: str) -> str:

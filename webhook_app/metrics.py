@@ -31,7 +31,6 @@ from fivetran_events.history import HistoryReader
 from fivetran_events.keys import (
     delivery_state_key,
     due_key,
-    last_test_event_key,
     reconcile_key,
     undelivered_key,
 )
@@ -78,19 +77,44 @@ for _status in ("SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED", "RESCHED
     SYNC_END_STATUSES.labels(status=_status)
 
 
-def render(*scrape_time: Collector) -> tuple[bytes, str]:
-    """Return the exposition text of every metric (all gunicorn workers when multiprocess);
-    ``scrape_time`` collectors belong to one app's Redis, so are never registered globally."""
+#: Labels that name a connector, a group or a webhook: a scrape that did not authenticate
+#: gets no series carrying one (probes.py).
+NAMING_LABELS = frozenset({"connector", "connector_id", "connector_name", "group_id"})
+NAMING_LABELS |= {"webhook_id", "url"}
+
+
+class Anonymous:
+    """A registry's metrics without the series that carry a ``NAMING_LABELS`` label."""
+
+    def __init__(self, registry: Collector) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            samples = [s for s in family.samples if not NAMING_LABELS & s.labels.keys()]
+            if family.samples and not samples:
+                continue  # every series named something: the family goes too
+            family.samples = samples
+            yield family
+
+
+def render(*scrape_time: Collector, named: bool = True) -> tuple[bytes, str]:
+    """Return the exposition text of every metric (all gunicorn workers when multiprocess),
+    without the series that name connectors or webhooks unless ``named``; ``scrape_time``
+    collectors belong to one app's Redis, so are never registered globally."""
     extra = CollectorRegistry()
     for collector in scrape_time:
         extra.register(collector)
+    registry: CollectorRegistry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return generate_latest(registry) + generate_latest(extra), CONTENT_TYPE_LATEST
-    return generate_latest(REGISTRY) + generate_latest(extra), CONTENT_TYPE_LATEST
+    parts: list[Collector] = [registry, extra]
+    if not named:
+        parts = [Anonymous(part) for part in parts]
+    return b"".join(generate_latest(part) for part in parts), CONTENT_TYPE_LATEST
 
 
 FORWARD_OUTCOMES = Counter(
@@ -259,7 +283,8 @@ class Snapshot:
         if self.last_webhook is not None:
             yield GaugeMetricFamily(
                 "fivetran_events_seconds_since_last_webhook",
-                "Seconds since the newest recorded event (its Fivetran time) or test_event.",
+                "Seconds since the newest recorded event (its Fivetran time); test "
+                "deliveries do not count.",
                 value=age(self.last_webhook),
             )
 
@@ -304,9 +329,8 @@ class RedisGauges(Collector):
         for state in STATES:
             pipe.zcard(delivery_state_key(p, state))
             pipe.zrange(delivery_state_key(p, state), 0, 0, withscores=True)
-        pipe.get(last_test_event_key(p))
         pipe.get(reconcile_key(p))
-        snap.due, snap.given_up, first_due, *by_state, test_event, outcome = pipe.execute()
+        snap.due, snap.given_up, first_due, *by_state, outcome = pipe.execute()
         if outcome is not None:
             with contextlib.suppress(ValueError):
                 parsed = json.loads(outcome)
@@ -339,7 +363,5 @@ class RedisGauges(Collector):
                 snap.last_status[cid] = (newest.succeeded, newest.status)
             if rec.last_event_at:
                 newest_event.append(to_ms(parse_iso(rec.last_event_at)))
-        if test_event:
-            newest_event.append(to_ms(parse_iso(json.loads(test_event)["received_at"])))
         snap.last_webhook = max(newest_event, default=None)
         return snap

@@ -1,10 +1,5 @@
-"""``POST /webhooks/fivetran``: verify, parse, record; answer fast. And the probes:
-``/healthz``, ``/readyz`` (would a delivery be taken now?) and ``/metrics``; and the JSON
-schemas an OpenLineage facet's ``_schemaURL`` names, ``/schemas/<name>``.
-
-With ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS`` = n > 0 the webhook answers 2xx only once n
-replicas confirmed the write, else 503 (Fivetran delivers again): a delivery on the
-primary alone is lost if Sentinel promotes a replica that never had it.
+"""``POST /webhooks/fivetran``: read, verify, parse, record (and, when asked, wait for
+replicas: ``probes.confirm_replicas``); answer fast. Its errors are ``errors.ApiError``.
 """
 
 from __future__ import annotations
@@ -12,16 +7,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
-import redis
-from flask import Blueprint, Response, jsonify, request, send_from_directory
+from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from fivetran_events import Event, EventKind, InvalidPayload, WriteStatus, parse_event
 from fivetran_events.destinations import STALE_EVENTS, mark_stale
-from fivetran_events.keys import ConnectorKeys, readiness_key
 from fivetran_events.model import (
     KNOWN_STATUSES,
     SIGNATURE_HEADER,
@@ -29,12 +21,11 @@ from fivetran_events.model import (
     lifecycle_name,
     verify,
 )
-from fivetran_events.reconcile import fivetran_side
-from fivetran_events.timeutil import now_ms
 
 from . import logs, metrics
-from .api import ApiError
-from .state import State, state
+from .errors import ApiError
+from .probes import confirm_replicas
+from .state import state
 
 bp = Blueprint("webhook", __name__)
 log = logging.getLogger(__name__)
@@ -43,9 +34,6 @@ log = logging.getLogger(__name__)
 #: label is OTHER_UNKNOWN, so a flood of made-up values cannot grow the series without end.
 MAX_UNKNOWN_STATUSES = 20
 _unknown_statuses: set[str] = set()
-
-#: The schemas /schemas/<name> serves (package data): public documentation, no token.
-SCHEMAS = Path(__file__).parent / "schemas"
 
 #: Bytes asked of the WSGI server per read of a streamed body.
 READ_SIZE = 64 * 1024
@@ -165,129 +153,3 @@ def _drain(stream: Any) -> None:
     with contextlib.suppress(Exception):  # a broken rest changes nothing: the answer is 413
         while left > 0 and (chunk := stream.read(min(READ_SIZE, left))):
             left -= len(chunk)
-
-
-#: Redis error codes that mean "not now": the server is up but refuses writes for a
-#: while (out of memory under noeviction, a replica after a failover, a failed save, a
-#: busy script, loading its data set, no reachable primary or replicas). The same write
-#: succeeds once it recovers, so the answer is 503 and Fivetran retries.
-REFUSAL_CODES = frozenset(
-    {"OOM", "READONLY", "MISCONF", "BUSY", "LOADING", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN"}
-)
-
-
-def redis_refusal(exc: BaseException) -> str | None:
-    """Name why Redis cannot take a write now (an error code, or ``unreachable``), else None.
-
-    redis-py strips the code from the errors it has a class for (``OutOfMemoryError``,
-    ``ReadOnlyError``, ...) and keeps it in ``status_code``; others (``BUSY``,
-    ``MISCONF``) come as a plain ``ResponseError`` whose message starts with it.
-    """
-    code = getattr(exc, "status_code", None)
-    if isinstance(exc, redis.ResponseError):
-        code = code or str(exc).split(" ", 1)[0]
-        return code if code in REFUSAL_CODES else None
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-        return code if code in REFUSAL_CODES else "unreachable"  # LOADING is a ConnectionError
-    return None
-
-
-#: Life of the readiness key, written by /readyz and before WAIT: it never accumulates,
-#: yet shows up in a MONITOR.
-PROBE_TTL_MS = 60_000
-
-
-def confirm_replicas(st: State, event: Event, status: WriteStatus) -> None:
-    """Return once enough replicas hold the delivery just handled (a duplicate's too: its
-    first delivery may have been answered 503); raise 503 otherwise."""
-    if status is WriteStatus.IGNORED or st.settings.redis_wait_replicas == 0:
-        return  # the common case: nothing to build on the webhook's path
-    seen = (ConnectorKeys(st.settings.key_prefix, event.connector_id).seen, event.dedup_id)
-    short = missing_replicas(st, seen)
-    if short is not None:
-        raise ApiError(503, f"recorded, but {short}; retry later")
-
-
-def missing_replicas(st: State, seen: tuple[str, str] | None = None) -> str | None:
-    """Write a marker and WAIT for it; say how many replicas fell short, or None.
-
-    WAIT counts its own connection's writes, which may not be the history's, so a marker
-    goes first (a replica holding it holds every write before). ``seen`` (a delivery's
-    dedup entry) is read on the same connection: a new primary after a failover may lack it.
-    """
-    wanted = st.settings.redis_wait_replicas
-    if wanted == 0:
-        return None
-    timeout_ms = st.settings.redis_wait_timeout_ms
-    pipe = st.redis.pipeline(transaction=False)
-    if seen is not None:
-        pipe.zscore(*seen)
-    pipe.set(readiness_key(st.settings.key_prefix), now_ms(), px=PROBE_TTL_MS)
-    pipe.wait(wanted, timeout_ms)
-    replies = pipe.execute()
-    if seen is not None and replies[0] is None:
-        return "the Redis primary answering now does not hold it (a failover?)"
-    confirmed = int(replies[-1])
-    if confirmed >= wanted:
-        return None
-    return (
-        f"only {confirmed} of {wanted} Redis replicas confirmed it within {timeout_ms} ms "
-        "(FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS)"
-    )
-
-
-@bp.get("/healthz")
-def healthz() -> Response:
-    return jsonify({"status": "ok"})
-
-
-@bp.get("/readyz")
-def readyz() -> Response:
-    """Ready means Redis takes a write: a replica, a full memory or a failed save answer
-    PING but refuse every delivery, so a PING would keep sending Fivetran here."""
-    reason = write_refusal(state())
-    if reason == "unreachable":
-        raise ApiError(503, "not ready: Redis is unreachable")
-    if reason is not None:
-        raise ApiError(503, f"not ready: Redis refuses writes ({reason})")
-    short = missing_replicas(state())
-    if short is not None:
-        raise ApiError(503, f"not ready: a write was taken, but {short}")
-    body: dict[str, object] = {"status": "ready"}
-    # What the last reconcile found (read from Redis, never from Fivetran per call): an
-    # inactive webhook does not make this server unready, it is why nothing arrives.
-    try:
-        side = fivetran_side(state().redis, state().settings.key_prefix)
-    except redis.RedisError:  # Redis took the probe's write: readiness is decided
-        side = None
-    if side is not None:
-        body["fivetran"] = side
-    return jsonify(body)
-
-
-def write_refusal(st: State) -> str | None:
-    """Write the probe key; return why Redis refused (``redis_refusal``), or None; other
-    errors are raised. The reason never carries Redis's address, which /readyz shows."""
-    try:
-        st.redis.set(readiness_key(st.settings.key_prefix), now_ms(), px=PROBE_TTL_MS)
-    except redis.RedisError as exc:
-        reason = redis_refusal(exc)
-        if reason is None:
-            raise
-        return reason
-    return None
-
-
-@bp.get("/metrics")
-def prometheus() -> Response:
-    st = state()
-    gauges = metrics.RedisGauges(st.redis, st.settings.key_prefix, freshness=st.reader.freshness)
-    body, content_type = metrics.render(gauges)
-    return Response(body, content_type=content_type)
-
-
-@bp.get("/schemas/<name>")
-def schema(name: str) -> Response:
-    """A JSON schema by its file name (forwarding/lineage.py's FACET_SCHEMA_PATH); an
-    unknown name, or one that leaves the folder, is a 404."""
-    return send_from_directory(SCHEMAS, name, mimetype="application/schema+json")

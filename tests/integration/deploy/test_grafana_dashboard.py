@@ -18,7 +18,7 @@ from fivetran_events import Settings
 from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.processes import poll_until
 from testkit.servers import free_port, webhook_server
-from testkit.support import payload, signed
+from testkit.support import TOKEN, payload, signed
 from testkit.worker_process import WorkerProcess
 
 from .promql import metric_names
@@ -144,7 +144,9 @@ def test_every_queried_metric_is_exported(
             worker_text = poll_until(
                 attempted, "the worker's first attempt and reconcile", 60, 0.2, details=worker.log
             )
-            app_text = requests.get(base + "/metrics", timeout=10).text
+            app_text = requests.get(
+                base + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
+            ).text
     finally:
         worker.stop()
         stack.__exit__(None, None, None)

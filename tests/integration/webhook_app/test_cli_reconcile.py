@@ -30,6 +30,9 @@ from webhook_app import workers
 from webhook_app.cli import ExitCode, main
 from webhook_app.forwarding.enqueue import delivery_store
 
+#: The read API's token: probes then name connectors and webhooks.
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
 CONN = "rebuild_ogre"
 API_KEY, API_SECRET = TEST_API_KEY, TEST_API_SECRET
 #: A success an hour ago (inside any retention), to the millisecond.
@@ -175,11 +178,14 @@ class TestInactiveWebhook:
         inactive_webhook(api)
         api.connector(CONN, succeeded_at=ENDED)
         assert [w["id"] for w in reconciled(env)["inactive_webhooks"]] == ["w9"]
-        ready = http.get("/readyz")
+        ready = http.get("/readyz", headers=AUTH)
         assert ready.status_code == 200  # this server is ready: Fivetran is not sending
         side = ready.get_json()["fivetran"]
         assert [w["id"] for w in side["inactive_webhooks"]] == ["w9"]
-        assert side["reconciled_at"]
+        assert side["reconciled_at"] and side["inactive_webhook_count"] == 1
+        # Without the read API's token: how many, not which (ids, groups, URLs).
+        anonymous = http.get("/readyz").get_json()["fivetran"]
+        assert anonymous == {"reconciled_at": side["reconciled_at"], "inactive_webhook_count": 1}
         text = cli(env, "connectors")
         assert (
             "Fivetran reports webhook w9 (https://events.example.com/webhooks/fivetran) INACTIVE"
@@ -187,14 +193,17 @@ class TestInactiveWebhook:
         )
         listed = json.loads(cli(env, "connectors", "--json").output)
         assert [w["id"] for w in listed["fivetran"]["inactive_webhooks"]] == ["w9"]
-        resp = http.get("/api/connectors", headers={"Authorization": f"Bearer {TOKEN}"})
+        resp = http.get("/api/connectors", headers=AUTH)
         assert resp.status_code == 200, resp.get_json()
         assert [w["id"] for w in resp.get_json()["fivetran"]["inactive_webhooks"]] == ["w9"]
-        metrics = http.get("/metrics").get_data(as_text=True)
+        metrics = http.get("/metrics", headers=AUTH).get_data(as_text=True)
         assert "fivetran_events_fivetran_inactive_webhooks 1.0" in metrics
         series = 'fivetran_events_fivetran_webhooks_inactive{url="%s",webhook_id="w9"} 1.0'
         assert series % "https://events.example.com/webhooks/fivetran" in metrics
         assert "fivetran_events_seconds_since_reconcile" in metrics
+        anonymous_metrics = http.get("/metrics").get_data(as_text=True)
+        assert "fivetran_events_fivetran_inactive_webhooks 1.0" in anonymous_metrics
+        assert "w9" not in anonymous_metrics
 
     def test_reactivated_it_is_gone(
         self, env: dict[str, str], api: FivetranStandIn, http: Any
@@ -203,7 +212,7 @@ class TestInactiveWebhook:
         reconciled(env)
         api.webhooks["w9"]["active"] = True
         reconciled(env)
-        assert http.get("/readyz").get_json()["fivetran"]["inactive_webhooks"] == []
+        assert http.get("/readyz", headers=AUTH).get_json()["fivetran"]["inactive_webhooks"] == []
         assert "fivetran_events_fivetran_inactive_webhooks 0.0" in http.get("/metrics").get_data(
             as_text=True
         )
@@ -229,11 +238,11 @@ class TestOverdue:
         assert got == {"hourly_one": (False, 0), "manual_one": (False, None)}
         rows = {line.split()[0]: line for line in cli(env, "connectors").stdout.splitlines()}
         assert " 30m" in rows[CONN] and " no " in rows["hourly_one"]
-        resp = http.get("/api/connectors", headers={"Authorization": f"Bearer {TOKEN}"})
+        resp = http.get("/api/connectors", headers=AUTH)
         answer = {c["connector_id"]: c for c in resp.get_json()["connectors"]}
         assert answer[CONN]["overdue"] is True and answer[CONN]["schedule"]["sync_frequency"] == 15
         assert answer["manual_one"]["due_at"] is None
-        metrics = http.get("/metrics").get_data(as_text=True)
+        metrics = http.get("/metrics", headers=AUTH).get_data(as_text=True)
         assert f'fivetran_events_connector_overdue_seconds{{connector_id="{CONN}"}} 18' in metrics
         assert 'fivetran_events_connector_overdue_seconds{connector_id="hourly_one"} 0.0' in metrics
         assert 'overdue_seconds{connector_id="manual_one"}' not in metrics
@@ -291,11 +300,11 @@ def test_readyz_stays_ready_when_the_detail_cannot_be_read(
     http: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Redis took the probe's write, then failed the detail's read: ready, without it."""
-    from webhook_app import webhook
+    from webhook_app import probes
 
     def fails(client: redis.Redis, prefix: str) -> None:
         raise redis.ConnectionError("gone")
 
-    monkeypatch.setattr(webhook, "fivetran_side", fails)
+    monkeypatch.setattr(probes, "fivetran_side", fails)
     resp = http.get("/readyz")
     assert resp.status_code == 200 and resp.get_json() == {"status": "ready"}

@@ -28,7 +28,7 @@ from fivetran_events.timeutil import to_ms
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import forwarder, post_event, run_worker
 from testkit.servers import free_port
-from testkit.support import payload, signed
+from testkit.support import TOKEN, payload, signed
 from webhook_app import create_app
 from webhook_app.metrics import RedisGauges
 
@@ -38,9 +38,11 @@ T0 = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def scrape(http: Any) -> Samples:
-    """GET /metrics and parse it as Prometheus would."""
-    resp = http.get("/metrics")
+def scrape(http: Any, token: str | None = TOKEN) -> Samples:
+    """GET /metrics (with the read API's token: every series) and parse it as Prometheus
+    would."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    resp = http.get("/metrics", headers=headers)
     assert resp.status_code == 200
     return parse(resp.get_data(as_text=True))
 
@@ -186,9 +188,10 @@ class TestConnectorFreshness:
             frozenset({("connector_id", "assimilate_seem"), ("status", "SUCCESSFUL")}): 1
         }
 
-    def test_test_event_counts_as_a_webhook(self, http: Any, frozen: Any) -> None:
-        """Fivetran's setup ping shows the webhook reaches us before any sync does."""
-        assert value(scrape(http), "fivetran_events_seconds_since_last_webhook") is None
+    def test_a_test_delivery_is_not_webhook_liveness(self, http: Any, frozen: Any) -> None:
+        """Fivetran's test_event (a setup ping anyone holding one signed copy can replay)
+        does not reset seconds_since_last_webhook; a sync's event does."""
+        post_event(http, sync_id="old", created=T0 - timedelta(hours=2))
         raw, headers = signed(
             {
                 "event": "test_event",
@@ -200,7 +203,24 @@ class TestConnectorFreshness:
         )
         assert http.post("/webhooks/fivetran", data=raw, headers=headers).status_code == 200
         frozen.tick(45)
-        assert value(scrape(http), "fivetran_events_seconds_since_last_webhook") == 45
+        since = "fivetran_events_seconds_since_last_webhook"
+        assert value(scrape(http), since) == 2 * 3600 + 45
+
+
+class TestProbesNameNoConnectorsUnlessAuthenticated:
+    def test_metrics_without_a_token_name_no_connector(self, http: Any, frozen: Any) -> None:
+        """Anyone may scrape: counts and ages, but no series naming a connector."""
+        post_event(http, connector_id="secret_name", sync_id="n1", created=T0)
+        for token in (None, "not-a-token"):
+            samples = scrape(http, token)
+            assert value(samples, "fivetran_events_gauges_up") == 1
+            assert value(samples, "fivetran_events_seconds_since_last_webhook") == 0
+            assert not any("connector_" in name for name, _ in samples), token
+            assert not any(dict(labels).get("connector_id") for _, labels in samples)
+        authenticated = scrape(http)
+        assert series(authenticated, "fivetran_events_connector_seconds_since_success") == {
+            frozenset({("connector_id", "secret_name")}): 0
+        }
 
 
 @pytest.fixture

@@ -192,3 +192,18 @@ def test_refused_write_is_503_and_not_ready(settings: Settings, tmp_path: Path, 
         r = http.post("/webhooks/fivetran", data=raw, headers=headers)
         assert r.status_code == 200 and (r.json or {})["status"] == "recorded", r.data
         assert c.zcard("test:h:assimilate_seem:ok") == 1
+
+
+@pytest.mark.parametrize("policy", ["volatile-lru", "allkeys-lru"])
+def test_an_evicting_redis_is_not_ready(settings: Settings, tmp_path: Path, policy: str) -> None:
+    """A Redis that may evict keys (managed offerings often default to volatile-lru) takes
+    writes, but /readyz answers 503 naming maxmemory-policy until it is noeviction."""
+    with own_redis(tmp_path / policy, "--maxmemory-policy", policy) as server:
+        http = create_app(settings.model_copy(update={"redis_url": server.url})).test_client()
+        ready = http.get("/readyz")
+        assert ready.status_code == 503, ready.data
+        said = (ready.json or {})["error"]
+        assert "maxmemory-policy" in said and policy in said and "noeviction" in said, said
+        assert ready.headers["Retry-After"] == str(settings.retry_after_seconds)
+        server.client().config_set("maxmemory-policy", "noeviction")
+        assert http.get("/readyz").status_code == 200

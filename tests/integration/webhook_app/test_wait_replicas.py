@@ -18,9 +18,9 @@ from testkit.own_redis import OwnRedis, own_redis
 from testkit.processes import poll_until
 from testkit.support import ev, payload, post_signed, signed
 from webhook_app import create_app
-from webhook_app.api import ApiError
+from webhook_app.errors import ApiError
+from webhook_app.probes import confirm_replicas
 from webhook_app.state import state
-from webhook_app.webhook import confirm_replicas
 
 
 def waiting(settings: Settings, url: str, replicas: int = 1, timeout_ms: int = 50) -> Settings:

@@ -262,7 +262,7 @@ class TestFacetSchema:
             import tomllib
         else:  # Python 3.10
             import tomli as tomllib
-        from webhook_app.webhook import SCHEMAS
+        from webhook_app.probes import SCHEMAS
 
         served = SCHEMAS / FACET_SCHEMA_PATH.rsplit("/", 1)[1]
         root = Path(__file__).parents[3]
