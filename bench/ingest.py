@@ -52,8 +52,8 @@ from fivetran_events.timeutil import iso, now_ms
 from testkit.own_redis import own_redis
 from testkit.processes import free_port, stop_group
 from testkit.servers import wait_ready
-from webhook_app.cli import DEFAULT_WORKERS
-from webhook_app.workers import build_forwarder
+from webhook_app.cli.serving import DEFAULT_WORKERS
+from webhook_app.worker.build import build_forwarder
 
 SECRET = "bench-secret"
 CONNECTORS = 20

@@ -25,7 +25,8 @@ from rq.registry import clean_registries
 from fivetran_events import Event, Settings
 from testkit.airflow2_standin import Airflow2StandIn
 from webhook_app.state import State
-from webhook_app.workers import ForwardingWorker, build_forwarder
+from webhook_app.worker.build import build_forwarder
+from webhook_app.worker.rq_worker import ForwardingWorker
 
 WEEK_MS = 7 * 86_400_000
 #: RQ's registries: sorted sets of job ids scored by when the entry may go (unix seconds);

@@ -42,7 +42,8 @@ from testkit.airflow2_standin import Airflow2StandIn, running_airflow2_standin  
 from testkit.fivetran_api import FivetranStandIn, serving  # noqa: E402
 from testkit.own_redis import own_redis  # noqa: E402
 from webhook_app.state import State  # noqa: E402
-from webhook_app.workers import ForwardingWorker, build_forwarder  # noqa: E402
+from webhook_app.worker.build import build_forwarder  # noqa: E402
+from webhook_app.worker.rq_worker import ForwardingWorker  # noqa: E402
 
 CID, GROUP, PREFIX = "big_connector", "grp", "fte:"
 PG = {"host": "wh.example.com", "port": 5432, "database": "analytics"}

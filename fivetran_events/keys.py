@@ -11,7 +11,7 @@ behind the connector's newest event. The other keys::
     {p}readyz          STRING  written (with a short expiry) by the web app's readiness probe
     {p}reconcile       STRING  JSON of the last reconcile (fivetran_events/reconcile.py):
                        its time, counts and the webhooks Fivetran reported inactive
-    {p}reconcile:p:{n} STRING  set NX by the worker that schedules reconcile period n
+    {p}reconcile:job:{n} STRING  set NX by the worker that schedules reconcile period n
                        (expires after two periods)
     {p}tables:{c}      STRING  JSON of the connector's enabled destination tables, named
                        (fivetran_events/destinations.py); kept a week past its refresh
@@ -23,10 +23,16 @@ behind the connector's newest event. The other keys::
                        (airflow_plugin/astronomer.py)
 
 Connector ids are validated to an alphabet without ``:``, so no two connectors' keys collide.
+
+RQ names its own keys (``rq:queue:{queue}``, ``rq:job:{id}``, its registries per queue);
+a deployment's queue name and job ids begin with its prefix (``queue_name``,
+``job_id_prefix``), so deployments sharing a Redis never see each other's jobs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
 
 DEFAULT_PREFIX = "fte:"
@@ -76,7 +82,21 @@ def reconcile_key(prefix: str) -> str:
 
 
 def reconcile_period_key(prefix: str, period: int) -> str:
-    return f"{prefix}reconcile:p:{period}"
+    return f"{prefix}reconcile:job:{period}"
+
+
+def queue_name(prefix: str) -> str:
+    """RQ's queue of a deployment's jobs (forwarding attempts, reconcile runs)."""
+    return f"{prefix}forward"
+
+
+def job_id_prefix(prefix: str) -> str:
+    """What every RQ job id of a deployment begins with. RQ takes ids of ``[A-Za-z0-9_-]``
+    only: the prefix's other characters are dropped, and a hash of the whole prefix keeps
+    apart two prefixes that would read the same (``a:b`` and ``a.b``)."""
+    readable = re.sub(r"[^A-Za-z0-9_-]", "", prefix)[:24]
+    digest = hashlib.sha1(prefix.encode(), usedforsecurity=False).hexdigest()[:8]
+    return f"{readable}-{digest}-"
 
 
 def tables_key(prefix: str, connector_id: str) -> str:

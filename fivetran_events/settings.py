@@ -15,7 +15,7 @@ from pydantic import Field, SecretStr, StringConstraints, ValidationError, field
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .exceptions import ConfigurationError
-from .keys import DEFAULT_PREFIX
+from .keys import DEFAULT_PREFIX, queue_name
 from .redis_url import check_url, client_from_url
 
 DAY_S = 86_400
@@ -195,7 +195,6 @@ class Settings(HistoryDefaults):
     retention_days: float = Field(default=800.0, gt=0)
     #: Fivetran's bodies are well under 4 KiB.
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
-    queue_name: str = "fivetran-events"
     #: The Retry-After Fivetran is sent when Redis is unreachable.
     retry_after_seconds: int = Field(default=30, ge=1)
     redis_timeout_seconds: float = Field(default=5.0, gt=0)
@@ -263,6 +262,11 @@ class Settings(HistoryDefaults):
     fivetran_api_url: str = DEFAULT_FIVETRAN_API_URL
     #: Minutes between the worker's reconciles (reconcile.py), with an API key; 0: none.
     reconcile_minutes: float = Field(default=15.0, ge=0, le=1440)
+
+    # --- The worker ---------------------------------------------------------------------
+    #: The address the worker serves its metrics on (``--metrics-port``): 0.0.0.0 (or the
+    #: pod's address) where Prometheus scrapes it from another host, as in Kubernetes.
+    metrics_host: str = Field(default="127.0.0.1", min_length=1, pattern=r"^[^\s/]+$")
 
     @field_validator("dataset_uri_template")
     @classmethod
@@ -336,6 +340,11 @@ class Settings(HistoryDefaults):
     @classmethod
     def _url(cls, value: str) -> str:
         return check_url(value)
+
+    @property
+    def queue_name(self) -> str:
+        """RQ's queue of this deployment's jobs, named for its key prefix (keys.py)."""
+        return queue_name(self.key_prefix)
 
     @property
     def retention_ms(self) -> int:

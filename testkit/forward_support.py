@@ -8,7 +8,8 @@ from typing import Any
 from fivetran_events import Settings
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.forwarding.forwarder import Forwarder
-from webhook_app.workers import ForwardingWorker, build_forwarder
+from webhook_app.worker.build import build_forwarder
+from webhook_app.worker.rq_worker import ForwardingWorker
 
 from .support import TOKEN, deliver, payload
 

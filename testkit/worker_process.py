@@ -21,7 +21,6 @@ def worker_env(settings: Settings, **extra: Any) -> dict[str, str]:
     values = {
         "REDIS_URL": settings.redis_url,
         "KEY_PREFIX": settings.key_prefix,
-        "QUEUE_NAME": settings.queue_name,
         "AIRFLOW_URL": settings.airflow_url,
         "AIRFLOW_USERNAME": settings.airflow_username,
         "AIRFLOW_PASSWORD": (

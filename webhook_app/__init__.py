@@ -1,39 +1,27 @@
-"""The webhook server: Flask app factory, webhook endpoint, read API, RQ jobs, CLI."""
+"""Two programs over one Redis, and the ``fivetran-events`` CLI above both.
+
+The web program is the Flask app (``app.create_app``: the webhook, the read API, the
+probes); the worker program (``worker/``) runs the RQ worker, the sweeper, the pool and
+the reconcile schedule. Importing this package loads neither: ``create_app`` is loaded
+on first use, so a worker never loads Flask (``webhook_app:create_app`` still names it
+for gunicorn).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask
-
-from fivetran_events import ConfigurationError, Settings, load_settings
-
-from .state import EXTENSION, State
+if TYPE_CHECKING:
+    from .app import create_app
 
 
-def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
-    """Build the app from ``settings`` (default: the ``FIVETRAN_EVENTS_*`` environment);
-    never without a webhook secret, or it would record whatever anyone sends it."""
-    settings = settings or load_settings(**overrides)
-    if not settings.webhook_secrets:
-        raise ConfigurationError(
-            "FIVETRAN_EVENTS_WEBHOOK_SECRETS is empty: set it to the secret(s) of your "
-            "Fivetran webhook (several: comma-separated, one a line or a JSON list)"
-        )
-    app = Flask(__name__)
-    app.config.from_mapping(MAX_CONTENT_LENGTH=settings.max_body_bytes)
-    app.json.sort_keys = False  # type: ignore[attr-defined]  # keep "status"/"decision" first
-    app.extensions[EXTENSION] = State.from_settings(settings)
+def __getattr__(name: str) -> Any:
+    """Load ``create_app`` (and with it Flask) only when someone asks for it (PEP 562)."""
+    if name == "create_app":
+        from .app import create_app
 
-    from . import api, errors, logs, probes, webhook
-
-    logs.init_app(app)
-    app.register_blueprint(webhook.bp)
-    app.register_blueprint(probes.bp)
-    app.register_blueprint(api.bp)
-    api.init_app(app)  # GET /api/openapi.json
-    errors.register(app, settings)
-    return app
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["create_app"]

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
-from gunicorn import glogging
 
 from fivetran_events.settings import log_settings
 
@@ -143,37 +142,6 @@ def bound(**ids: str | None) -> Iterator[None]:
         structlog.contextvars.reset_contextvars(**tokens)
 
 
-class GunicornLogger(glogging.Logger):  # type: ignore[misc]
-    """gunicorn's logger with our format; the access record carries what the app bound for
-    the request, so it is a webhook delivery's one line, outcome included."""
-
-    def setup(self, cfg: Any) -> None:
-        super().setup(cfg)
-        _skip_unused_record_fields()
-        fmt = formatter(wants_json())
-        for log in (self.error_log, self.access_log):
-            for handler in log.handlers:
-                handler.setFormatter(fmt)
-
-    def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
-        if not self.cfg.accesslog:
-            clear()
-            return
-        self.access_log.info(
-            "request",
-            extra={
-                "method": environ.get("REQUEST_METHOD"),
-                "path": environ.get("PATH_INFO"),
-                "status": resp.status_code,
-                "bytes": getattr(resp, "sent", None),
-                "duration_us": request_time.seconds * 1_000_000 + request_time.microseconds,
-                "remote": environ.get("REMOTE_ADDR"),
-                "user_agent": environ.get("HTTP_USER_AGENT"),
-            },
-        )
-        clear()  # the request is over: gunicorn's next lines are not its
-
-
 #: A client's X-Request-Id is kept only if it looks like an id (no log injection).
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -201,3 +169,49 @@ def init_app(app: Flask) -> None:
         if rid:
             resp.headers["X-Request-Id"] = rid
         return resp
+
+
+def __getattr__(name: str) -> Any:
+    """``webhook_app.logs.GunicornLogger``, the class gunicorn's configs name, built (and
+    gunicorn imported) only when gunicorn asks: the worker and the CLI log through this
+    module too, and never load gunicorn (PEP 562)."""
+    if name == "GunicornLogger":
+        return _gunicorn_logger()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _gunicorn_logger() -> type:
+    from gunicorn import glogging
+
+    class GunicornLogger(glogging.Logger):  # type: ignore[misc]
+        """gunicorn's logger with our format; the access record carries what the app bound for
+        the request, so it is a webhook delivery's one line, outcome included."""
+
+        def setup(self, cfg: Any) -> None:
+            super().setup(cfg)
+            _skip_unused_record_fields()
+            fmt = formatter(wants_json())
+            for log in (self.error_log, self.access_log):
+                for handler in log.handlers:
+                    handler.setFormatter(fmt)
+
+        def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
+            if not self.cfg.accesslog:
+                clear()
+                return
+            self.access_log.info(
+                "request",
+                extra={
+                    "method": environ.get("REQUEST_METHOD"),
+                    "path": environ.get("PATH_INFO"),
+                    "status": resp.status_code,
+                    "bytes": getattr(resp, "sent", None),
+                    "duration_us": request_time.seconds * 1_000_000 + request_time.microseconds,
+                    "remote": environ.get("REMOTE_ADDR"),
+                    "user_agent": environ.get("HTTP_USER_AGENT"),
+                },
+            )
+            clear()  # the request is over: gunicorn's next lines are not its
+
+    return GunicornLogger

@@ -9,10 +9,9 @@ from flask import current_app
 
 from fivetran_events import HistoryReader, HistoryWriter, Settings
 from fivetran_events.freshness import Freshness
-from fivetran_events.uris import UriMap
 
 from .forwarding import Enqueuer
-from .forwarding.enqueue import delivery_store, lineage_enabled
+from .forwarding.enqueue import build_enqueuer
 
 EXTENSION = "fivetran_events"
 
@@ -38,12 +37,7 @@ class State:
                 settings.max_sync_duration_ms,
                 Freshness.from_settings(settings),
             ),
-            enqueuer=Enqueuer(
-                settings,
-                delivery_store(settings, client),
-                UriMap.from_settings(settings),
-                lineage=lineage_enabled(settings),
-            ),
+            enqueuer=build_enqueuer(settings, client),
         )
 
     @property

@@ -1,8 +1,13 @@
 """The ``fivetran-events`` command line: the group lives here, its modules add commands
-(they never import this package). Every error is one line naming what to fix."""
+(they never import this package). Every error is one line naming what to fix.
+
+A command's module is imported when the command runs (``COMMANDS``), so each program
+loads only its own: ``worker`` never loads the web app's Flask, ``serve`` no RQ worker.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -11,9 +16,22 @@ import click
 from fivetran_events.exceptions import ConfigurationError
 
 from .. import logs
-from . import fivetran, forwarding, history, importing, serving
 from .helpers import EXIT_CODES_HELP, ExitCode, echo
-from .serving import DEFAULT_WORKERS
+
+#: Each command's name and the module (of this package) that defines it in ``COMMANDS``.
+COMMANDS: dict[str, str] = {
+    "serve": "serving",
+    "connectors": "history",
+    "history": "history",
+    "decide": "history",
+    "worker": "forwarding",
+    "deliveries": "forwarding",
+    "replay": "forwarding",
+    "datasets": "forwarding",
+    "fivetran": "fivetran",
+    "reconcile": "fivetran",
+    "import": "importing",
+}
 
 
 def _one_line(message: str) -> str:
@@ -23,7 +41,18 @@ def _one_line(message: str) -> str:
 
 class OneLineErrors(click.Group):
     """A group whose usage errors are one line (not click's usage block), like every
-    other error of the CLI: scripts and log collectors read one line better."""
+    other error of the CLI: scripts and log collectors read one line better. Its
+    commands are loaded from their modules when asked for (``COMMANDS``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        commands: list[click.Command] = importlib.import_module(f"{__name__}.{module}").COMMANDS
+        return next(c for c in commands if c.name == cmd_name)
 
     def main(
         self,
@@ -64,13 +93,4 @@ def main() -> None:
         raise click.UsageError(str(exc)) from None
 
 
-for _command in (
-    *serving.COMMANDS,
-    *history.COMMANDS,
-    *forwarding.COMMANDS,
-    *fivetran.COMMANDS,
-    *importing.COMMANDS,
-):
-    main.add_command(_command)
-
-__all__ = ["DEFAULT_WORKERS", "ExitCode", "main"]
+__all__ = ["COMMANDS", "ExitCode", "main"]

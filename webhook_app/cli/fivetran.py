@@ -16,7 +16,7 @@ from fivetran_events.fivetran_api import SERVICE_EVENTS, FivetranClient
 from fivetran_events.fivetran_records import Webhook, describe
 from fivetran_events.timeutil import iso
 
-from ..workers import reconcile_run
+from ..worker.schedule import reconcile_run
 from .helpers import (
     CliError,
     ExitCode,

@@ -21,7 +21,10 @@ from .. import logs
 from ..forwarding import DeliveryState
 from ..forwarding.forwarder import Forwarder
 from ..forwarding.tables import common_prefix
-from ..workers import ForwardingWorker, WorkerPool, build_forwarder, serve_metrics, start_schedule
+from ..worker.build import build_forwarder
+from ..worker.pool import WorkerPool, serve_metrics
+from ..worker.rq_worker import ForwardingWorker
+from ..worker.schedule import start_schedule
 from .helpers import (
     CliError,
     ExitCode,
@@ -66,7 +69,7 @@ def run_pool(
                 tempfile.TemporaryDirectory(prefix="fte-worker-metrics-")
             )
             env["PROMETHEUS_MULTIPROC_DIR"] = shared
-            serve_metrics(metrics_port, shared)
+            serve_metrics(forwarder.settings.metrics_host, metrics_port, shared)
         pool = WorkerPool(
             size, argv_of, env=env, burst=burst, stop_timeout=forwarder.lease_ms / 1000
         )
@@ -86,7 +89,12 @@ def run_pool(
 @click.option(
     "--metrics-port",
     type=click.IntRange(1, 65535),
-    help="Serve Prometheus metrics on 127.0.0.1:PORT.",
+    help="Serve Prometheus metrics on PORT (of --metrics-host).",
+)
+@click.option(
+    "--metrics-host",
+    help="The address metrics are served on: 0.0.0.0 where Prometheus scrapes from "
+    "another host (a pod). Default: FIVETRAN_EVENTS_METRICS_HOST, else 127.0.0.1.",
 )
 @click.option("--name", help="Worker name (default: RQ's host.pid; a pool's members: NAME-i.n).")
 @click.option(
@@ -102,6 +110,7 @@ def worker(
     burst: bool,
     sweep_interval: float,
     metrics_port: int | None,
+    metrics_host: str | None,
     name: str | None,
     concurrency: int,
     as_json: bool,
@@ -114,7 +123,9 @@ def worker(
     if as_json:
         os.environ[logs.FORMAT_ENV] = "json"
         logs.configure()
-    forwarder = _forwarder(with_airflow=True)  # checks the settings before any member starts
+    # Checks the settings before any member starts.
+    settings = load_settings(**({"metrics_host": metrics_host} if metrics_host else {}))
+    forwarder = build_forwarder(settings, with_airflow=True)
     forwarder.check_partitions()  # and that Airflow takes partition keys, when they are on
     if concurrency > 1:
         forwarder.redis.ping()  # and Redis: one clear error (exit 4), not N failing members
@@ -122,9 +133,7 @@ def worker(
             run_pool(forwarder, concurrency, sweep_interval, metrics_port, name, burst, as_json)
         )
     if metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(metrics_port, addr="127.0.0.1")
+        serve_metrics(settings.metrics_host, metrics_port)
     stop = threading.Event()
     forwarder.warm_up()  # token and version now, not in the first delivery's time
     forwarder.sweeper.sweep_backlog()  # what came due while no worker ran (a burst's only)
@@ -133,7 +142,7 @@ def worker(
     )
     sweeper.start()
     w = ForwardingWorker(forwarder, name=name)
-    # RQ's scheduler only runs the reconcile schedule (workers.py): off without it.
+    # RQ's scheduler only runs the reconcile schedule (worker/schedule.py): off without it.
     scheduler = not burst and start_schedule(forwarder.settings, forwarder.queue)
     try:
         w.work_until_stopped(burst=burst, with_scheduler=scheduler)

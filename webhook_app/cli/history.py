@@ -11,7 +11,7 @@ from fivetran_events.decision import Criterion, Outcome
 from fivetran_events.freshness import late_text
 from fivetran_events.reconcile import fivetran_side
 
-from ..workers import build_forwarder
+from ..worker.build import build_forwarder
 from .helpers import (
     ExitCode,
     check_connector,

@@ -120,6 +120,16 @@ def delivery_store(settings: Settings, client: redis.Redis) -> DeliveryStore:
     return DeliveryStore(client, settings.key_prefix, record_ttl_ms(settings) // 1000)
 
 
+def build_enqueuer(settings: Settings, client: redis.Redis) -> Enqueuer:
+    """Build the enqueuer of a process, the web app's and the worker's alike."""
+    return Enqueuer(
+        settings,
+        delivery_store(settings, client),
+        UriMap.from_settings(settings),
+        lineage=lineage_enabled(settings),
+    )
+
+
 class Enqueuer:
     """Create deliveries, due now, and wake the sweepers."""
 

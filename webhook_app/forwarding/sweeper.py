@@ -16,7 +16,7 @@ import redis
 from redis.typing import EncodableT
 
 from fivetran_events import Settings, as_text
-from fivetran_events.keys import delivery_key, due_key, sweep_wake_key
+from fivetran_events.keys import delivery_key, due_key, job_id_prefix, sweep_wake_key
 from fivetran_events.timeutil import now_ms
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The job's dotted path: a string, so the web process never imports the worker side.
-FORWARD_JOB = "webhook_app.workers.forward_sync"
+FORWARD_JOB = "webhook_app.worker.rq_worker.forward_sync"
 #: How long RQ keeps a finished attempt's job: the delivery record holds the outcome.
 RESULT_TTL = 300
 #: How long RQ keeps a failed attempt's job and traceback (a bug of ours) to read it.
@@ -34,12 +34,14 @@ FAILURE_TTL = 3 * 86_400
 SWEEP_BATCH = 500
 
 # Claim the deliveries due at ``now`` (at most ``limit``, oldest first) for new RQ jobs,
-# skipping one whose last job (the record's ``job``) still waits in the queue; either way
-# its due time moves to the lease's end. One step, so two sweepers never take the same
-# delivery. A claimed record names its new job (``forward_job_id``); a crash before the
-# sweeper queues it leaves the delivery due at the lease's end.
-# KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix.
-# Returns id, job id, id, job id, ... of the claimed deliveries.
+# skipping one whose last job (the record's ``job``) still waits in this deployment's
+# queue; either way its due time moves to the lease's end. One step, so two sweepers
+# never take the same delivery. A claimed record names its new job (``forward_job_id``);
+# a crash before the sweeper queues it leaves the delivery due at the lease's end. A job
+# waiting in another queue (a queue renamed by an upgrade) runs nowhere: not a reason
+# to wait.
+# KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix,
+# job id prefix, queue name. Returns id, job id, id, job id, ... of the claimed deliveries.
 CLAIM_DUE = """
 local now = ARGV[1]
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
@@ -48,8 +50,13 @@ for _, id in ipairs(ids) do
   redis.call('ZADD', KEYS[1], ARGV[2], id)
   local rec = ARGV[5] .. id
   local job = redis.call('HGET', rec, 'job')
-  if not (job and redis.call('HGET', ARGV[3] .. job, 'status') == 'queued') then
-    local name = 'fwd-' .. string.sub(redis.sha1hex(id), 1, 24) .. '-' .. now
+  local waiting = false
+  if job then
+    local st = redis.call('HMGET', ARGV[3] .. job, 'status', 'origin')
+    waiting = st[1] == 'queued' and st[2] == ARGV[7]
+  end
+  if not waiting then
+    local name = ARGV[6] .. 'fwd-' .. string.sub(redis.sha1hex(id), 1, 24) .. '-' .. now
     if redis.call('EXISTS', rec) == 1 then
       redis.call('HSET', rec, 'job', name)
     end
@@ -61,10 +68,12 @@ return out
 """
 
 
-def forward_job_id(delivery: str, tag: str | int | None = None) -> str:
-    """Name an attempt's RQ job as ``CLAIM_DUE`` does (SHA-1: Lua in Redis has it)."""
+def forward_job_id(prefix: str, delivery: str, tag: str | int | None = None) -> str:
+    """Name an attempt's RQ job as ``CLAIM_DUE`` does (SHA-1: Lua in Redis has it), under
+    the deployment's key ``prefix``."""
     digest = hashlib.sha1(delivery.encode(), usedforsecurity=False).hexdigest()[:24]
-    return f"fwd-{digest}" if tag is None else f"fwd-{digest}-{tag}"
+    name = f"{job_id_prefix(prefix)}fwd-{digest}"
+    return name if tag is None else f"{name}-{tag}"
 
 
 def queue_jobs(queue: Queue, jobs: Sequence[tuple[str, str]], lease_ms: int) -> None:
@@ -110,6 +119,8 @@ class Sweeper:
             self.job_prefix,
             limit,
             delivery_key(prefix, ""),
+            job_id_prefix(prefix),
+            self.queue.name,
         ]
         claimed = [as_text(x) for x in self.claim_script(keys=[due_key(prefix)], args=args)]
         jobs = list(zip(claimed[::2], claimed[1::2], strict=True))

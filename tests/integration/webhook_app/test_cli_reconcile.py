@@ -26,9 +26,10 @@ from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn
 from testkit.forward_support import syncs
 from testkit.support import TOKEN, deliver, payload
 from testkit.worker_process import worker_env
-from webhook_app import workers
 from webhook_app.cli import ExitCode, main
 from webhook_app.forwarding.enqueue import delivery_store
+from webhook_app.worker import schedule
+from webhook_app.worker.queue import forward_queue
 
 #: The read API's token: probes then name connectors and webhooks.
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -259,16 +260,16 @@ class TestSchedule:
         s = settings.model_copy(
             update={"fivetran_api_key": "k", "fivetran_api_secret": "s", "reconcile_minutes": 1}
         )
-        queue = Queue(s.queue_name, connection=client)
+        queue = forward_queue(s, client)
         now = to_ms(ENDED) // 60_000 * 60_000 + 10_000  # 10 s into a period
-        assert workers.schedule_next(s, queue, now) is True
-        assert workers.schedule_next(s, queue, now + 20_000) is False  # a second worker
-        assert workers.schedule_next(s, queue, now + 60_000) is True  # the next period
+        assert schedule.schedule_next(s, queue, now) is True
+        assert schedule.schedule_next(s, queue, now + 20_000) is False  # a second worker
+        assert schedule.schedule_next(s, queue, now + 60_000) is True  # the next period
         ids = scheduled(queue).get_job_ids()
         first = (now // 60_000) + 1
         assert sorted(ids) == [
-            workers.RECONCILE_JOB_ID.format(period=first),
-            workers.RECONCILE_JOB_ID.format(period=first + 1),
+            schedule.reconcile_job_id(s, first),
+            schedule.reconcile_job_id(s, first + 1),
         ]
 
     @pytest.mark.parametrize(
@@ -288,9 +289,9 @@ class TestSchedule:
         caplog: pytest.LogCaptureFixture,
     ) -> None:
         s = settings.model_copy(update=update)
-        queue = Queue(s.queue_name, connection=client)
-        with caplog.at_level("INFO", logger="webhook_app.workers"):
-            assert workers.start_schedule(s, queue) is on
+        queue = forward_queue(s, client)
+        with caplog.at_level("INFO", logger="webhook_app.worker.schedule"):
+            assert schedule.start_schedule(s, queue) is on
         assert len(scheduled(queue)) == (1 if on else 0)
         said = [r.getMessage() for r in caplog.records if "not reconciling" in r.getMessage()]
         assert len(said) == (0 if on else 1), said

@@ -16,11 +16,11 @@ import requests
 from rq import Queue
 
 from fivetran_events import Settings, parse_event
-from fivetran_events.keys import ConnectorKeys, deliveries_key, due_key, sweep_wake_key
+from fivetran_events.keys import ConnectorKeys, deliveries_key, due_key, queue_name, sweep_wake_key
 from testkit.processes import stop_group
 from testkit.servers import webhook_server
 from testkit.support import job_sync_id, payload, recorded_ends, signed
-from webhook_app.workers import build_forwarder
+from webhook_app.worker.build import build_forwarder
 
 pytestmark = pytest.mark.slow
 
@@ -79,7 +79,7 @@ def test_sigkill_under_load_keeps_every_ack(
             t.join(timeout=30)
 
     assert len(acked) >= 150
-    q = Queue("fivetran-events", connection=client)
+    q = Queue(queue_name("test:"), connection=client)
     assert q.count == 0  # no worker ran: nothing queued them yet
     recorded_total = 0
     for c in range(5):
@@ -113,9 +113,7 @@ def test_sigkill_under_load_keeps_every_ack(
     fw = build_forwarder(settings, with_airflow=False)
     total = client.zcard(deliveries_key("test:"))
     assert fw.sweep(limit=100_000) == total and fw.sweep(limit=100_000) == 0
-    final_jobs = Queue("fivetran-events", connection=client).job_ids
+    final_jobs = fw.queue.job_ids
     assert len(final_jobs) == len(set(final_jobs))
     expected = {json.loads(r)["sync_id"] for r in everything} | acked_ids
-    assert {
-        job_sync_id(client, j) for j in Queue("fivetran-events", connection=client).get_jobs()
-    } == expected
+    assert {job_sync_id(client, j) for j in fw.queue.get_jobs()} == expected

@@ -21,7 +21,7 @@ from freezegun import freeze_time
 from rq import Queue
 
 from fivetran_events import HistoryReader, Settings
-from fivetran_events.keys import delivery_id
+from fivetran_events.keys import delivery_id, queue_name
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
     CID,
@@ -38,7 +38,7 @@ from webhook_app.cli import main
 from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.sweeper import forward_job_id, queue_jobs
-from webhook_app.workers import ForwardingWorker
+from webhook_app.worker.rq_worker import ForwardingWorker
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -74,7 +74,7 @@ class TestForwardingOff:
         for i in range(3):
             assert post_event(off, sync_id=f"s{i}", created=at(3, i))["status"] == "recorded"
         assert len(reader.syncs(CID)) == 3
-        assert Queue("fivetran-events", connection=client).count == 0
+        assert Queue(queue_name("test:"), connection=client).count == 0
         assert forwarding_keys(client) == []
 
     def test_turning_it_on_forwards_the_past_only_when_asked(
@@ -142,7 +142,9 @@ class TestBackoffHolds:
             post_event(http, sync_id="s1", created=at(9))  # a second success: still +30 s
             assert fw.sweep() == 0
             did = d.id
-            queue_jobs(fw.queue, [(did, forward_job_id(did, "early"))], fw.lease_ms)
+            queue_jobs(
+                fw.queue, [(did, forward_job_id(fw.settings.key_prefix, did, "early"))], fw.lease_ms
+            )
             ForwardingWorker(fw).work(burst=True, with_scheduler=False)  # that job, no sweep
             assert standin.posts == []  # (the 503 was answered before the body was read)
             assert delivery(fw, "s1").state is DeliveryState.RETRYING

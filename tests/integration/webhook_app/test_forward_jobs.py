@@ -20,7 +20,7 @@ from rq import Queue
 from rq.job import Job, JobStatus
 
 from fivetran_events import HistoryWriter, Settings, WriteStatus
-from fivetran_events.keys import due_key, sweep_wake_key
+from fivetran_events.keys import due_key, job_id_prefix, sweep_wake_key
 from fivetran_events.timeutil import to_ms
 from fivetran_events.uris import UriMap
 from testkit.airflow2_standin import Airflow2StandIn
@@ -42,17 +42,18 @@ from webhook_app.forwarding.sweeper import (
     forward_job_id,
     queue_jobs,
 )
+from webhook_app.worker.queue import SERIALIZER, forward_queue
 
 pytestmark = pytest.mark.timeout(60)
 
-#: A queue name with quotes, a backslash, brackets and non-ASCII.
-QUEUE = "q'\\\"]]\u00e9\n"
+#: A key prefix (so a queue name) with quotes, a backslash, brackets and non-ASCII.
+PREFIX = "q'\\\"]]\u00e9:"
 
 
 def _forwarder(settings: Settings, client: redis.Redis) -> Forwarder:
     """A Forwarder without Airflow: its enqueuer creates deliveries, its sweeps queue them."""
     store = delivery_store(settings, client)
-    queue = Queue(settings.queue_name, connection=client)
+    queue = forward_queue(settings, client)
     return Forwarder(settings, store, Enqueuer(settings, store, UriMap()), queue, None)
 
 
@@ -126,10 +127,10 @@ class TestJobs:
         dids = [_record(settings, client, fw.enqueuer, s) for s in ("sync-1", "sync-2")]
         now = int(time.time() * 1000)
         assert fw.sweep(now) == 2
-        first, second = (forward_job_id(did, now) for did in dids)
+        first, second = (forward_job_id(settings.key_prefix, did, now) for did in dids)
         assert fw.queue.job_ids == [first, second]
         assert [q.name for q in Queue.all(connection=client)] == [settings.queue_name]
-        job = Job.fetch(second, connection=client)
+        job = Job.fetch(second, connection=client, serializer=SERIALIZER)
         did = job.kwargs["delivery"]
         assert job.func_name == FORWARD_JOB and did == dids[1]
         assert job.get_status() is JobStatus.QUEUED and job.origin == settings.queue_name
@@ -144,19 +145,22 @@ class TestJobs:
         fw = _forwarder(settings, client)
         _record(settings, client, fw.enqueuer, "sync-1")
         assert fw.sweep() == 1
-        job = Job.fetch(fw.queue.job_ids[0], connection=client)
+        job = Job.fetch(fw.queue.job_ids[0], connection=client, serializer=SERIALIZER)
         assert (job.result_ttl, job.failure_ttl, job.ttl) == (RESULT_TTL, FAILURE_TTL, None)
         assert client.ttl(job.key) == -1
 
     def test_unusual_values_reach_the_job_unchanged(
         self, settings: Settings, client: redis.Redis
     ) -> None:
-        """A queue name with quotes, backslashes and non-ASCII comes back byte for byte."""
-        settings = settings.model_copy(update={"queue_name": QUEUE})
+        """A key prefix with quotes, backslashes and non-ASCII names the queue, which comes
+        back byte for byte; the job's id stays one RQ takes."""
+        settings = settings.model_copy(update={"key_prefix": PREFIX})
         fw = _forwarder(settings, client)
         _record(settings, client, fw.enqueuer, "sync-1")
         assert fw.sweep() == 1
-        assert Job.fetch(fw.queue.job_ids[0], connection=client).origin == QUEUE
+        job = Job.fetch(fw.queue.job_ids[0], connection=client, serializer=SERIALIZER)
+        assert job.origin == fw.queue.name == PREFIX + "forward"
+        assert job.id.startswith(job_id_prefix(PREFIX)) and PREFIX not in job.id
 
 
 class TestSweepers:
@@ -183,7 +187,10 @@ class TestSweepers:
             t.start()
         for t in threads:
             t.join(timeout=30)
-        jobs = [Job.fetch(j, connection=client) for j in sweepers[0].queue.job_ids]
+        jobs = [
+            Job.fetch(j, connection=client, serializer=SERIALIZER)
+            for j in sweepers[0].queue.job_ids
+        ]
         assert sum(counts) == len(jobs) == len(dids)
         assert sorted(j.kwargs["delivery"] for j in jobs) == sorted(dids)
 
@@ -272,7 +279,9 @@ class TestCrashBeforeTheSweep:
         assert d is not None and d.state is DeliveryState.DELIVERED
         assert len(standin.posts) == 1
 
-        queue_jobs(fw.queue, [(did, forward_job_id(did))], fw.lease_ms)  # another job of it
+        queue_jobs(
+            fw.queue, [(did, forward_job_id(fw.settings.key_prefix, did))], fw.lease_ms
+        )  # another job of it
         run_worker(fw)
         d = fw.store.get(did)
         assert d is not None and d.state is DeliveryState.DELIVERED

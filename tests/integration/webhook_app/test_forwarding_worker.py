@@ -22,7 +22,7 @@ from testkit.forward_support import (
 from testkit.worker_process import worker_env
 from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
-from webhook_app.workers import ForwardingWorker
+from webhook_app.worker.rq_worker import ForwardingWorker
 
 pytestmark = pytest.mark.timeout(60)
 

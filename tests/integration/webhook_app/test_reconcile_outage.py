@@ -209,7 +209,7 @@ def test_two_syncs_between_runs_are_both_recovered(
     client: redis.Redis, settings: Settings, fivetran: FivetranStandIn
 ) -> None:
     """Fivetran's list has only the latest succeeded_at: the sync history has the other."""
-    from webhook_app.workers import reconcile_run
+    from webhook_app.worker.schedule import reconcile_run
 
     s = settings.model_copy(
         update={

@@ -20,12 +20,12 @@ import requests
 from rq import Queue
 
 from fivetran_events import Settings, parse_event
-from fivetran_events.keys import ConnectorKeys
+from fivetran_events.keys import ConnectorKeys, queue_name
 from testkit.own_redis import own_redis
 from testkit.processes import poll_until
 from testkit.servers import webhook_server
 from testkit.support import payload, recorded_ends, signed
-from webhook_app.workers import build_forwarder
+from webhook_app.worker.build import build_forwarder
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +113,7 @@ def test_redis_restart_under_load_loses_no_ack(tmp_path: Path) -> None:
             for k in keys
             if not client.zcard(k.seen) == client.zcard(k.ok) == recorded_ends(client, k)
         ]
-        queued = Queue("fivetran-events", connection=client).count
+        queued = Queue(queue_name("test:"), connection=client).count
         # The webhook queues no job: each delivery is due now, and a sweep queues it
         # (also one recorded just before Redis went, answered 503, redelivered as a
         # duplicate).
@@ -122,7 +122,7 @@ def test_redis_restart_under_load_loses_no_ack(tmp_path: Path) -> None:
             with_airflow=False,
         )
         swept = fw.sweep(limit=100_000)
-        jobs = Queue("fivetran-events", connection=client).count
+        jobs = Queue(queue_name("test:"), connection=client).count
 
     summary = (
         f"redis restart under load: {sum(outcomes.values())} deliveries, "

@@ -14,10 +14,9 @@ from freezegun import freeze_time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rq import Queue
-from rq.job import Job
 
 from fivetran_events import ConfigurationError, Settings, decide
-from fivetran_events.keys import due_key, sweep_wake_key
+from fivetran_events.keys import due_key, queue_name, sweep_wake_key
 from fivetran_events.model import SIGNATURE_HEADER, sign
 from fivetran_events.timeutil import to_ms
 from testkit.support import (
@@ -34,7 +33,8 @@ from webhook_app import create_app
 from webhook_app.forwarding import FORWARD_JOB
 from webhook_app.forwarding.lineage import FACET_SCHEMA_PATH, FACET_SCHEMA_URL
 from webhook_app.state import EXTENSION
-from webhook_app.workers import build_forwarder
+from webhook_app.worker.build import build_forwarder
+from webhook_app.worker.queue import forward_queue
 
 URL = WEBHOOK_PATH
 
@@ -178,12 +178,13 @@ class TestForwardingJob:
         body = payload(sync_id="s1", created=at(3))
         post_signed(http, body)
         post_signed(http, body)
-        q = Queue("fivetran-events", connection=client)
+        q = forward_queue(app.extensions[EXTENSION].settings, client)
         assert q.count == 0
         assert client.lrange(sweep_wake_key("test:"), 0, -1) == [b"1"]
         assert build_forwarder(app.extensions[EXTENSION].settings, with_airflow=False).sweep() == 1
         assert q.count == 1
-        job = Job.fetch(q.job_ids[0], connection=client)
+        job = q.fetch_job(q.job_ids[0])
+        assert job is not None
         assert job.func_name == FORWARD_JOB
         assert job_sync_id(client, job) == "s1"
 
@@ -193,7 +194,7 @@ class TestForwardingJob:
     ) -> None:
         post_signed(http, payload(status=status, created=at(3)))
         assert not client.exists(sweep_wake_key("test:"), due_key("test:"))
-        assert Queue("fivetran-events", connection=client).count == 0
+        assert Queue(queue_name("test:"), connection=client).count == 0
 
 
 class TestClientErrors:

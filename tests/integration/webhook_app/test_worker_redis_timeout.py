@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rq import Queue, Worker
+from rq import Worker
 
 from fivetran_events import Settings
 from testkit.own_redis import OwnRedis, own_redis
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
+from webhook_app.forwarding.sweeper import FORWARD_JOB
+from webhook_app.worker.queue import forward_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -94,14 +96,15 @@ def test_a_lone_worker_survives_redis_timing_out(settings: Settings, tmp_path: P
                     break
             else:
                 pytest.fail(f"the work loop never met a Redis timeout in {ROUNDS} rounds")
-            job = Queue(own.queue_name, connection=client).enqueue("os.getpid")
+            job = forward_queue(own, client).enqueue(FORWARD_JOB, delivery="c1:s1:nothing")
             poll_until(
                 lambda: job.get_status(refresh=True) == "finished",
                 "the worker to run a job after Redis came back",
                 60,
                 details=worker.log,
             )
-            assert job.return_value() == worker.pid
+            result = job.return_value()
+            assert isinstance(result, dict) and result["delivery"] == "c1:s1:nothing", result
             assert worker.proc.poll() is None
             assert [w.pid for w in Worker.all(connection=client)] == [worker.pid]
             worker.stop()  # a stop request still ends it, at once and cleanly
