@@ -34,4 +34,3 @@ def create_app(settings: Settings | None = None, **overrides: Any) -> Flask:
     api.init_app(app)  # GET /api/openapi.json
     errors.register(app, settings)
     return app
-
