@@ -45,7 +45,7 @@ with DAG("bench_on_watch", schedule=[asset], catchup=False,
 """
 #: The DAGs the two connectors' asset events start (testkit/airflow_dags, WATCHER_DAG).
 DAGS = (f"consume_{CONNECTOR}", "bench_on_watch")
-SECRET = "bench-webhook-secret"
+SECRET = "bench-webhook-secret-0123456789"  # settings want >= 24 bytes
 #: How long the proxy holds the slow answer: the worker's Airflow timeout (its default).
 HOLD_S = float(Settings.model_fields["airflow_timeout_seconds"].default)
 #: What the benchmark's Airflow runs on (printed with the figures).

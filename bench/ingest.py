@@ -55,7 +55,7 @@ from testkit.servers import wait_ready
 from webhook_app.cli.serving import DEFAULT_WORKERS
 from webhook_app.worker.build import build_forwarder
 
-SECRET = "bench-secret"
+SECRET = "bench-webhook-secret-0123456789"  # settings want >= 24 bytes
 CONNECTORS = 20
 PREFIX = "bench:"
 
