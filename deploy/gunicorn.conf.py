@@ -13,9 +13,14 @@ import os
 
 # Listen on loopback by default; a reverse proxy terminates TLS in front (deploy/nginx.conf).
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
-# A delivery mostly waits on Redis round trips: gunicorn's 2 x cores + 1 sync workers.
+# A delivery mostly waits on Redis round trips: gunicorn's 2 x cores + 1 workers.
 workers = int(os.environ.get("GUNICORN_WORKERS", 2 * multiprocessing.cpu_count() + 1))
-worker_class = "sync"
+# Threaded workers: a client that sends headers and then a body slowly (or never) holds
+# one thread, not a whole worker, so with more threads than such clients a delivery and
+# /healthz are still answered. A buffering proxy in front (deploy/nginx.conf) is still
+# recommended: it reads bodies whole and cuts clients slower than client_body_timeout.
+worker_class = "gthread"
+threads = int(os.environ.get("GUNICORN_THREADS", "32"))
 # Fivetran waits for the answer; a webhook is answered in milliseconds, so anything
 # near this is a stuck worker and is better restarted.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
@@ -29,6 +34,9 @@ max_requests_jitter = 2_000
 limit_request_field_size = 8190
 limit_request_fields = 100
 forwarded_allow_ips = os.environ.get("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1")
+# No control socket (gunicornc, gunicorn >= 25.1): by default it sits in the user's
+# runtime folder, where any process of that user could resize or stop the server.
+control_socket_disable = True
 
 accesslog = "-"
 errorlog = "-"

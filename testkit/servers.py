@@ -37,11 +37,16 @@ def wait_ready(
 
 @contextmanager
 def webhook_server(
-    redis_url: str, tmp: Path, workers: int = 2, config: Path | None = None, **env: str
+    redis_url: str,
+    tmp: Path,
+    workers: int | None = 2,
+    config: Path | None = None,
+    **env: str,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """Run ``fivetran-events serve`` in its own process group; yield (base URL, process).
 
-    ``config``: a gunicorn configuration file (``serve --config``), e.g. deploy's.
+    ``workers``: None for serve's default. ``config``: a gunicorn configuration file
+    (``serve --config``), e.g. deploy's.
     Forwarding is on (an Airflow URL nothing listens on: the web process never calls it),
     so each success queues its job as in production; pass
     ``FIVETRAN_EVENTS_AIRFLOW_URL=""`` to turn it off.
@@ -68,8 +73,7 @@ def webhook_server(
             "serve",
             "--port",
             str(port),
-            "--workers",
-            str(workers),
+            *(["--workers", str(workers)] if workers else []),
             *(["--config", str(config)] if config else []),
         ],
         env=environ,

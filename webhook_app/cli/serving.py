@@ -11,9 +11,14 @@ import click
 from .. import logs
 from .helpers import clean_errors, json_option
 
-#: gunicorn's own advice: (2 x cores) + 1 sync workers. A delivery spends most of its
+#: gunicorn's own advice: (2 x cores) + 1 workers. A delivery spends most of its
 #: time waiting on three Redis round trips, so workers beyond the core count pay off.
 DEFAULT_WORKERS = min(2 * (os.cpu_count() or 1) + 1, 17)
+#: Threads of each (gthread) worker. A client that sends its headers and then part of a
+#: body, slowly or never, holds one thread while the body is read, not a whole worker:
+#: with more threads per worker than such clients, a delivery and /healthz still find a
+#: free one (the proxy in front, deploy/nginx.conf, buffers bodies and cuts slow ones).
+DEFAULT_THREADS = 32
 
 
 @click.command()
@@ -23,6 +28,11 @@ DEFAULT_WORKERS = min(2 * (os.cpu_count() or 1) + 1, 17)
     "--workers",
     type=click.IntRange(1, 64),
     help="gunicorn worker processes.  [default: 2 x cores + 1]",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 256),
+    help=f"Threads of each worker.  [default: {DEFAULT_THREADS}]",
 )
 @click.option(
     "--config",
@@ -36,11 +46,12 @@ def serve(
     host: str | None,
     port: int | None,
     workers: int | None,
+    threads: int | None,
     gunicorn_config: str | None,
     as_json: bool,
 ) -> None:
     """Run the webhook server under gunicorn (with --config, the file decides whatever
-    --host, --port and --workers do not)."""
+    --host, --port, --workers and --threads do not)."""
     if as_json:
         os.environ[logs.FORMAT_ENV] = "json"  # gunicorn and its workers inherit it
     from webhook_app import create_app
@@ -54,11 +65,19 @@ def serve(
     if gunicorn_config:
         argv += ["--config", gunicorn_config, *(bind if host or port else [])]
         argv += ["--workers", str(workers)] if workers else []
+        argv += ["--threads", str(threads)] if threads else []
     else:
         argv += [
             *bind,
             "--workers",
             str(workers or DEFAULT_WORKERS),
+            "--worker-class",
+            "gthread",
+            "--threads",
+            str(threads or DEFAULT_THREADS),
+            # gunicorn's control socket (gunicornc) would let any process of this user
+            # resize or stop the server: nothing here uses it
+            "--no-control-socket",
             "--graceful-timeout",
             "20",
             # gunicorn's own lines (start, worker boots, errors) in the same format, and

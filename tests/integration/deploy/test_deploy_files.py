@@ -150,3 +150,23 @@ class TestNginx:
         out = run(nginx, "-t", "-p", tmp_path, "-c", tmp_path / "nginx.conf")
         assert out.returncode == 0, out.stderr
         assert "syntax is ok" in out.stderr
+
+    def test_limits_requests_and_cuts_slow_clients(self) -> None:
+        """The proxy in front reads bodies whole, cuts a client stalled for more than a few
+        seconds and limits requests and connections per address (test_slow_clients.py
+        covers the app server itself)."""
+        text = (DEPLOY / "nginx.conf").read_text()
+        settings = {
+            parts[0]: parts[1:]
+            for parts in (
+                line.split("#")[0].strip().rstrip(";").split() for line in text.splitlines()
+            )
+            if parts
+        }
+        for timeout in ("client_body_timeout", "client_header_timeout", "send_timeout"):
+            value = settings[timeout][0]
+            assert value.endswith("s") and int(value[:-1]) <= 10, (timeout, value)
+        assert settings["limit_req_zone"] and settings["limit_conn_zone"]
+        webhook = text.split("location = /webhooks/fivetran {", 1)[1].split("}", 2)[1]
+        assert "limit_req zone=" in webhook and "proxy_request_buffering on" in webhook
+        assert "limit_conn " in text

@@ -44,6 +44,9 @@ def test_check_config_defaults() -> None:
     }
     assert settings["bind"] == "['127.0.0.1:8000']"
     assert settings["graceful_timeout"] == "20"
+    # threads: slow clients hold a thread, not a worker (test_slow_clients.py)
+    assert (settings["worker_class"], settings["threads"]) == ("gthread", "32")
+    assert settings["control_socket_disable"] == "True"
 
 
 @pytest.mark.slow
