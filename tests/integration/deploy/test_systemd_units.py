@@ -1,0 +1,63 @@
+"""deploy/'s systemd units: hardened (systemd's own rating) and given their secrets as
+credentials, never in the environment."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+UNITS = sorted(DEPLOY.glob("*.service"))
+#: systemd-analyze's scale runs from 0 (locked down) to 10 (exposed); "OK" ends at 4.0.
+MAX_EXPOSURE = 4.0
+#: What a unit's settings may hold that is a secret (the Redis URL carries a password).
+SECRET_SETTINGS = re.compile(
+    r"FIVETRAN_EVENTS_(WEBHOOK_SECRETS|API_TOKENS|REDIS_URL|AIRFLOW_PASSWORD|"
+    r"FIVETRAN_API_KEY|FIVETRAN_API_SECRET|REDIS_\w*PASSWORD)\b"
+)
+
+
+def exposure(unit: Path) -> float:
+    """The overall exposure ``systemd-analyze security --offline=yes`` gives the file."""
+    tool = shutil.which("systemd-analyze")
+    assert tool, "systemd-analyze is missing (apt-get install systemd)"
+    out = subprocess.run(
+        [tool, "security", "--offline=yes", "--no-pager", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    found = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out.stdout + out.stderr)
+    assert found, out.stdout + out.stderr
+    return float(found.group(1))
+
+
+def test_there_are_units() -> None:
+    assert {u.name for u in UNITS} >= {
+        "fivetran-events-web.service",
+        "fivetran-events-worker@.service",
+    }
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=[u.name for u in UNITS])
+class TestUnit:
+    def test_exposure_is_at_most_4(self, unit: Path) -> None:
+        assert exposure(unit) <= MAX_EXPOSURE
+
+    def test_secrets_arrive_as_credentials(self, unit: Path) -> None:
+        """Every secret the unit passes is a LoadCredential= named like the setting (the
+        app reads $CREDENTIALS_DIRECTORY); none is in Environment= or the unit's text."""
+        lines = [line.strip() for line in unit.read_text().splitlines()]
+        settings = [line for line in lines if not line.startswith("#")]
+        credentials = [line for line in settings if line.startswith("LoadCredential=")]
+        assert any("fivetran_events_redis_url:" in line for line in credentials)
+        for line in credentials:
+            name = line.split("=", 1)[1].split(":", 1)[0]
+            assert SECRET_SETTINGS.fullmatch(name.upper()), name
+        environment = [line for line in settings if line.startswith("Environment=")]
+        assert not [line for line in environment if SECRET_SETTINGS.search(line)]
