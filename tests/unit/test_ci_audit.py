@@ -21,16 +21,11 @@ def load() -> ModuleType:
 def test_unreachable_lookups_are_named_not_counted_as_checked() -> None:
     """pip-audit answers "No known vulnerabilities" when PyPI knows none of the packages;
     the summary says none was checked and why."""
+    reason = "Dependency not found on PyPI and could not be audited"
     report = {
         "dependencies": [
-            {
-                "name": "flask",
-                "skip_reason": "Dependency not found on PyPI and could not be audited: flask (3.1.3)",
-            },
-            {
-                "name": "redis",
-                "skip_reason": "Dependency not found on PyPI and could not be audited: redis (8.1.0)",
-            },
+            {"name": "flask", "skip_reason": f"{reason}: flask (3.1.3)"},
+            {"name": "redis", "skip_reason": f"{reason}: redis (8.1.0)"},
         ]
     }
     lines, checked, vulns = load().summarize("pypi", "lock.txt", report)

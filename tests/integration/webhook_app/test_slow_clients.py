@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from pytest_redis.executor import RedisExecutor
 
 from testkit.servers import webhook_server
 from testkit.support import WEBHOOK_PATH, payload, signed
@@ -53,16 +52,15 @@ def half_sent_bodies(port: int, count: int) -> Iterator[list[socket.socket]]:
 
 @pytest.mark.parametrize("config", [None, CONFIG], ids=["serve-defaults", "deploy-config"])
 def test_half_sent_bodies_stall_neither_a_delivery_nor_healthz(
-    redis_proc: RedisExecutor, tmp_path: Path, config: Path | None
+    redis_url: str, tmp_path: Path, config: Path | None
 ) -> None:
     """With 16 connections holding half-sent bodies, a signed sync_end is recorded and
     /healthz answers, each within 2 s. No gunicorn control socket is made where gunicorn
     would put it (the user's runtime folder)."""
-    url = f"redis://{redis_proc.host}:{redis_proc.port}/0"
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     with webhook_server(
-        url, tmp_path, workers=None, config=config, XDG_RUNTIME_DIR=str(runtime)
+        redis_url, tmp_path, workers=None, config=config, XDG_RUNTIME_DIR=str(runtime)
     ) as (base, _):
         assert list(runtime.iterdir()) == []
         port = int(base.rsplit(":", 1)[1])
