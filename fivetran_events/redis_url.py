@@ -198,9 +198,13 @@ def parse_flag(text: str, name: str) -> bool:
 def eviction_risk(client: redis.Redis) -> str | None:
     """Say why Redis may drop our keys, or None when its ``maxmemory-policy`` is
     ``noeviction``: under ``volatile-*`` delivery records, leases and RQ jobs vanish when
-    memory runs short, under ``allkeys-*`` the history too. A Redis refusing ``INFO``
-    raises ``redis.ResponseError``."""
-    policy = as_text(client.info("memory").get("maxmemory_policy", "noeviction"))
+    memory runs short, under ``allkeys-*`` the history too. ``INFO`` refused (an ACL), it
+    asks ``CONFIG GET``; a Redis refusing both raises ``redis.ResponseError``."""
+    try:
+        policy = as_text(client.info("memory").get("maxmemory_policy", "noeviction"))
+    except redis.ResponseError:
+        answer = client.config_get("maxmemory-policy")
+        policy = as_text(answer.get("maxmemory-policy", "noeviction"))
     if policy == "noeviction":
         return None
     return (

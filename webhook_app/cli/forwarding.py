@@ -23,7 +23,7 @@ from ..forwarding.forwarder import Forwarder
 from ..forwarding.tables import common_prefix
 from ..worker.build import build_forwarder
 from ..worker.pool import WorkerPool, serve_metrics
-from ..worker.rq_worker import ForwardingWorker
+from ..worker.rq_worker import ForwardingWorker, check_eviction
 from ..worker.schedule import start_schedule
 from .helpers import (
     CliError,
@@ -129,11 +129,13 @@ def worker(
     forwarder.check_partitions()  # and that Airflow takes partition keys, when they are on
     if concurrency > 1:
         forwarder.redis.ping()  # and Redis: one clear error (exit 4), not N failing members
+        check_eviction(forwarder.redis)
         raise SystemExit(
             run_pool(forwarder, concurrency, sweep_interval, metrics_port, name, burst, as_json)
         )
     if metrics_port:
         serve_metrics(settings.metrics_host, metrics_port)
+    check_eviction(forwarder.redis)
     stop = threading.Event()
     forwarder.warm_up()  # token and version now, not in the first delivery's time
     forwarder.sweeper.sweep_backlog()  # what came due while no worker ran (a burst's only)

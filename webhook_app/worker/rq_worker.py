@@ -18,6 +18,7 @@ from rq.exceptions import StopRequested
 from rq.job import Job, JobStatus, get_current_job
 
 from fivetran_events import load_settings
+from fivetran_events.redis_url import eviction_risk
 
 from .. import logs
 from ..forwarding.forwarder import Forwarder
@@ -111,6 +112,24 @@ class ForwardingWorker(SimpleWorker):
                 job, ttl=FAILURE_TTL, exc_string=f"refused: {reason}", pipeline=pipe
             )
             pipe.execute()
+
+
+def check_eviction(client: redis.Redis) -> None:
+    """Log an error, as the worker starts, when Redis may evict what it holds (its
+    ``maxmemory-policy`` is not ``noeviction``): not a refusal, a managed Redis may not
+    let us change it. A warning when Redis will not say (INFO and CONFIG refused to this
+    user) or cannot be reached (the worker waits for it)."""
+    try:
+        risk = eviction_risk(client)
+    except redis.RedisError as exc:
+        log.warning(
+            "cannot read Redis's maxmemory-policy (%s): make sure it is noeviction, or "
+            "deliveries, leases and jobs may vanish when memory runs short",
+            exc,
+        )
+        return
+    if risk is not None:
+        log.error("%s", risk)
 
 
 def job_forwarder() -> Forwarder:
