@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -119,7 +120,7 @@ class TestMetricsHost:
         worker and a pool alike; by default it is 127.0.0.1 and nothing else."""
         port = free_port()
         args = ["--concurrency", concurrency, "--metrics-port", str(port)]
-        extra: dict[str, str] = {}
+        extra: dict[str, Any] = {}
         if how == "option":
             args += ["--metrics-host", OTHER_LOOPBACK]
         elif how == "setting":
