@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
@@ -23,10 +25,48 @@ from fivetran_events.log_import import (
 from fivetran_events.model import is_valid_id
 
 from ..state import State
-from .helpers import clean_errors, echo, emit_json, json_option, parse_time
+from .helpers import CliError, ExitCode, clean_errors, echo, emit_json, json_option, parse_time
 
 #: Without a terminal, ``--progress`` prints a line every this many rows.
 PROGRESS_EVERY = 100_000
+#: The database's password for --from-db: never in the URL, whose arguments every user of
+#: the machine can read (ps, /proc/PID/cmdline).
+DB_PASSWORD_VARIABLE = "FIVETRAN_EVENTS_IMPORT_DB_PASSWORD"  # noqa: S105 (a name)
+
+
+def database_url(url: str, password_file: Path | None) -> str:
+    """Return ``url`` with the password from ``password_file`` (its first line) or
+    DB_PASSWORD_VARIABLE, if either is given; refuse a URL that carries a password."""
+    if urlsplit(url).password:
+        raise click.BadParameter(
+            "the URL holds a password, which any user of this machine can read in the "
+            f"process list: give the URL without it and the password in {DB_PASSWORD_VARIABLE} "
+            "or a file (--db-password-file)",
+            param_hint="--from-db",
+        )
+    if password_file is not None:
+        try:
+            lines = password_file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise CliError(
+                f"--db-password-file: cannot read {password_file}: {exc.strerror}", ExitCode.USAGE
+            ) from None
+        password = lines[0].strip() if lines else ""
+        if not password:
+            raise CliError(f"--db-password-file: {password_file} is empty", ExitCode.USAGE)
+    else:
+        password = os.environ.get(DB_PASSWORD_VARIABLE, "")
+    if not password:
+        return url
+    try:
+        from sqlalchemy.engine import make_url
+    except ImportError:
+        return url  # read_database says which extra to install
+    try:
+        parsed = make_url(url)
+    except Exception:  # SQLAlchemy's ArgumentError: read_database names it
+        return url
+    return parsed.set(password=password).render_as_string(hide_password=False)
 
 
 class Progress:
@@ -102,8 +142,14 @@ def _summary_text(summary: Summary, forward: bool) -> list[str]:
     "--from-db",
     "from_db",
     metavar="URL",
-    help="A SQLAlchemy URL of the destination holding the LOG table "
+    help="A SQLAlchemy URL of the destination holding the LOG table, without a password "
     "(needs the 'import' extra; e.g. postgresql+psycopg://user@host/db).",
+)
+@click.option(
+    "--db-password-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help=f"With --from-db: a file whose first line is the database's password "
+    f"(or set {DB_PASSWORD_VARIABLE}).",
 )
 @click.option(
     "--schema",
@@ -133,6 +179,7 @@ def _summary_text(summary: Summary, forward: bool) -> list[str]:
 def import_log(
     from_file: Path | None,
     from_db: str | None,
+    db_password_file: Path | None,
     schema: str,
     since: str | None,
     connectors: tuple[str, ...],
@@ -148,6 +195,9 @@ def import_log(
     """
     if (from_file is None) == (from_db is None):
         raise click.UsageError("give one of --from FILE or --from-db URL")
+    if db_password_file is not None and from_db is None:
+        raise click.UsageError("--db-password-file goes with --from-db")
+    db_url = database_url(from_db, db_password_file) if from_db is not None else ""
     bad = [c for c in connectors if not is_valid_id(c)]
     if bad:
         raise click.BadParameter(
@@ -174,7 +224,7 @@ def import_log(
             found = read_file(from_file)
             columns, rows, length, position = found.columns, found.rows, found.size, found.position
         else:
-            db = read_database(from_db or "", schema, keep)
+            db = read_database(db_url, schema, keep)
             columns, rows, length, position = db.columns, db.rows, db.count, None
         meter = Progress(summary, length, position, stack) if show else None
         if meter is not None:

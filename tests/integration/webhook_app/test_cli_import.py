@@ -479,6 +479,8 @@ class TestBadInput:
             (("--from", "{missing}"), "cannot read"),
             (("--from", "{nocol}"), "has no column time_stamp"),
             (("--from-db", "nope://x"), "--from-db: cannot use the URL"),
+            (("--from", "{f}", "--db-password-file", "{f}"), "goes with --from-db"),
+            (("--from-db", "sqlite://", "--db-password-file", "{missing}"), "cannot read"),
         ],
     )
     def test_a_clear_error_and_nothing_written(
@@ -518,6 +520,37 @@ class TestBadInput:
         result = cli(env, "import", "--from-db", "postgresql+psycopg://127.0.0.1/x")
         assert result.exit_code == 2
         assert "pip install 'fivetran-events[import]'" in result.output
+
+
+class TestDatabasePassword:
+    """The database's password comes from the environment or a file, never from argv
+    (every user of the machine reads a process's arguments)."""
+
+    def test_a_password_in_the_url_is_refused_unechoed(
+        self, env: dict[str, str], client: redis.Redis
+    ) -> None:
+        url = "postgresql+psycopg://reader:hunter2-in-argv@127.0.0.1:1/x"
+        result = cli(env, "import", "--from-db", url)
+        assert result.exit_code == 2, result.output
+        assert "FIVETRAN_EVENTS_IMPORT_DB_PASSWORD" in result.output
+        assert "--db-password-file" in result.output and "hunter2" not in result.output
+        assert list(client.scan_iter("test:*")) == []
+
+    @pytest.mark.parametrize("given", ["file", "environment"])
+    def test_from_a_file_or_the_environment(
+        self, env: dict[str, str], postgres: OwnPostgres, tmp_path: Path, given: str
+    ) -> None:
+        """A URL without a password still works, the password given beside it."""
+        load_postgres(postgres, "fivetran_metadata", log_rows(2), "connection_id")
+        args = ["import", "--from-db", postgres.url, "--json"]
+        if given == "file":
+            secret = tmp_path / "db-password"
+            secret.write_text("the-password\n")
+            args += ["--db-password-file", str(secret)]
+        else:
+            env = {**env, "FIVETRAN_EVENTS_IMPORT_DB_PASSWORD": "the-password"}
+        body = summary(cli(env, *args))
+        assert (body["rows"], body["recorded"]) == (4, 4)
 
 
 class TestProgress:
