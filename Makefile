@@ -2,7 +2,7 @@
 .PHONY: up down status venv install test test-unit test-unit-py310 test-integration test-system lint docs hooks lock bench
 
 # What `make test` and CI install: the pinned versions of requirements/lock.txt.
-EXTRAS := server,airflow,import,lineage,dev
+EXTRAS := server,airflow,sql,import,lineage,dev
 
 up:        ## start Redis and the webhook app on 127.0.0.1 in the background
 	@bash deploy/stack.sh up
@@ -60,11 +60,11 @@ hooks:     ## run `make lint`'s checks before each commit (.pre-commit-config.ya
 	@.venv/bin/pre-commit install
 
 lock:      ## re-pin requirements/lock*.txt from pyproject.toml's ranges (keeps pins it can)
-	@.venv/bin/uv pip compile pyproject.toml --extra server --extra airflow --extra import --extra lineage --extra dev \
+	@.venv/bin/uv pip compile pyproject.toml --extra server --extra airflow --extra sql --extra import --extra lineage --extra dev \
 	    --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	    --annotation-style line --custom-compile-command "make lock" \
 	    --output-file requirements/lock.txt
-	@.venv/bin/uv pip compile pyproject.toml --extra server --extra airflow --extra import --extra lineage --extra dev \
+	@.venv/bin/uv pip compile pyproject.toml --extra server --extra airflow --extra sql --extra import --extra lineage --extra dev \
 	    --python-version 3.10 --python-platform x86_64-manylinux_2_28 \
 	    --annotation-style line --custom-compile-command "make lock" \
 	    --output-file requirements/lock-py310.txt

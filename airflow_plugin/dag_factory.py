@@ -20,12 +20,17 @@ from fivetran_events.destinations import DestinationTable, destination_tables
 from fivetran_events.timeutil import parse_iso
 from fivetran_events.uris import dataset_uri
 
+from .extras import require_extra
 from .sql_folder import SqlFolder, SqlFolderError, SqlGroup, SqlTask, resolve, scan_folder
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
+
+# Checked at import, where a DAG file's `from airflow_plugin.dag_factory import ...` shows
+# it as the DAG's import error, rather than at the first SQL task.
+require_extra("sql", "The DAG factory")
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sqlglot
-from sqlglot import exp
-
 from fivetran_events.exceptions import FivetranEventsError
+
+from .extras import missing_extra
+
+try:
+    import sqlglot
+    from sqlglot import exp
+except ModuleNotFoundError as exc:
+    raise missing_extra("sql", "The DAG factory", exc.name or "sqlglot") from None
 
 # fmt: off
 _WRITE_KINDS = (

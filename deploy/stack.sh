@@ -181,7 +181,7 @@ PY
 up() {
   command -v curl >/dev/null || die "curl is needed to check the stack's health"
   step "installing the server and Airflow into .venv (a minute or two the first time)"
-  run_logged "installing" "$state/install.log" bash deploy/venv.sh server,airflow
+  run_logged "installing" "$state/install.log" bash deploy/venv.sh server,airflow,sql
   secrets
   step "Redis"
   if [ -n "${FIVETRAN_EVENTS_REDIS_URL:-}" ]; then
