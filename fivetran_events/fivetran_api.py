@@ -243,6 +243,16 @@ class FivetranClient:
         path = f"/v1/webhooks/group/{_segment(group_id)}"
         return Webhook.from_json(self._one("POST", path, body=body))
 
+    def update_webhook(
+        self, webhook_id: str, fields: Mapping[str, Any], *, run_tests: bool = True
+    ) -> Webhook:
+        """Change ``fields`` (url, events, active, secret) of the webhook. With ``run_tests``
+        Fivetran first POSTs a ``test_event`` to its URL, signed with its (new) secret,
+        and answers 400, changing nothing, unless that gets a 2xx."""
+        body = {**fields, "run_tests": run_tests}
+        path = f"/v1/webhooks/{_segment(webhook_id)}"
+        return Webhook.from_json(self._one("PATCH", path, body=body))
+
     def test_webhook(self, webhook_id: str, event: str = "sync_start") -> WebhookTest:
         path = f"/v1/webhooks/{_segment(webhook_id)}/test"
         return WebhookTest.from_json(self._one("POST", path, body={"event": event}))

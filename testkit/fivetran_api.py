@@ -9,6 +9,9 @@ Today's, as Fivetran documents them (fivetran.com/docs/rest-api), for our own cl
 - ``POST /v1/webhooks/account``, ``POST /v1/webhooks/group/{group_id}``: the webhook is
   created only if the signed ``test_event`` POSTed to its URL (when ``active``) gets a
   2xx, as Fivetran does; otherwise 400. Its secret is answered masked (``******``);
+- ``PATCH /v1/webhooks/{id}`` changes ``url``, ``events``, ``active``, ``secret``; with
+  ``run_tests`` (true unless false) an active webhook is tested as on creation, with the
+  new secret and URL, and nothing changes unless that gets a 2xx;
 - ``GET|DELETE /v1/webhooks/{id}``; ``POST /v1/webhooks/{id}/test`` with
   ``{"event": ...}`` POSTs a signed sample of that event (connection ``_connection_1``)
   and answers ``data.succeed``/``status``/``message``.
@@ -557,7 +560,8 @@ class FivetranStandIn:
             self.deliveries.append(delivery)
         return delivery
 
-    def _create_webhook(self, body: dict[str, Any], group_id: str | None) -> dict[str, Any]:
+    def _check_webhook(self, body: dict[str, Any]) -> None:
+        """Answer 400 unless ``body`` (a webhook's fields) is one Fivetran would keep."""
         url, events = body.get("url"), body.get("events")
         active, secret = body.get("active", True), body.get("secret")
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
@@ -572,14 +576,23 @@ class FivetranStandIn:
             raise _error(400, "InvalidInput", "Field 'events' must be a non-empty list of events")
         if not isinstance(active, bool) or not (secret is None or isinstance(secret, str)):
             raise _error(400, "InvalidInput", "Fields 'active' and 'secret' have wrong types")
+
+    def _test_url(self, url: str, secret: str | None) -> None:
+        """POST the signed test_event to ``url``; answer 400 unless it got a 2xx."""
+        test = self._deliver(url, TEST_EVENT, secret)
+        if test.status is None or not 200 <= test.status < 300:
+            got = "no answer" if test.status is None else f"status {test.status}"
+            raise _error(400, "InvalidInput", f"Webhook test failed: {url} answered {got}")
+
+    def _create_webhook(self, body: dict[str, Any], group_id: str | None) -> dict[str, Any]:
+        self._check_webhook(body)
+        url, events = body["url"], body["events"]
+        active, secret = body.get("active", True), body.get("secret")
         if group_id is not None:
             with self.lock:
                 self._known(self.groups, "Group", group_id)
         if active:
-            test = self._deliver(url, TEST_EVENT, secret)
-            if test.status is None or not 200 <= test.status < 300:
-                got = "no answer" if test.status is None else f"status {test.status}"
-                raise _error(400, "InvalidInput", f"Webhook test failed: {url} answered {got}")
+            self._test_url(url, secret)
         webhook: dict[str, Any] = {
             "id": f"webhook_{next(self._ids)}",
             "type": "group" if group_id else "account",
@@ -599,6 +612,25 @@ class FivetranStandIn:
             "message": f"{kind} webhook has been created",
             "data": _shown(webhook),
         }
+
+    def _update_webhook(self, webhook_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Change the fields given; with ``run_tests`` (true unless false) an active
+        webhook's URL first gets the signed test_event, with the new secret, and nothing
+        changes unless that got a 2xx."""
+        run_tests = body.get("run_tests", True)
+        fields = {k: v for k, v in body.items() if k in WEBHOOK_FIELDS}
+        if not isinstance(run_tests, bool) or not fields or set(body) - {*fields, "run_tests"}:
+            named = ", ".join(sorted(WEBHOOK_FIELDS))
+            message = f"Give at least one of {named}, and no other field"
+            raise _error(400, "InvalidInput", message)
+        with self.lock:
+            webhook = {**self._known(self.webhooks, "Webhook", webhook_id), **fields}
+        self._check_webhook(webhook)
+        if run_tests and webhook["active"]:
+            self._test_url(webhook["url"], webhook["secret"])
+        with self.lock:
+            self.webhooks[webhook_id] = webhook
+        return {"code": "Success", "message": "Webhook has been updated", "data": _shown(webhook)}
 
     def _sync_history(self, cid: str, query: dict[str, str]) -> dict[str, Any]:
         name = "GET /v1/connections/{id}/sync-history"
@@ -782,6 +814,8 @@ class FivetranStandIn:
                 with self.lock:
                     data = _shown(self._known(self.webhooks, "Webhook", wid))
                 return "GET /v1/webhooks/{id}", {"code": "Success", "data": data}
+            case ("PATCH", ["v1", "webhooks", wid]):
+                return "PATCH /v1/webhooks/{id}", self._update_webhook(wid, body)
             case ("DELETE", ["v1", "webhooks", wid]):
                 with self.lock:
                     self._known(self.webhooks, "Webhook", wid)
@@ -882,6 +916,8 @@ class FivetranStandIn:
 EDITABLE = frozenset({"paused", "schedule_type", "sync_frequency"})
 #: The PATCH fields that only steer its setup tests and cannot be sent alone.
 TEST_CONTROL = frozenset({"run_setup_tests", "trust_certificates", "trust_fingerprints"})
+#: What PATCH /v1/webhooks/{id} may change.
+WEBHOOK_FIELDS = frozenset({"url", "events", "active", "secret"})
 
 
 def _scope_ok(scope: Any) -> bool:

@@ -1,5 +1,5 @@
-"""``fivetran-events fivetran webhooks create | list | test`` and ``reconcile``: Fivetran's
-side, through its REST API (``FIVETRAN_EVENTS_FIVETRAN_API_KEY`` and ``_SECRET``).
+"""``fivetran-events fivetran webhooks create | list | test | update`` and ``reconcile``:
+Fivetran's side, through its REST API (``FIVETRAN_EVENTS_FIVETRAN_API_KEY`` and ``_SECRET``).
 """
 
 from __future__ import annotations
@@ -66,6 +66,39 @@ def unreachable_reason(url: str) -> str | None:
     return None
 
 
+def _checked_url(url: str, allow_insecure: bool) -> str:
+    """``url`` if Fivetran can deliver to it (or ``allow_insecure``); else a usage error."""
+    if len(url) > MAX_URL_LENGTH:
+        raise click.BadParameter(f"is longer than {MAX_URL_LENGTH} characters", param_hint="--url")
+    reason = unreachable_reason(url)
+    if reason is not None and not allow_insecure:
+        raise click.BadParameter(
+            f"{url!r} {reason}; give the server's public HTTPS URL, or --allow-insecure for a test",
+            param_hint="--url",
+        )
+    return url
+
+
+def _server_secret() -> str:
+    """The secret the server signs with first: FIVETRAN_EVENTS_WEBHOOK_SECRETS' first."""
+    secrets = load_settings().webhook_secrets
+    if not secrets:
+        raise CliError(
+            "FIVETRAN_EVENTS_WEBHOOK_SECRETS is not set: the webhook is given the secret the "
+            "server checks deliveries with, so set it (and restart the server)",
+            ExitCode.USAGE,
+        )
+    return secrets[0]
+
+
+def _no_webhook(webhook_id: str, exc: FivetranNotFound) -> CliError:
+    return CliError(
+        f"Fivetran has no webhook {webhook_id!r} ({exc}): see "
+        "`fivetran-events fivetran webhooks list`",
+        ExitCode.USAGE,
+    )
+
+
 def _client() -> FivetranClient:
     return FivetranClient.from_settings(load_settings())
 
@@ -93,7 +126,7 @@ def fivetran() -> None:
 
 @fivetran.group()
 def webhooks() -> None:
-    """The account's and groups' webhooks: create the service's, list them, test one."""
+    """The account's and groups' webhooks: create the service's, list, test, update one."""
 
 
 @webhooks.command()
@@ -127,30 +160,17 @@ def create(
     deliveries with. Fivetran POSTs a signed test_event to URL first and creates nothing
     unless it gets a 2xx, so the server must be running and reachable at URL.
     """
-    if len(url) > MAX_URL_LENGTH:
-        raise click.BadParameter(f"is longer than {MAX_URL_LENGTH} characters", param_hint="--url")
-    reason = unreachable_reason(url)
-    if reason is not None and not allow_insecure:
-        raise click.BadParameter(
-            f"{url!r} {reason}; give the server's public HTTPS URL, or --allow-insecure for a test",
-            param_hint="--url",
-        )
+    _checked_url(url, allow_insecure)
     if group_id is not None:
         check_id(group_id, "--group")
     events = _events(event_values)
-    s = load_settings()
-    if not s.webhook_secrets:
-        raise CliError(
-            "FIVETRAN_EVENTS_WEBHOOK_SECRETS is not set: the webhook is created with the "
-            "secret the server checks deliveries with, so set it (and restart the server)",
-            ExitCode.USAGE,
-        )
-    with FivetranClient.from_settings(s) as client:
+    secret = _server_secret()
+    with _client() as client:
         try:
             if group_id is None:
-                webhook = client.create_account_webhook(url, events, s.webhook_secrets[0])
+                webhook = client.create_account_webhook(url, events, secret)
             else:
-                webhook = client.create_group_webhook(group_id, url, events, s.webhook_secrets[0])
+                webhook = client.create_group_webhook(group_id, url, events, secret)
         except FivetranNotFound as exc:
             if group_id is None:
                 raise
@@ -207,11 +227,7 @@ def test(webhook_id: str, event: str, as_json: bool) -> None:
         try:
             result = client.test_webhook(webhook_id, event)
         except FivetranNotFound as exc:
-            raise CliError(
-                f"Fivetran has no webhook {webhook_id!r} ({exc}): see "
-                "`fivetran-events fivetran webhooks list`",
-                ExitCode.USAGE,
-            ) from None
+            raise _no_webhook(webhook_id, exc) from None
     if as_json:
         emit_json({"webhook_id": webhook_id, "event": event, **describe(result)})
     else:
@@ -221,6 +237,75 @@ def test(webhook_id: str, event: str, as_json: bool) -> None:
         echo(f"webhook {webhook_id}: sample {event} answered {got}: {verdict}{said}")
     if not result.succeed:
         exit_with(ExitCode.FAILED)
+
+
+@webhooks.command()
+@click.argument("webhook_id", metavar="ID")
+@click.option(
+    "--rotate-secret",
+    is_flag=True,
+    help="Give the webhook the server's current secret, the first of "
+    "FIVETRAN_EVENTS_WEBHOOK_SECRETS (rotating it: docs/operations.md).",
+)
+@click.option("--url", help="A new public HTTPS URL of the server's /webhooks/fivetran.")
+@click.option(
+    "--events", "event_values", multiple=True, help="The events, comma-separated or repeated."
+)
+@click.option("--active/--inactive", default=None, help="Turn deliveries on or off.")
+@click.option(
+    "--test/--no-test",
+    "run_tests",
+    default=True,
+    show_default=True,
+    help="Have Fivetran POST a signed test_event to the (new) URL with the (new) secret "
+    "first; it changes nothing unless that is answered 2xx.",
+)
+@click.option("--allow-insecure", is_flag=True, help="Accept a URL Fivetran cannot reach (a test).")
+@json_option
+@clean_errors
+def update(
+    webhook_id: str,
+    rotate_secret: bool,
+    url: str | None,
+    event_values: tuple[str, ...],
+    active: bool | None,
+    run_tests: bool,
+    allow_insecure: bool,
+    as_json: bool,
+) -> None:
+    """Change the webhook ID on Fivetran's side: its secret, URL, events or state.
+
+    The secret is never an argument (argv is visible to every user of the machine): with
+    --rotate-secret the webhook gets the first of FIVETRAN_EVENTS_WEBHOOK_SECRETS, which
+    the server must already accept (it accepts every one listed).
+    """
+    check_id(webhook_id, "ID")
+    fields: dict[str, object] = {}
+    if url is not None:
+        fields["url"] = _checked_url(url, allow_insecure)
+    if event_values:
+        fields["events"] = _events(event_values)
+    if active is not None:
+        fields["active"] = active
+    if rotate_secret:
+        fields["secret"] = _server_secret()
+    if not fields:
+        raise CliError(
+            "nothing to change: give --rotate-secret, --url, --events, --active or --inactive",
+            ExitCode.USAGE,
+        )
+    with _client() as client:
+        try:
+            webhook = client.update_webhook(webhook_id, fields, run_tests=run_tests)
+        except FivetranNotFound as exc:
+            raise _no_webhook(webhook_id, exc) from None
+    if as_json:
+        emit_json({**describe(webhook), "changed": sorted(fields)})
+        return
+    echo(f"updated webhook {webhook.id}: {webhook.url} ({_state(webhook)})")
+    echo(f"changed: {', '.join(sorted(fields))}")
+    if run_tests and webhook.active:
+        echo("Fivetran's signed test delivery to it was answered 2xx")
 
 
 @click.command()

@@ -1,4 +1,5 @@
-"""``fivetran-events fivetran webhooks create | list | test`` against Fivetran's stand-in.
+"""``fivetran-events fivetran webhooks create | list | test | update`` against Fivetran's
+stand-in.
 
 Real parts: the stand-in (testkit/fivetran_api.py) is an HTTP server on 127.0.0.1 that
 POSTs its signed test deliveries, as Fivetran does, to the real webhook app under
@@ -22,7 +23,7 @@ from fivetran_events.fivetran_api import SERVICE_EVENTS
 from fivetran_events.keys import last_test_event_key
 from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, TEST_EVENT, FivetranStandIn
 from testkit.servers import free_port, webhook_server
-from testkit.support import SECRET
+from testkit.support import OTHER_SECRET, SECRET
 from webhook_app.cli import ExitCode, main
 
 API_KEY, API_SECRET = TEST_API_KEY, TEST_API_SECRET
@@ -239,6 +240,80 @@ class TestListAndTest:
         assert "fivetran-events fivetran webhooks list" in out.output
         bad = webhooks(env, "test", "../account")
         assert bad.exit_code == ExitCode.USAGE and "ID" in bad.output
+
+
+class TestUpdate:
+    """Rotating the secret: the server accepts both (SECRET, OTHER_SECRET); the webhook
+    gets the one listed first, and Fivetran's test of it must reach the server."""
+
+    def test_rotate_secret_gives_fivetran_the_servers_first_secret(
+        self, env: dict[str, str], api: FivetranStandIn, server: str
+    ) -> None:
+        wid = created(env, server)["id"]
+        rotated = {**env, "FIVETRAN_EVENTS_WEBHOOK_SECRETS": f"{OTHER_SECRET},{SECRET}"}
+        out = webhooks(rotated, "update", wid, "--rotate-secret")
+        assert out.exit_code == 0, out.output
+        assert OTHER_SECRET not in out.output
+        assert out.output.splitlines() == [
+            f"updated webhook {wid}: {server} (active)",
+            "changed: secret",
+            "Fivetran's signed test delivery to it was answered 2xx",
+        ]
+        assert api.webhooks[wid]["secret"] == OTHER_SECRET
+        assert api.calls["PATCH /v1/webhooks/{id}"] == 1
+        assert [(d.body, d.status) for d in api.deliveries[1:]] == [(TEST_EVENT, 200)]
+
+    def test_a_secret_the_server_does_not_accept_changes_nothing(
+        self, env: dict[str, str], api: FivetranStandIn, server: str
+    ) -> None:
+        """The server answers the new secret's test 401: Fivetran keeps the old one, the
+        CLI says why in Fivetran's words (exit 5)."""
+        wid = created(env, server)["id"]
+        unknown = {**env, "FIVETRAN_EVENTS_WEBHOOK_SECRETS": "not-yet-the-servers"}
+        out = webhooks(unknown, "update", wid, "--rotate-secret")
+        assert out.exit_code == ExitCode.ERROR, out.output
+        assert "PATCH /v1/webhooks/{id}" not in out.output  # the real path is named
+        assert "Webhook test failed" in out.output and "status 401" in out.output
+        assert api.webhooks[wid]["secret"] == SECRET
+        assert [d.status for d in api.deliveries] == [200, 401]
+
+    def test_url_and_state_without_a_test(
+        self, env: dict[str, str], api: FivetranStandIn, server: str
+    ) -> None:
+        wid = created(env, server)["id"]
+        other = server.replace("/webhooks/", "/elsewhere/")
+        args = ("--url", other, "--allow-insecure", "--inactive", "--no-test", "--json")
+        out = webhooks(env, "update", wid, *args)
+        assert out.exit_code == 0, out.output
+        got = json.loads(out.output)
+        assert (got["url"], got["active"], got["changed"]) == (other, False, ["active", "url"])
+        assert api.webhooks[wid]["secret"] == SECRET and len(api.deliveries) == 1
+
+    @pytest.mark.parametrize(
+        ("args", "said"),
+        [
+            ([], "nothing to change"),
+            (["--url", "https://127.0.0.1/w"], "loopback"),
+            (["--events", "Sync End"], "--events"),
+        ],
+    )
+    def test_bad_input_is_a_usage_error(
+        self, env: dict[str, str], api: FivetranStandIn, args: list[str], said: str
+    ) -> None:
+        out = webhooks(env, "update", "webhook_1", *args)
+        assert out.exit_code == ExitCode.USAGE, out.output
+        assert said in out.output and api.total_calls == 0
+
+    def test_an_unknown_webhook_or_no_secret_is_a_usage_error(
+        self, env: dict[str, str], api: FivetranStandIn
+    ) -> None:
+        out = webhooks(env, "update", "no_such_webhook", "--active")
+        assert out.exit_code == ExitCode.USAGE, out.output
+        assert "Fivetran has no webhook 'no_such_webhook'" in out.output
+        env = {k: v for k, v in env.items() if k != "FIVETRAN_EVENTS_WEBHOOK_SECRETS"}
+        out = webhooks(env, "update", "webhook_1", "--rotate-secret")
+        assert out.exit_code == ExitCode.USAGE, out.output
+        assert "FIVETRAN_EVENTS_WEBHOOK_SECRETS is not set" in out.output
 
 
 class TestFailures:
