@@ -22,7 +22,6 @@ if AIRFLOW_V_3:
     from airflow.providers.standard.operators.python import ShortCircuitOperator
     from airflow.sdk import (
         Asset,
-        BaseHook,
         BaseOperator,
         BaseOperatorLink,
         BaseSensorOperator,
@@ -30,12 +29,23 @@ if AIRFLOW_V_3:
         PokeReturnValue,
     )
     from airflow.sdk import Context as Context
-    from airflow.sdk.exceptions import (
-        AirflowException,
-        AirflowFailException,
-        AirflowNotFoundException,
-        AirflowSkipException,
-    )
+
+    if AIRFLOW_VERSION_INFO >= (3, 2):
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import (
+            AirflowException,
+            AirflowFailException,
+            AirflowNotFoundException,
+            AirflowSkipException,
+        )
+    else:  # Airflow 3.0 / 3.1: the Task SDK did not have them all yet
+        from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
+            AirflowException,
+            AirflowFailException,
+            AirflowNotFoundException,
+            AirflowSkipException,
+        )
+        from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
 else:  # Airflow 2.10 / 2.11
     from airflow.datasets import Dataset as Asset  # type: ignore[no-redef]
 

@@ -19,12 +19,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-from airflow.triggers.base import BaseEventTrigger, TriggerEvent
-from airflow.triggers.shared_stream import (
-    AdvanceItem,
-    AdvanceOutcome,
-    SharedStreamProducer,
-)
+from airflow import __version__ as AIRFLOW_VERSION
+
+try:
+    from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+    from airflow.triggers.shared_stream import (
+        AdvanceItem,
+        AdvanceOutcome,
+        SharedStreamProducer,
+    )
+except ImportError as exc:  # asset watchers' shared streams came with Airflow 3.3
+    raise ImportError(
+        f"FivetranSyncWatcherTrigger needs Airflow 3.3+ (this is {AIRFLOW_VERSION}); "
+        "use REST forwarding instead (docs/compatibility.md)"
+    ) from exc
 
 from fivetran_events.deliveries import SyncRef, aextra_for
 from fivetran_events.history import AsyncHistoryReader, ConnectorRecord
