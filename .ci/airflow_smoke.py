@@ -31,7 +31,7 @@ with DAG("fte_smoke_sensor", schedule=None, start_date=datetime(2026, 1, 1, tzin
 
 
 def cli_json(*args: str) -> Any:
-    out = subprocess.run(  # noqa: S603  # our own interpreter, fixed arguments
+    out = subprocess.run(  # our own interpreter, fixed arguments
         [sys.executable, "-m", "airflow", *args, "-o", "json"],
         capture_output=True,
         text=True,

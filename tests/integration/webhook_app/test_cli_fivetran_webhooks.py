@@ -269,7 +269,10 @@ class TestUpdate:
         """The server answers the new secret's test 401: Fivetran keeps the old one, the
         CLI says why in Fivetran's words (exit 5)."""
         wid = created(env, server)["id"]
-        unknown = {**env, "FIVETRAN_EVENTS_WEBHOOK_SECRETS": "not-yet-the-servers-secret-0123456789"}
+        unknown = {
+            **env,
+            "FIVETRAN_EVENTS_WEBHOOK_SECRETS": "not-yet-the-servers-secret-0123456789",
+        }
         out = webhooks(unknown, "update", wid, "--rotate-secret")
         assert out.exit_code == ExitCode.ERROR, out.output
         assert "PATCH /v1/webhooks/{id}" not in out.output  # the real path is named
