@@ -9,6 +9,7 @@ so their deliveries have the same ids under different prefixes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -50,6 +51,10 @@ def delivered(fw: Forwarder) -> list[str]:
     )
 
 
+def delivered_all(fw: Forwarder, sync_ids: list[str]) -> bool:
+    return delivered(fw) == sync_ids
+
+
 @pytest.fixture
 def airflows() -> Iterator[dict[str, Airflow2StandIn]]:
     """One Airflow stand-in per deployment, each knowing the connector's dataset."""
@@ -81,8 +86,9 @@ def test_each_deployment_forwards_its_own_syncs_to_its_own_airflow(
             for name, fw in fws.items()
         }
         for name, fw in fws.items():
+            want = sorted(["shared", f"only-{name}"])
             poll_until(
-                lambda fw=fw, name=name: delivered(fw) == sorted(["shared", f"only-{name}"]),
+                functools.partial(delivered_all, fw, want),
                 f"{name}'s two deliveries",
                 60,
                 details=workers[name].log,
