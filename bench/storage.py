@@ -47,11 +47,11 @@ from bench.storage_forwarding import (  # noqa: E402 (after the path insertion)
     run_sample,
     sample_settings,
 )
+from fivetran_events.deliveries import Lifetimes  # noqa: E402
 from fivetran_events.model import Event, EventKind  # noqa: E402
 from fivetran_events.settings import Settings  # noqa: E402
 from testkit.airflow2_standin import running_airflow2_standin  # noqa: E402
 from testkit.own_redis import own_redis  # noqa: E402
-from webhook_app.forwarding.enqueue import keep_delivered_ms, record_ttl_ms  # noqa: E402
 from webhook_app.forwarding.sweeper import RESULT_TTL  # noqa: E402
 
 UTC = timezone.utc
@@ -256,9 +256,10 @@ def all_in(
         for name, f in sample.at_write.items()
         if (life_ms := steady_life_ms(name)) is not None
     )
+    listing_h = Lifetimes.from_settings(Settings()).record_ttl_ms / 3_600_000
     print(
         "   a steady stream also holds the deliveries still young (records 72 h, listing "
-        f"{record_ttl_ms(Settings()) / 3_600_000:.0f} h, jobs 300 s, at default settings): "
+        f"{listing_h:.0f} h, jobs 300 s, at default settings): "
         f"{steady:.1f} B per kept sync over {RETENTION_DAYS} d, at the sample's sizes"
     )
     # Sizing: the history as Redis allocates it, what forwarding leaves (MEMORY USAGE) and
@@ -270,9 +271,9 @@ def steady_life_ms(name: str) -> int | None:
     """How long a forwarding family's share of a sync stays at default settings, if it goes."""
     settings = Settings()
     if name in ("fwd:d:*", "fwd:s:*"):
-        return keep_delivered_ms(settings)
+        return Lifetimes.from_settings(settings).keep_delivered_ms
     if name == "fwd:all":
-        return record_ttl_ms(settings)
+        return Lifetimes.from_settings(settings).record_ttl_ms
     if name.startswith("rq:job:") or name.startswith("rq:results:"):
         return RESULT_TTL * 1000
     return None

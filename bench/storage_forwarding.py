@@ -189,7 +189,7 @@ def run_sample(
     for d in fw.store.recent(limit=10**9, scan_limit=10**9):
         states[d.state.value] += 1
     # Past the delivered records' keep time and the indexes' age limit (record_ttl_ms).
-    time.sleep(fw.recorder.record_ttl_ms / 1000 + 1)
+    time.sleep(fw.store.lifetimes.record_ttl_ms / 1000 + 1)
     st.enqueuer.trim_every = 1  # this one is the creation that trims
     for e in last:
         st.writer.record(e, on_success=st.on_success)

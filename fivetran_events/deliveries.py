@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .history import decode_completion
 from .history.reader import ConnectorRecord, decode_resyncs, extra_commands, resync_commands
 from .keys import ConnectorKeys
 from .redis_url import as_text
 from .timeutil import iso
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 #: What ``extra["source"]`` says, so a consumer can tell our events from others.
 SOURCE = "fivetran-events"
@@ -57,20 +60,90 @@ BY_ATTENTION = (
 
 
 class Field:
+    """Every field of a delivery record (only webhook_app.forwarding.store writes them)."""
+
+    # Written when the record is created: the sync and where it goes.
     CONNECTOR_ID = "connector_id"
     SYNC_ID = "sync_id"
+    CONNECTOR_NAME = "connector_name"
+    CONNECTOR_TYPE = "connector_type"
+    GROUP_ID = "group_id"
+    STATUS = "status"  # the sync_end's status
+    ENDED_MS = "ended_ms"  # the event's own time (a start's, for a lineage START)
     URI = "uri"
+    KIND = "kind"  # DeliveryKind: which sender attempts it
     PARTITION_KEY = "partition_key"  # an ASSET delivery's partition (none: the plain event)
-    KIND = "kind"  # DeliveryKind, written when the record is created
-    STATE = "state"
-    ATTEMPTS = "attempts"
-    EVENT_ID = "event_id"  # Airflow's id of the asset event, once delivered
-    EVENT_AT = "event_at"
-    REASON = "reason"
+    TABLE = "table"  # a table's ASSET delivery: schema.table (it keeps a shorter life)
     RECEIVED_MS = "received_ms"  # when the webhook received its sync
     WINDOW_MS = "window_ms"  # when its retry window opened: receipt or the last replay
+    # Written by attempts.
+    STATE = "state"
+    ATTEMPTS = "attempts"
+    FIRST_ATTEMPT_MS = "first_attempt_ms"
+    EXTRA = "extra"  # JSON: what every attempt sends (an asset event's extra, lineage's details)
+    INFLIGHT_MS = "inflight_ms"  # a POST may be on its way since then (asset events)
+    UNKNOWN_MS = "unknown_ms"  # that POST's answer was lost then
     NEXT_ATTEMPT_MS = "next_attempt_ms"
+    REASON = "reason"
     UPDATED_MS = "updated_ms"
+    JOB = "job"  # the RQ job of its latest claim (the sweeper skips one still queued)
+    # Written when delivered, by kind.
+    EVENT_ID = "event_id"  # Airflow's id of the asset event, once delivered
+    EVENT_AT = "event_at"
+    RECOVERED = "recovered"  # "1": found in Airflow after an attempt died before recording
+    TABLES = "tables"  # a TABLES delivery: consumed/listed tables
+    PARTITIONS = "partitions"  # a PARTITIONS delivery: JSON list of the keys it created
+    PARTITIONS_SKIPPED = "partitions_skipped"  # keys over FIVETRAN_EVENTS_PARTITION_MAX_KEYS
+    LINEAGE_EVENT = "lineage_event"  # a LINEAGE delivery: the event type it sent
+
+
+#: The marks of a POST whose outcome is open, dropped by every final state but one
+#: that gives up while an earlier POST's outcome is still open.
+MARKS = (Field.INFLIGHT_MS, Field.UNKNOWN_MS)
+
+
+@dataclass(frozen=True)
+class Lifetimes:
+    """How long an attempt holds a delivery and how long its record lives (from Settings)."""
+
+    #: One attempt's lease: longer than its longest attempt (four requests, each up to a
+    #: connect and a read timeout, a 401 doubling one).
+    lease_ms: int
+    #: How long a POST whose answer was lost may still land in Airflow.
+    margin_ms: int
+    #: A delivery's retry window, from its receipt or its last replay.
+    retry_window_ms: int
+    #: How long a delivered record stays after Airflow took its event.
+    keep_delivered_ms: int
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> Lifetimes:
+        return cls(
+            lease_ms=int(max(s.forward_lease_seconds, 12 * s.airflow_timeout_seconds) * 1000),
+            margin_ms=int(s.forward_unknown_outcome_seconds * 1000),
+            retry_window_ms=int(s.forward_retry_hours * 3_600_000),
+            keep_delivered_ms=int(s.forward_keep_delivered_hours * 3_600_000),
+        )
+
+    @property
+    def record_ttl_ms(self) -> int:
+        """How long a record not delivered lives after its retry window opened: the
+        window, the last attempt's lease and unknown-outcome margin, then the keep time."""
+        return self.retry_window_ms + self.lease_ms + self.margin_ms + self.keep_delivered_ms
+
+    @property
+    def table_keep_ms(self) -> int:
+        """How long a delivered table's record stays: past any re-run of its sync's
+        expansion, at least an hour, at most the keep time."""
+        return min(self.keep_delivered_ms, max(3_600_000, 4 * (self.lease_ms + self.margin_ms)))
+
+    def final_ttl_ms(self, state: DeliveryState, d: Delivery, now: int) -> int:
+        """How long a record in a final ``state`` stays from ``now``: delivered, the keep
+        time (a table's shorter: its sync's table-level delivery is what a redelivery
+        finds); given up, until its window and the keep time are over."""
+        if state is DeliveryState.DELIVERED:
+            return self.table_keep_ms if d.get(Field.TABLE) else self.keep_delivered_ms
+        return max(d.window_ms + self.record_ttl_ms - now, self.keep_delivered_ms)
 
 
 @dataclass(frozen=True)
@@ -148,13 +221,13 @@ class SyncRef:
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> SyncRef:
         return cls(
-            connector_id=fields["connector_id"],
-            sync_id=fields["sync_id"],
-            ended_ms=int(fields["ended_ms"]),
-            status=fields.get("status") or None,
-            connector_name=fields.get("connector_name") or None,
-            connector_type=fields.get("connector_type") or None,
-            group_id=fields.get("group_id") or None,
+            connector_id=fields[Field.CONNECTOR_ID],
+            sync_id=fields[Field.SYNC_ID],
+            ended_ms=int(fields[Field.ENDED_MS]),
+            status=fields.get(Field.STATUS) or None,
+            connector_name=fields.get(Field.CONNECTOR_NAME) or None,
+            connector_type=fields.get(Field.CONNECTOR_TYPE) or None,
+            group_id=fields.get(Field.GROUP_ID) or None,
         )
 
     @classmethod

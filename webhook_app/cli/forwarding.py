@@ -20,6 +20,7 @@ from fivetran_events.timeutil import iso
 from .. import logs
 from ..forwarding import DeliveryState
 from ..forwarding.forwarder import Forwarder
+from ..forwarding.replay import Replayer
 from ..forwarding.tables import common_prefix
 from ..worker.build import build_forwarder
 from ..worker.pool import WorkerPool, serve_metrics
@@ -241,7 +242,7 @@ def replay(
         if partitions:
             _replay_partitions(fw, since_ms, as_json)
             return
-        created, replayed, delivered = fw.forward_since(since_ms)
+        created, replayed, delivered = Replayer.of(fw).forward_since(since_ms)
         if as_json:
             emit_json(
                 {
@@ -266,13 +267,13 @@ def replay(
         ]
     else:
         assert sync_id is not None
-        ids = fw.deliveries_of_sync(sync_id, connector_id)
+        ids = Replayer.of(fw).deliveries_of_sync(sync_id, connector_id)
         if not ids:
             raise CliError(
                 f"no deliveries recorded for sync '{sync_id}': see `fivetran-events deliveries`",
                 ExitCode.USAGE,
             )
-    done = fw.replay(ids)
+    done = Replayer.of(fw).replay(ids)
     if as_json:
         emit_json({"replayed": len(done), "already_delivered": len(ids) - len(done)})
         return
@@ -373,7 +374,7 @@ def _replay_partitions(fw: Forwarder, since_ms: int, as_json: bool) -> None:
             "workers have it) before replaying them",
             ExitCode.USAGE,
         )
-    out = fw.forward_partitions_since(since_ms)
+    out = Replayer.of(fw).forward_partitions_since(since_ms)
     if as_json:
         emit_json(
             {

@@ -23,7 +23,7 @@ from ..airflow_client import (
     AssetNotFound,
     lookup_window_start,
 )
-from .recorder import MARKS, AttemptOutcome, AttemptResult, Recorder, retry_at
+from .recorder import AttemptOutcome, AttemptResult, Recorder, retry_at
 
 
 class ReplicasShort(RetryableError):
@@ -48,13 +48,13 @@ class AssetSender:
         finds nothing proves nothing. From when an attempt gave up (``unknown_ms``), or its
         lease's end if it died, Airflow gets ``forward_unknown_outcome_seconds`` more.
         """
-        mark = d.ms("inflight_ms")
+        mark = d.ms(Field.INFLIGHT_MS)
         if mark is None:
             return None
-        unknown = d.ms("unknown_ms")
-        r = self.recorder
-        gave_up = unknown if unknown is not None and unknown >= mark else mark + r.lease_ms
-        return gave_up + r.margin_ms
+        unknown = d.ms(Field.UNKNOWN_MS)
+        life = self.recorder.lifetimes
+        gave_up = unknown if unknown is not None and unknown >= mark else mark + life.lease_ms
+        return gave_up + life.margin_ms
 
     def not_before(self, d: Delivery) -> int | None:
         """Return the earliest time an attempt may talk to Airflow about ``d``."""
@@ -64,17 +64,17 @@ class AssetSender:
     def send(self, d: Delivery) -> AttemptResult:
         """Make ``d``'s attempt: look up an open POST's event, or post it (see the module)."""
         r = self.recorder
-        extra = json.loads(d.get("extra") or "null") or extra_for(
+        extra = json.loads(d.get(Field.EXTRA) or "null") or extra_for(
             self.redis, r.settings.key_prefix, SyncRef.from_fields(d.fields)
         )
         r.begin(d, extra)
         partition = d.get(Field.PARTITION_KEY)  # None: the plain event
-        mark = d.ms("inflight_ms")
+        mark = d.ms(Field.INFLIGHT_MS)
         resolved = mark is None  # no earlier POST whose outcome is open
         posting = False
         try:
             if mark is not None:
-                since = lookup_window_start(min(mark, d.ms("first_attempt_ms") or mark))
+                since = lookup_window_start(min(mark, d.ms(Field.FIRST_ATTEMPT_MS) or mark))
                 match = {"sync_id": extra["sync_id"], "connector_id": extra["connector_id"]}
                 found = self.airflow.find_event(d.uri, since, match, partition)
                 if found is not None:
@@ -84,7 +84,7 @@ class AssetSender:
             self.airflow.prepare(d.uri)  # token and asset id first: the mark is the POST's
             t1 = time.perf_counter()
             # The mark is durable before the POST: whoever finds it looks before posting.
-            self._mark_inflight(r.store.key(d.id))
+            self._mark_inflight(d)
             posting = True
             t2 = time.perf_counter()
             event = self.airflow.post_event(d.uri, extra, partition)
@@ -103,52 +103,43 @@ class AssetSender:
     def _delivered(
         self, d: Delivery, event: AirflowEvent, recovered: bool, took: str = ""
     ) -> AttemptResult:
-        received = d.ms("received_ms")
+        received = d.ms(Field.RECEIVED_MS)
         if received is not None and not recovered:
             metrics.FORWARD_LATENCY.observe(max(0.0, event.timestamp.timestamp() - received / 1000))
         fields = {
-            "event_id": str(event.id),
-            "event_at": iso(event.timestamp) or "",
-            # found in Airflow after an attempt died between POST and record
-            "recovered": "1" if recovered else "0",
+            Field.EVENT_ID: str(event.id),
+            Field.EVENT_AT: iso(event.timestamp) or "",
+            Field.RECOVERED: "1" if recovered else "0",
         }
         outcome = AttemptOutcome.RECOVERED if recovered else AttemptOutcome.DELIVERED
         note = f"as Airflow event {event.id}{took}"
         return self.recorder.delivered(d, fields, note, outcome=outcome, event_id=event.id)
 
-    def _mark_inflight(self, key: str) -> None:
+    def _mark_inflight(self, d: Delivery) -> None:
         """Write the in-flight mark before the POST; with ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS``
         = n, WAIT until n replicas hold it, so a failover cannot promote a replica that never
         heard of a POST that may have landed (else ``ReplicasShort``: nothing is posted)."""
         settings = self.recorder.settings
         wanted = settings.redis_wait_replicas
-        # One connection; WAIT is not allowed in MULTI, so a MULTI only without it.
-        with self.redis.pipeline(transaction=wanted == 0) as pipe:
-            pipe.hset(key, "inflight_ms", str(self.recorder.clock()))
-            pipe.hdel(key, "unknown_ms")
-            if wanted == 0:
-                pipe.execute()
-                return
-            pipe.wait(wanted, settings.redis_wait_timeout_ms)
-            confirmed = int(pipe.execute()[-1])
+        timeout_ms = settings.redis_wait_timeout_ms
+        confirmed = self.recorder.store.mark_in_flight(d, self.recorder.clock(), wanted, timeout_ms)
         if confirmed < wanted:
             raise ReplicasShort(
                 f"only {confirmed} of {wanted} Redis replicas confirmed the attempt's mark "
-                f"within {settings.redis_wait_timeout_ms} ms "
-                "(FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS); nothing was posted"
+                f"within {timeout_ms} ms (FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS); nothing was posted"
             )
 
     def _after_failure(
         self, d: Delivery, posting: bool, maybe_sent: bool, resolved: bool
     ) -> int | None:
         """Record what a failed attempt leaves open; return when it settles (or None)."""
-        key = self.recorder.store.key(d.id)
+        r = self.recorder
         if posting and maybe_sent:
-            now = self.recorder.clock()
-            self.redis.hset(key, "unknown_ms", str(now))
-            return now + self.recorder.margin_ms
+            now = r.clock()
+            r.store.mark_unknown(d, now)
+            return now + r.lifetimes.margin_ms
         if posting or resolved:  # nothing reached Airflow, or the old mark proved empty
-            self.redis.hdel(key, *MARKS)
+            r.store.clear_marks(d)
             return None
         return self.settles_at(d)  # the lookup failed: the earlier POST is still open
 

@@ -21,7 +21,7 @@ from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunSt
 from openlineage.client.facet_v2 import RunFacet, job_type_job, parent_run
 
 from fivetran_events import HistoryReader, Settings, __version__
-from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
+from fivetran_events.deliveries import FINAL, Delivery, DeliveryState, Field
 from fivetran_events.http import RetryableError, retry_after_seconds
 from fivetran_events.keys import delivery_id
 from fivetran_events.model import SOURCE_RECONCILED, SOURCE_WEBHOOK, EventKind
@@ -137,12 +137,13 @@ def sync_details(client: redis.Redis, settings: Settings, d: Delivery) -> dict[s
     id already ended its run (FAILED then SUCCESSFUL), that run's id as this end's parent
     (one round trip; none for a START)."""
     kind = target_type(d.uri)
-    ended = d.ms("ended_ms")
+    ended = d.ms(Field.ENDED_MS)
     if kind == "START" or ended is None:
         return {}
     f = d.fields
     reader = HistoryReader(client, settings.key_prefix, settings.max_sync_duration_ms)
-    ends, first_start = reader.sync_ends(f["connector_id"], f["sync_id"], ended)
+    connector, sync = f[Field.CONNECTOR_ID], f[Field.SYNC_ID]
+    ends, first_start = reader.sync_ends(connector, sync, ended)
     end = next((c for c in reversed(ends) if c.ended_ms == ended), None)
     started = end.started_ms if end is not None and end.started_ms is not None else first_start
     # An end sent as lineage (lineage_targets) whose event type ends a run.
@@ -157,7 +158,7 @@ def sync_details(client: redis.Redis, settings: Settings, d: Delivery) -> dict[s
         "startedAt": iso(int(started)) if started is not None else None,
         "failureReason": end.reason if end is not None else None,
         "taskType": end.task_type if end is not None else None,
-        "parentRunId": run_id(f["connector_id"], f["sync_id"]) if closed else None,
+        "parentRunId": run_id(connector, sync) if closed else None,
     }
     return {k: v for k, v in details.items() if v}
 
@@ -173,19 +174,19 @@ def build_event(
     ``details`` read once from the history, ``sync_details``, decide it)."""
     f = d.fields
     details = details or {}
-    connector, sync = f["connector_id"], f["sync_id"]
+    connector, sync = f[Field.CONNECTOR_ID], f[Field.SYNC_ID]
     kind = target_type(d.uri)
-    ms = d.ms("ended_ms") or d.ms("received_ms")  # the event's own time (start or end)
-    namespace = job_namespace(namespace_template, connector, f.get("group_id") or "")
+    ms = d.ms(Field.ENDED_MS) or d.ms(Field.RECEIVED_MS)  # the event's own time (start or end)
+    namespace = job_namespace(namespace_template, connector, f.get(Field.GROUP_ID) or "")
     run = run_id(connector, sync)
     parent = details.get("parentRunId")
     sync_facet = FivetranSyncRunFacet(
         connectorId=connector,
         syncId=sync,
-        connectorName=f.get("connector_name") or None,
-        connectorType=f.get("connector_type") or None,
-        groupId=f.get("group_id") or None,
-        status=f.get("status") or None,
+        connectorName=f.get(Field.CONNECTOR_NAME) or None,
+        connectorType=f.get(Field.CONNECTOR_TYPE) or None,
+        groupId=f.get(Field.GROUP_ID) or None,
+        status=f.get(Field.STATUS) or None,
         startedAt=details.get("startedAt"),
         failureReason=details.get("failureReason"),
         taskType=details.get("taskType"),
@@ -258,17 +259,18 @@ class LineageSender:
         if target_type(d.uri) != "START":
             f = d.fields
             start = self.recorder.store.get(
-                delivery_id(f["connector_id"], f["sync_id"], LINEAGE_PREFIX + "START")
+                delivery_id(f[Field.CONNECTOR_ID], f[Field.SYNC_ID], LINEAGE_PREFIX + "START")
             )
             if start is not None and start.state not in FINAL:
-                return max(self.recorder.clock() + START_FIRST_MS, start.ms("next_attempt_ms") or 0)
+                soon = self.recorder.clock() + START_FIRST_MS
+                return max(soon, start.ms(Field.NEXT_ATTEMPT_MS) or 0)
         return retry_at(d)
 
     def send(self, d: Delivery) -> AttemptResult:
         """Send lineage delivery ``d`` (its lease held by the forwarder)."""
         r = self.recorder
         # Read from the history once and kept on the record: every attempt sends the same.
-        details = json.loads(d.get("extra") or "null")
+        details = json.loads(d.get(Field.EXTRA) or "null")
         if details is None:
             details = sync_details(r.redis, r.settings, d)
         event = build_event(d, self.namespace_template, self.outputs, details, self.schema_url)
@@ -281,7 +283,7 @@ class LineageSender:
                 return r.give_up(d, DeliveryState.FAILED, rejected)
             return r.retry(d, LineageUnavailable(exc))
         kind = target_type(d.uri)
-        fields = {"event_at": iso(r.clock()) or "", "lineage_event": kind}
+        fields = {Field.EVENT_AT: iso(r.clock()) or "", Field.LINEAGE_EVENT: kind}
         return r.delivered(d, fields, f"OpenLineage {kind} sent (run {event.run.runId})")
 
 

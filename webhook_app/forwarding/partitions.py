@@ -17,7 +17,7 @@ from redis.client import Pipeline
 
 from fivetran_events import HistoryReader
 from fivetran_events.decision import Criterion
-from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState, SyncRef
+from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState, Field, SyncRef
 from fivetran_events.partitions import Completed, completed_by
 
 from .. import metrics
@@ -93,11 +93,8 @@ class Partitioner:
         now = self.recorder.clock()
         targets = [(u, DeliveryKind.ASSET) for u in uris]
         for key in keys:
-            made = self.enqueuer.create_many(sync, targets, now, pipe, partition_key=key)
-            for did, uri in zip(made, uris, strict=True):
-                if extras is not None:
-                    pipe.hsetnx(self.recorder.store.key(did), "extra", extras[uri])
-            ids += made
+            store = self.recorder.store
+            ids += store.create(sync, targets, now, pipe, partition_key=key, extras=extras)
         return ids
 
 
@@ -131,8 +128,8 @@ class PartitionsSender:
             p.create(pipe, sync, done.keys, uris)
             pipe.execute()
         fields = {
-            "partitions": json.dumps(list(done.keys)),
-            "partitions_skipped": str(done.skipped),
+            Field.PARTITIONS: json.dumps(list(done.keys)),
+            Field.PARTITIONS_SKIPPED: str(done.skipped),
         }
         span = f"{done.keys[0]} to {done.keys[-1]}" if done.keys else "none"
         note = f"{len(done.keys)} partitions ({span}) x {len(uris)} URIs, forwarded" + (

@@ -1,12 +1,12 @@
-"""The state changes of a delivery, which every sender records through one ``Recorder``.
+"""What an attempt did to a delivery, recorded through one ``Recorder`` by every sender.
 
 An attempt begins (due again at its lease's end, should the worker die) and ends
-delivered, retrying, or given up, each end one MULTI.
+delivered, retrying, or given up: the store's transitions, with the backoff, the
+outcome's metric and its log line decided here.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -16,19 +16,14 @@ from enum import Enum
 from typing import Any
 
 from fivetran_events import Settings
-from fivetran_events.deliveries import FINAL, Delivery, DeliveryState
+from fivetran_events.deliveries import Delivery, DeliveryState, Field
 from fivetran_events.http import RetryableError
-from fivetran_events.keys import due_key, undelivered_key
 from fivetran_events.timeutil import now_ms
 
 from .. import metrics
-from .enqueue import keep_delivered_ms, lease_ms, record_ttl_ms
 from .store import DeliveryStore
 
 log = logging.getLogger(__name__)
-
-#: The marks of a POST whose outcome is open (``asset.py``), dropped by every final state.
-MARKS = ["inflight_ms", "unknown_ms"]
 
 
 class AttemptOutcome(str, Enum):
@@ -82,7 +77,7 @@ def backoff_seconds(
 
 def retry_at(d: Delivery) -> int | None:
     """When a retrying delivery's next attempt is due (None: not retrying)."""
-    return d.ms("next_attempt_ms") if d.state is DeliveryState.RETRYING else None
+    return d.ms(Field.NEXT_ATTEMPT_MS) if d.state is DeliveryState.RETRYING else None
 
 
 class Recorder:
@@ -98,46 +93,25 @@ class Recorder:
         self.settings = settings
         self.store = store
         self.redis = store.client
+        self.lifetimes = store.lifetimes
         self.clock = clock
         self.rng = rng
-        self.lease_ms = lease_ms(settings)
-        self.margin_ms = int(settings.forward_unknown_outcome_seconds * 1000)
-        self.keep_ms = keep_delivered_ms(settings)
-        self.record_ttl_ms = record_ttl_ms(settings)
-        self.due_key = due_key(settings.key_prefix)
 
     def begin(self, d: Delivery, extra: Any) -> int:
-        """Count an attempt at ``d``, keep the ``extra`` it sends (so every attempt sends
-        the same), and make ``d`` due at the lease's end; return the attempt's time."""
-        key, now = self.store.key(d.id), self.clock()
-        with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hincrby(key, "attempts", 1)
-            pipe.hsetnx(key, "first_attempt_ms", str(now))
-            pipe.hset(
-                key, mapping={"extra": json.dumps(extra, sort_keys=True), "updated_ms": str(now)}
-            )
-            pipe.zadd(self.due_key, {d.id: now + self.lease_ms})
-            pipe.execute()
+        """Count an attempt at ``d``, keeping the ``extra`` it sends; return its time."""
+        now = self.clock()
+        self.store.begin(d, extra, now)
         return now
 
     def not_due(self, d: Delivery, at: int) -> AttemptResult:
         """An attempt came before ``at`` (a stale or extra job): the delivery stays due then."""
-        self.redis.zadd(self.due_key, {d.id: at})
+        self.store.due_at(d.id, at)
         metrics.FORWARD_OUTCOMES.labels(outcome="not_due").inc()
         return AttemptResult(d.id, AttemptOutcome.NOT_DUE, due_in_s=(at - self.clock()) / 1000)
 
     def already_done(self, did: str, d: Delivery | None) -> AttemptResult:
-        """An attempt at a delivery that is gone or final: tidy its indexes and due time,
-        and give a final record (whose life a redelivery renewed) its final expiry again."""
-        with self.redis.pipeline(transaction=True) as pipe:
-            if d is None:
-                self.store.forget(pipe, did)
-            else:
-                pipe.zrem(self.due_key, did)
-                self.store.index_state(pipe, d, d.state)
-                if d.state in FINAL:
-                    self.store.expire(pipe, d, self.final_ttl_ms(d.state, d, self.clock()))
-            pipe.execute()
+        """An attempt at a delivery that is gone or final: tidy it away."""
+        self.store.tidy(did, d, self.clock())
         if d is None:
             return AttemptResult(did, AttemptOutcome.MISSING)
         return AttemptResult(did, AttemptOutcome.FINAL, reason=f"already {d.state.value}")
@@ -153,7 +127,7 @@ class Recorder:
         reason: str | None = None,
     ) -> AttemptResult:
         """Record ``d`` delivered with ``fields`` (what the receiver answered); log ``note``."""
-        self._finish(d, DeliveryState.DELIVERED, fields, ["reason", "next_attempt_ms", *MARKS])
+        self.store.delivered(d, fields, self.clock())
         metrics.FORWARD_OUTCOMES.labels(outcome=outcome.value).inc()
         log.info("delivery %s: %s %s", d.id, outcome.value, note)
         return AttemptResult(d.id, outcome, event_id=event_id, reason=reason)
@@ -163,8 +137,7 @@ class Recorder:
     ) -> AttemptResult:
         """Record ``d`` given up in ``state`` (undelivered or failed), saying why; keep the
         marks (``clear_mark`` False) while an earlier POST's outcome is open."""
-        drop = ["next_attempt_ms"] + (MARKS if clear_mark else [])
-        self._finish(d, state, {"reason": reason}, drop)
+        self.store.give_up(d, state, reason, self.clock(), keep_marks=not clear_mark)
         metrics.FORWARD_OUTCOMES.labels(outcome=state.value).inc()
         log.warning("delivery %s: %s: %s", d.id, state.value, reason)
         return AttemptResult(d.id, AttemptOutcome(state.value), reason=reason)
@@ -172,63 +145,17 @@ class Recorder:
     def retry(self, d: Delivery, exc: RetryableError, settles: int | None = None) -> AttemptResult:
         """Schedule ``d``'s next attempt, or give it up once its retry window is over."""
         now = self.clock()
-        key = self.store.key(d.id)
-        attempts = int(self.redis.hget(key, "attempts") or 1)
-        hours = self.settings.forward_retry_hours
-        deadline = (d.ms("window_ms") or now) + int(hours * 3_600_000)
+        attempts = self.store.attempts(d)
+        deadline = (d.ms(Field.WINDOW_MS) or now) + self.lifetimes.retry_window_ms
         if now >= deadline:
+            hours = self.settings.forward_retry_hours
             reason = f"gave up after {attempts} attempts over {hours:g} h; last error: {exc}"
             return self.give_up(d, DeliveryState.UNDELIVERED, reason, clear_mark=False)
         # Clamped into the window, so a long wait still gets a last attempt at its end.
         wait_s = backoff_seconds(self.settings, attempts, exc.retry_after, self.rng())
         at = max(now + int(min(wait_s * 1000, deadline - now)), settles or 0)
-        with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                key,
-                mapping={
-                    "state": DeliveryState.RETRYING.value,
-                    "reason": str(exc),
-                    "next_attempt_ms": str(at),
-                    "updated_ms": str(now),
-                },
-            )
-            pipe.zadd(self.due_key, {d.id: at})
-            self.store.index_state(pipe, d, DeliveryState.RETRYING)
-            pipe.execute()
+        self.store.retry_at(d, at, str(exc), now)
         metrics.FORWARD_OUTCOMES.labels(outcome="retrying").inc()
         due_in_s = (at - now) / 1000
         log.info("delivery %s: retry in %.1fs: %s", d.id, due_in_s, exc)
         return AttemptResult(d.id, AttemptOutcome.RETRYING, reason=str(exc), due_in_s=due_in_s)
-
-    def final_ttl_ms(self, state: DeliveryState, d: Delivery, now: int) -> int:
-        """Return how long a record in a final ``state`` stays from ``now``: delivered, the
-        keep time (a delivered table's, ``table_keep_ms``: its sync's table-level delivery
-        is what a redelivery finds); given up, until its window and the keep time are over."""
-        if state is DeliveryState.DELIVERED:
-            return self.table_keep_ms() if d.get("table") else self.keep_ms
-        return max(d.window_ms + self.record_ttl_ms - now, self.keep_ms)
-
-    def table_keep_ms(self) -> int:
-        """How long a delivered table's record stays: past any re-run of its sync's
-        expansion, at least an hour, at most the keep time."""
-        return min(self.keep_ms, max(3_600_000, 4 * (self.lease_ms + self.margin_ms)))
-
-    def _finish(
-        self, d: Delivery, state: DeliveryState, fields: dict[str, str], drop: list[str]
-    ) -> None:
-        """Record a final ``state`` (record, due set, given-up set, index, expiry) in one MULTI."""
-        key, now = self.store.key(d.id), self.clock()
-        given_up = undelivered_key(self.settings.key_prefix)
-        with self.redis.pipeline(transaction=True) as pipe:
-            mapping = {"state": state.value, **fields, "updated_ms": str(now)}
-            pipe.hset(key, mapping=mapping)  # type: ignore[arg-type]
-            pipe.hdel(key, *drop)
-            pipe.zrem(self.due_key, d.id)
-            if state is DeliveryState.DELIVERED:
-                pipe.zrem(given_up, d.id)
-            else:
-                pipe.zadd(given_up, {d.id: now})
-                pipe.zremrangebyscore(given_up, "-inf", f"({now - self.record_ttl_ms}")
-            self.store.expire(pipe, d, self.final_ttl_ms(state, d, now))
-            self.store.index_state(pipe, d, state)
-            pipe.execute()

@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import redis
-from redis.typing import EncodableT
 
-from fivetran_events import Settings, as_text
-from fivetran_events.keys import delivery_key, due_key, job_id_prefix, sweep_wake_key
+from fivetran_events import Settings
+from fivetran_events.keys import job_id_prefix
 from fivetran_events.timeutil import now_ms
+
+from .store import DeliveryStore
 
 if TYPE_CHECKING:
     from rq import Queue
@@ -33,44 +34,10 @@ FAILURE_TTL = 3 * 86_400
 #: Deliveries the sweeper queues per pass.
 SWEEP_BATCH = 500
 
-# Claim the deliveries due at ``now`` (at most ``limit``, oldest first) for new RQ jobs,
-# skipping one whose last job (the record's ``job``) still waits in this deployment's
-# queue; either way its due time moves to the lease's end. One step, so two sweepers
-# never take the same delivery. A claimed record names its new job (``forward_job_id``);
-# a crash before the sweeper queues it leaves the delivery due at the lease's end. A job
-# waiting in another queue (a queue renamed by an upgrade) runs nowhere: not a reason
-# to wait.
-# KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix,
-# job id prefix, queue name. Returns id, job id, id, job id, ... of the claimed deliveries.
-CLAIM_DUE = """
-local now = ARGV[1]
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
-local out = {}
-for _, id in ipairs(ids) do
-  redis.call('ZADD', KEYS[1], ARGV[2], id)
-  local rec = ARGV[5] .. id
-  local job = redis.call('HGET', rec, 'job')
-  local waiting = false
-  if job then
-    local st = redis.call('HMGET', ARGV[3] .. job, 'status', 'origin')
-    waiting = st[1] == 'queued' and st[2] == ARGV[7]
-  end
-  if not waiting then
-    local name = ARGV[6] .. 'fwd-' .. string.sub(redis.sha1hex(id), 1, 24) .. '-' .. now
-    if redis.call('EXISTS', rec) == 1 then
-      redis.call('HSET', rec, 'job', name)
-    end
-    out[#out + 1] = id
-    out[#out + 1] = name
-  end
-end
-return out
-"""
-
 
 def forward_job_id(prefix: str, delivery: str, tag: str | int | None = None) -> str:
-    """Name an attempt's RQ job as ``CLAIM_DUE`` does (SHA-1: Lua in Redis has it), under
-    the deployment's key ``prefix``."""
+    """Name an attempt's RQ job as the store's claim (``_lua.CLAIM_DUE``) does (SHA-1:
+    Lua in Redis has it), under the deployment's key ``prefix``."""
     digest = hashlib.sha1(delivery.encode(), usedforsecurity=False).hexdigest()[:24]
     name = f"{job_id_prefix(prefix)}fwd-{digest}"
     return name if tag is None else f"{name}-{tag}"
@@ -95,35 +62,29 @@ def queue_jobs(queue: Queue, jobs: Sequence[tuple[str, str]], lease_ms: int) -> 
 
 
 class Sweeper:
-    """Claim due deliveries and queue their jobs in ``queue``; wait to be woken."""
+    """Claim due deliveries (the store's ``claim``) and queue their jobs in ``queue``;
+    wait to be woken."""
 
     def __init__(
-        self, settings: Settings, queue: Queue, lease_ms: int, clock: Callable[[], int] = now_ms
+        self,
+        settings: Settings,
+        store: DeliveryStore,
+        queue: Queue,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.settings = settings
+        self.store = store
         self.queue = queue
         self.redis: redis.Redis = queue.connection
-        self.lease_ms = lease_ms
+        self.lease_ms = store.lifetimes.lease_ms
         self.clock = clock
-        self.claim_script = self.redis.register_script(CLAIM_DUE)
         self.job_prefix = str(queue.job_class.redis_job_namespace_prefix)
-        self.wake_key = sweep_wake_key(settings.key_prefix)
+        self.wake_key = store.wake_key
 
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
         """Queue an attempt for every delivery due at ``now``; return how many."""
         now = self.clock() if now is None else now
-        prefix = self.settings.key_prefix
-        args: list[EncodableT] = [
-            now,
-            now + self.lease_ms,
-            self.job_prefix,
-            limit,
-            delivery_key(prefix, ""),
-            job_id_prefix(prefix),
-            self.queue.name,
-        ]
-        claimed = [as_text(x) for x in self.claim_script(keys=[due_key(prefix)], args=args)]
-        jobs = list(zip(claimed[::2], claimed[1::2], strict=True))
+        jobs = self.store.claim(now, self.job_prefix, limit, self.queue.name)
         if jobs:
             queue_jobs(self.queue, jobs, self.lease_ms)
         return len(jobs)

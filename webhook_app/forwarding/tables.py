@@ -12,13 +12,19 @@ import json
 import logging
 from typing import Any
 
-from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState, SyncRef, extra_for
+from fivetran_events.deliveries import (
+    Delivery,
+    DeliveryKind,
+    DeliveryState,
+    Field,
+    SyncRef,
+    extra_for,
+)
 from fivetran_events.destinations import DestinationTable, current
 from fivetran_events.exceptions import FivetranApiError, FivetranUnavailable
 from fivetran_events.fivetran_api import FivetranClient
 
 from ..airflow_client import AirflowClient, AirflowRejected, AirflowUnavailable
-from .enqueue import Enqueuer
 from .partitions import Partitioner
 from .recorder import AttemptResult, Recorder, retry_at
 from .sweeper import Sweeper
@@ -62,14 +68,12 @@ class TablesSender:
         self,
         recorder: Recorder,
         airflow: AirflowClient,
-        enqueuer: Enqueuer,
         sweeper: Sweeper,
         fivetran: FivetranClient | None,
         partitioner: Partitioner | None = None,
     ) -> None:
         self.recorder = recorder
         self.airflow = airflow
-        self.enqueuer = enqueuer
         self.sweeper = sweeper
         self.fivetran = fivetran
         #: With FIVETRAN_EVENTS_PARTITION_GRAIN: each consumed table's partitions too.
@@ -82,7 +86,11 @@ class TablesSender:
         r = self.recorder
         try:
             tables = current(
-                r.redis, r.settings, self.fivetran, d.fields["connector_id"], d.get("group_id")
+                r.redis,
+                r.settings,
+                self.fivetran,
+                d.fields[Field.CONNECTOR_ID],
+                d.get(Field.GROUP_ID),
             )
             if tables is None:
                 return r.give_up(d, DeliveryState.FAILED, NO_TABLE_LIST)
@@ -99,12 +107,10 @@ class TablesSender:
         sync_extra = extra_for(r.redis, r.settings.key_prefix, sync)
         extras = {t.uri: json.dumps(table_extra(sync_extra, t), sort_keys=True) for t in consumed}
         keys = p.completed(sync).keys if p is not None and refusal is None and consumed else ()
+        names = {t.uri: f"{t.schema}.{t.table}" for t in consumed}
         with r.redis.pipeline(transaction=True) as pipe:
             targets = [(t.uri, DeliveryKind.ASSET) for t in consumed]
-            ids = self.enqueuer.create_many(sync, targets, r.clock(), pipe)
-            for did, t in zip(ids, consumed, strict=True):
-                pipe.hsetnx(r.store.key(did), "extra", extras[t.uri])
-                pipe.hsetnx(r.store.key(did), "table", f"{t.schema}.{t.table}")
+            r.store.create(sync, targets, r.clock(), pipe, extras=extras, tables=names)
             if keys and p is not None:
                 p.create(pipe, sync, keys, [t.uri for t in consumed], extras)
             pipe.execute()
@@ -112,7 +118,7 @@ class TablesSender:
         note = f"{counts} tables have an asset in Airflow, forwarded" + (
             f"; no partitions: {refusal}" if refusal else ""
         )
-        result = r.delivered(d, {"tables": counts}, note, reason=f"tables {counts}")
+        result = r.delivered(d, {Field.TABLES: counts}, note, reason=f"tables {counts}")
         # Queued now rather than at the sweeper's wake-up: this worker is awake already.
         self.sweeper.sweep_backlog()
         return result

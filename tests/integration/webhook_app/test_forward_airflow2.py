@@ -34,6 +34,7 @@ from webhook_app.forwarding import Delivery, DeliveryKind, DeliveryState
 from webhook_app.forwarding.asset import AssetSender
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.recorder import backoff_seconds
+from webhook_app.forwarding.replay import Replayer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -206,7 +207,7 @@ class TestFailures:
         assert fw.store.given_up() == [d.id]
         assert fw.redis.zscore(due_key(fw.settings.key_prefix), d.id) is None
         standin.add_dataset(URI)
-        assert fw.replay(fw.deliveries_of_sync("s1")) == [d.id]
+        assert Replayer.of(fw).replay(Replayer.of(fw).deliveries_of_sync("s1")) == [d.id]
         run_worker(fw)
         assert state_of(fw, "s1").state is DeliveryState.DELIVERED
         assert len(standin.events) == 1
@@ -385,7 +386,7 @@ class TestExactlyOnce:
     ) -> None:
         post_event(http, sync_id="s1")
         run_worker(fw)
-        assert fw.replay(fw.deliveries_of_sync("s1")) == []
+        assert Replayer.of(fw).replay(Replayer.of(fw).deliveries_of_sync("s1")) == []
         run_worker(fw)
         assert len(standin.events) == 1
 

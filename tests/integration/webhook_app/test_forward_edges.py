@@ -37,6 +37,7 @@ from webhook_app import create_app
 from webhook_app.cli import main
 from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.replay import Replayer
 from webhook_app.forwarding.sweeper import forward_job_id, queue_jobs
 from webhook_app.worker.rq_worker import ForwardingWorker
 
@@ -290,7 +291,7 @@ class TestReplayIsAtomic:
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(store, "get", after_read(store.get))
                 mp.setattr(store, "many", after_read(store.many))
-                fw.replay([d.id])
+                Replayer.of(fw).replay([d.id])
             run_worker(fw)
         d = delivery(fw, "s1")
         assert reads["n"] >= 1

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from freezegun import freeze_time
 
 from fivetran_events import Settings, parse_event
+from fivetran_events.deliveries import Lifetimes
 from fivetran_events.history.writer import TRIM_EVERY, trims
 from fivetran_events.keys import (
     deliveries_key,
@@ -31,8 +32,9 @@ from testkit.processes import poll_until
 from testkit.support import deliver, encode, payload
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
-from webhook_app.forwarding import DeliveryState, enqueue, sweeper
+from webhook_app.forwarding import DeliveryState, sweeper
 from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.replay import Replayer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -138,7 +140,7 @@ class TestExpiry:
 
         # A replay opens a new window: the record and its sync's set live a whole one again.
         before = client.pttl(fw.store.key(gone_404))
-        assert fw.replay([gone_404]) == [gone_404]
+        assert Replayer.of(fw).replay([gone_404]) == [gone_404]
         window = fw.store.get(gone_404)
         assert window is not None and window.state is DeliveryState.PENDING
         assert client.pttl(fw.store.key(gone_404)) > before
@@ -150,7 +152,7 @@ class TestExpiry:
         # life a record has (the web app's settings: the 72 h default keep time), one of
         # the one in TRIM_EVERY that trims.
         assert client.zscore(deliveries_key(p), done) is not None
-        life_s = enqueue.record_ttl_ms(settings) / 1000
+        life_s = Lifetimes.from_settings(settings).record_ttl_ms / 1000
         later = datetime.now(timezone.utc) + timedelta(seconds=life_s + 60)
         # A sync of its own ("s1" would re-create the expired delivery and list it again).
         trimming = next(

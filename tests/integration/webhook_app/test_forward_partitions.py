@@ -34,6 +34,7 @@ from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app.cli import main
 from webhook_app.forwarding.enqueue import partitions_uri, target_id
 from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.replay import Replayer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -140,7 +141,7 @@ class TestForwarding:
         run_worker(pfw)
         before = len(airflow3.events)
         history(phttp)  # Fivetran's retries of the same deliveries
-        pfw.replay(pfw.deliveries_of_sync("s3"))
+        Replayer.of(pfw).replay(Replayer.of(pfw).deliveries_of_sync("s3"))
         run_worker(pfw)
         assert len(airflow3.events) == before == 6
         assert len(airflow3.posts) == before
@@ -195,7 +196,11 @@ class TestForwarding:
             on_success=pfw.enqueuer,
         )
         assert [status.value for _, status in written] == ["recorded"]
-        kinds = {d.kind for d in (pfw.store.get(i) for i in pfw.deliveries_of_sync("s9")) if d}
+        kinds = {
+            d.kind
+            for d in (pfw.store.get(i) for i in Replayer.of(pfw).deliveries_of_sync("s9"))
+            if d
+        }
         assert kinds == {DeliveryKind.ASSET}
 
 

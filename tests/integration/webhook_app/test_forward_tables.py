@@ -24,6 +24,7 @@ from testkit.forward_support import CID, URI, forwarder, post_event, run_worker
 from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.enqueue import tables_uri
 from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.replay import Replayer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -203,7 +204,7 @@ class TestForwardingPerTable:
         post_event(thttp, sync_id="s1")  # Fivetran redelivers
         run_worker(tfw)
         for did in (delivery_id(CID, "s1", u) for u in (ACCOUNT, OPPORTUNITY)):
-            tfw.replay([did])  # even a replay of a delivered one posts nothing
+            Replayer.of(tfw).replay([did])  # even a replay of a delivered one posts nothing
         run_worker(tfw)
         assert len(airflow2_standin.posts) == 2
         # the cache was fresh: Fivetran was not asked again
@@ -403,7 +404,7 @@ class TestReplaySince:
 
         writer = HistoryWriter(client, tsettings.key_prefix, tsettings.retention_ms)
         writer.record(ev(sync_id="old", created=at(3)))
-        created, _, _ = tfw.forward_since(0)
+        created, _, _ = Replayer.of(tfw).forward_since(0)
         assert created == [delivery_id(CID, "old", tables_uri(CID))]
         run_worker(tfw)
         assert sorted(p["dataset_uri"] for p in airflow2_standin.posts) == [ACCOUNT, OPPORTUNITY]

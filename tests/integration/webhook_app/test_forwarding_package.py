@@ -25,6 +25,7 @@ from testkit.forward_support import (
 )
 from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.replay import Replayer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,7 +101,7 @@ class TestStateIndex:
         assert members(client, settings) == {**empty, "pending": [nodag]}
         run_worker(fw)
         assert members(client, settings) == {**empty, "undelivered": [nodag]}
-        assert fw.replay([nodag]) == [nodag]
+        assert Replayer.of(fw).replay([nodag]) == [nodag]
         assert members(client, settings) == {**empty, "pending": [nodag]}
         post_event(http, sync_id="ok1")
         run_worker(fw)
