@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the tests use beyond Python packages: redis-server, nginx (only for
-# `nginx -t` on deploy/nginx.conf), promtool from Debian's prometheus (only for
+# `nginx -t` on deploy/nginx.conf), kubectl from Debian's kubernetes-client (only
+# `kubectl kustomize`, which needs no cluster), promtool from Debian's prometheus (only for
 # `promtool check rules` / `test rules` on deploy/prometheus/; no server is started),
 # Debian's postgresql (`fivetran-events import --from-db`'s tests start their own server on
 # a free loopback port, testkit/own_postgres.py; the package's own cluster is not started),
@@ -31,6 +32,7 @@ apt_install() { # command package why
 apt_install nginx nginx-light "config checks only"
 apt_install promtool prometheus "promtool for the alert rules' tests"
 apt_install chromium chromium "the UI view's browser test, headless"
+apt_install kubectl kubernetes-client "kubectl kustomize renders deploy/kubernetes/ for its tests"
 # Debian keeps PostgreSQL's server programs off PATH, under /usr/lib/postgresql/VERSION/bin.
 if ! compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null; then
   apt_install postgres postgresql "the import's tests: a server of their own"
