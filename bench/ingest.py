@@ -263,8 +263,9 @@ def verify(client: redis.Redis, url: str, acked: list[bytes], per_sync: int = 1)
     woken = client.llen(sweep_wake_key(PREFIX))
     settings = Settings(redis_url=url, key_prefix=PREFIX, airflow_url="http://127.0.0.1:9")
     expected = len(acked) * per_sync
-    swept = build_forwarder(settings, with_airflow=False).sweep(limit=expected + 1)
-    jobs = client.llen("rq:queue:fivetran-events")
+    fw = build_forwarder(settings, with_airflow=False)
+    swept = fw.sweep(limit=expected + 1)
+    jobs = fw.queue.count
     ids = [json.loads(b)["sync_id"] for b in acked]
     if len(set(ids)) != len(ids):
         return "FAILED: duplicate acknowledgements"
