@@ -49,7 +49,7 @@ SECRET = "bench-webhook-secret-0123456789"  # settings want >= 24 bytes
 #: How long the proxy holds the slow answer: the worker's Airflow timeout (its default).
 HOLD_S = float(Settings.model_fields["airflow_timeout_seconds"].default)
 #: What the benchmark's Airflow runs on (printed with the figures).
-AIRFLOW_SETUP = "Airflow 3 (SQLite, LocalExecutor, testkit/airflow_harness.py)"
+AIRFLOW_SETUP = "Airflow 3 (PostgreSQL, LocalExecutor, testkit/airflow_harness.py)"
 
 
 @dataclass

@@ -66,7 +66,7 @@ def variant(source: str, dag_id: str, theirs: bool) -> tuple[str, str]:
 def _finished_run(airflow: Any, dag_id: str, run_id: str | None) -> tuple[str, datetime] | None:
     """The run (the first one when ``run_id`` is None) and its end once it succeeded."""
     rows = airflow.query(
-        "select run_id, state, end_date from dag_run where dag_id=? order by id", dag_id
+        "select run_id, state, end_date from dag_run where dag_id=%s order by id", dag_id
     )
     rows = [r for r in rows if run_id in (None, r[0])][:1]
     if not rows or rows[0][1] not in ("success", "failed"):

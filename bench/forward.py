@@ -3,7 +3,7 @@
 Starts everything it measures on 127.0.0.1 and stops exactly those processes by PID
 (bench/_forward_stack.py): a redis-server, the webhook server, ``fivetran-events worker``
 (a pool of ``--concurrency`` processes, its default unless given) and a real Airflow 3 on
-SQLite with the LocalExecutor (testkit/airflow_harness.py, as the system tests run it),
+PostgreSQL with the LocalExecutor (testkit/airflow_harness.py, as the system tests run it),
 which the worker reaches through a loopback proxy that can hold a POST
 (testkit/delaying_proxy.py). After a warm-up (one delivery per connector, and Airflow
 done running their DAGs: steady state) it sends N signed ``sync_end`` deliveries to
@@ -21,7 +21,7 @@ nothing else posts to Airflow). It prints, side by side for both paths:
 
 Then the REST path once more, N deliveries with one slow answer among them: the proxy
 holds the second one's POST for Airflow's timeout (the worker gives up on it, Airflow
-commits it then, as with SQLite busy). Printed beside the clean run: ack -> event and
+commits it then, as with a slow database). Printed beside the clean run: ack -> event and
 ack -> pickup of the other N-1 (steady state: the held delivery left out), and the held
 one on a line of its own.
 
@@ -98,7 +98,7 @@ def report(r: dict[str, Any], concurrency: int | None) -> None:
     if r["retried"]:
         print(
             f"note: {r['retried']} deliveries needed more than one attempt (Airflow answered "
-            "5xx or timed out, e.g. SQLite busy)"
+            "5xx or timed out)"
         )
     if r["shared_runs"]:
         print(f"note: {r['shared_runs']} deliveries shared a DAG run with another")

@@ -18,10 +18,8 @@ timestamp; the partitioned event takes one more worker job, the expansion) and a
 each run created (its ``queued_at``), and in how many syncs both runs were made in one
 scheduler loop but the partitioned one started a loop later (docs/partitions.md says why).
 
-Usage: ``python -m bench.partitions [-n 10] [--gap 4.0] [--concurrency 1]`` (about 2 +
-N * gap / 60 minutes on 2 cores). One worker member by default: concurrent POSTs on the
-harness's SQLite can exceed its lock wait (a 500, retried after the unknown-outcome
-margin), which would measure SQLite.
+Usage: ``python -m bench.partitions [-n 10] [--gap 4.0] [--concurrency 2]`` (about 2 +
+N * gap / 60 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -100,9 +98,6 @@ def measure(n: int, gap: float, concurrency: int, work: Path) -> dict[str, list[
             "FIVETRAN_EVENTS_AIRFLOW_USERNAME": airflow.username,
             "FIVETRAN_EVENTS_AIRFLOW_PASSWORD": airflow.password,
             "FIVETRAN_EVENTS_PARTITION_GRAIN": "day",
-            # A 500 from the harness's SQLite (its lock wait) is looked up after 5 s, not
-            # the default 120 s, as the tests do: on either path it measured SQLite.
-            "FIVETRAN_EVENTS_FORWARD_UNKNOWN_OUTCOME_SECONDS": "5",
             "PROMETHEUS_MULTIPROC_DIR": str(work / "metrics"),
         }
         url, _web = stack.enter_context(webhook_server(redis_url, work, **ours))
@@ -168,7 +163,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-n", type=int, default=10)
     parser.add_argument("--gap", type=float, default=4.0)
-    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=2)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fte-bench-partitions-") as tmp:
         r = measure(args.n, args.gap, args.concurrency, Path(tmp))

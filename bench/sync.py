@@ -146,12 +146,7 @@ def beside_astronomer(
                 # tests/unit (test_bench_dropin.py imports this module) must not.
                 from bench._forward_stack import _spawn
 
-                # One member: concurrent POSTs on the harness's SQLite can exceed its lock
-                # wait (bench/partitions.py says more).
-                worker = [
-                    *(str(Path(sys.executable).parent / "fivetran-events"), "worker"),
-                    *("--concurrency", "1"),
-                ]
+                worker = [str(Path(sys.executable).parent / "fivetran-events"), "worker"]
                 environ = {k: v for k, v in os.environ.items() if "FIVETRAN_EVENTS_" not in k}
                 stack.callback(stop_group, _spawn(worker, {**environ, **ours}, work / "worker.log"))
             api.webhook_url, api.webhook_secret = f"{base}/webhooks/fivetran", SECRET
@@ -177,7 +172,7 @@ class LostByAirflow(Exception):
 
 def _end_date(airflow: Any, dag_id: str, run_id: str) -> datetime | None:
     rows = airflow.query(
-        "select state, end_date from task_instance where dag_id=? and run_id=?", dag_id, run_id
+        "select state, end_date from task_instance where dag_id=%s and run_id=%s", dag_id, run_id
     )
     if not rows or rows[0][0] not in ("success", "failed"):
         return None

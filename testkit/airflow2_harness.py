@@ -12,8 +12,9 @@ step gets it once, without reinstalling Airflow. The fixture then runs: ``airflo
 migrate``, ``airflow users create`` (an Admin with a random password), ``airflow dags
 reserialize`` over ``testkit/airflow2_dags`` (which registers their datasets), and
 ``airflow webserver --hostname 127.0.0.1`` on a free port with basic auth for the REST
-API. SQLite. Only the webserver runs: posting and reading dataset events needs nothing
-else. Teardown signals exactly the process group it started.
+API. SQLite: Airflow 2.11 runs on SQLAlchemy 1.4, which has no psycopg 3 dialect, and a
+webserver alone never meets SQLite's single writer. Only the webserver runs: posting and
+reading dataset events needs nothing else. Teardown signals exactly the process group it started.
 
     def test_x(airflow2):        # airflow2.url, .username, .password, .reserialize()
         ...

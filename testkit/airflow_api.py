@@ -1,15 +1,14 @@
-"""What a test asks of a running Airflow 3: its REST API as admin, and its SQLite database.
+"""What a test asks of a running Airflow 3: its REST API as admin, and its database.
 
 ``AirflowServer`` (testkit/airflow_harness.py) starts and stops the components and mixes
-this in; here is only the asking: a JWT, authenticated requests that ride out SQLite's
-"database is locked", waits that fail at once when a component died, asset and DAG-run
-lookups, and direct reads of the metadata database for polling loops.
+this in; here is only the asking: a JWT, authenticated requests, waits that fail at once
+when a component died, asset and DAG-run lookups, and direct reads of the PostgreSQL
+metadata database for polling loops (psycopg: ``%s`` placeholders; timestamps come back
+as aware datetimes, JSON columns as Python values).
 """
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, TypeVar
 
 import requests
 
+from .own_postgres import OwnPostgres
 from .processes import poll_until
 
 T = TypeVar("T")
@@ -31,6 +31,7 @@ class AirflowApi:
     password: str
     jwt_secret: str
     _token: str | None
+    postgres: OwnPostgres | None
 
     @property
     def url(self) -> str:
@@ -63,17 +64,12 @@ class AirflowApi:
         return self._token
 
     def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        """Call the REST API as admin; renew the token on 401, retry a 5xx a few times.
-
-        (SQLite lets one writer in at a time: under load a read may get "database is
-        locked" as a 500.)
-        """
-        for attempt in range(5):
+        """Call the REST API as admin; renew the token once on 401."""
+        for attempt in range(2):
             headers = {"Authorization": f"Bearer {self.token(fresh=attempt > 0)}"}
             resp = requests.request(method, self.url + path, headers=headers, timeout=15, **kwargs)
-            if resp.status_code != 401 and resp.status_code < 500:
+            if resp.status_code != 401:
                 return resp
-            time.sleep(0.5)
         return resp
 
     def get(self, path: str, **kwargs: Any) -> requests.Response:
@@ -171,12 +167,13 @@ class AirflowApi:
     # --- the metadata database, read directly (faster than the API in a polling loop) --
 
     def query(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
-        with contextlib.closing(sqlite3.connect(self.home / "airflow.db", timeout=10)) as c:
-            return c.execute(sql, params).fetchall()
+        """Rows of one statement (``%s`` placeholders) on Airflow's metadata database."""
+        assert self.postgres is not None, "Airflow is not prepared"
+        return self.postgres.rows(sql, *params)
 
     def ti_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
         rows = self.query(
-            "select state from task_instance where dag_id=? and run_id=? and task_id=?",
+            "select state from task_instance where dag_id=%s and run_id=%s and task_id=%s",
             dag_id,
             run_id,
             task_id,
@@ -188,7 +185,7 @@ class AirflowApi:
         for dag_id in dag_ids:
 
             def parsed(d: str = dag_id) -> list[tuple[Any, ...]]:
-                return self.query("select 1 from serialized_dag where dag_id=?", d)
+                return self.query("select 1 from serialized_dag where dag_id=%s", d)
 
             self.wait_for(f"DAG {dag_id} parsed", parsed, timeout)
 

@@ -11,9 +11,11 @@ asks of it (REST, database) is in testkit/airflow_api.py::
 
 What it does: real components rather than ``airflow standalone``: ``airflow db migrate``,
 then ``api-server --host 127.0.0.1`` on a free port, ``scheduler --skip-serve-logs``,
-``dag-processor`` and ``triggerer --skip-serve-logs``; SQLite (write-ahead log, a 60 s
-busy timeout) and LocalExecutor with ``AIRFLOW__CORE__PARALLELISM=2``; ``AIRFLOW_HOME``
-in a temporary folder; the DAGs
+``dag-processor`` and ``triggerer --skip-serve-logs``; the metadata database on a
+PostgreSQL server of its own (testkit/own_postgres.py: Debian's ``postgresql`` on a free
+loopback port, started by ``prepare()`` and stopped last by ``stop()``), psycopg 3 for
+both of Airflow's engines, as production runs it; LocalExecutor with
+``AIRFLOW__CORE__PARALLELISM=2``; ``AIRFLOW_HOME`` in a temporary folder; the DAGs
 folder a copy of ``testkit/airflow_dags`` (tests may add files to it); the simple auth
 manager with a pre-written password file (user ``admin``); one JWT secret for all
 components. Each component is started in a session of its own, and teardown signals
@@ -38,7 +40,6 @@ import os
 import secrets
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,7 @@ import requests
 from pytest_redis.executor import RedisExecutor
 
 from .airflow_api import USERNAME, AirflowApi
+from .own_postgres import OwnPostgres, own_postgres
 from .processes import free_port, poll_until, stop_group
 from .support import conn_uri
 
@@ -63,17 +65,6 @@ DAGS_SOURCE = Path(__file__).parent / "airflow_dags"
 #: so tests can show what each role may do (the worker's least role, deploy/compose.yaml).
 ROLE_USERS = {"viewer": "fte-viewer", "user": "fte-user", "op": "fte-op"}
 START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
-#: Seconds a component waits for SQLite's lock before "database is locked". On two cores
-#: that other work keeps busy, a writer's turn came after more than a minute and the
-#: scheduler, which exits on that error, took every later test on its Airflow with it.
-SQLITE_BUSY_TIMEOUT_S = 300
-#: The api-server's wait, kept short: Airflow 3.3's audit log (``action_logging`` in
-#: airflow/api_fastapi/logging/decorators.py) is an ``async def`` that commits on the
-#: event loop. When a request thread holds the write lock and needs the loop to finish
-#: its own commit, the loop waits for that lock: the server answers nothing until the
-#: busy timeout ends. At 300 s concurrent POSTs after a restart froze it for minutes; at
-#: 5 s the audit write fails (a 500 the clients retry) and the server goes on.
-API_SERVER_BUSY_TIMEOUT_S = 5
 COMPONENTS = {
     "scheduler": ["scheduler", "--skip-serve-logs"],
     "dag-processor": ["dag-processor"],
@@ -116,7 +107,10 @@ class AirflowServer(AirflowApi):
     #: The triggerer's ``--capacity`` (None: Airflow's default, 1,000 triggers); a
     #: benchmark holding 1,000 deferred sensors raises it.
     triggerer_capacity: int | None = None
+    #: The metadata database's server (``prepare()`` starts it, ``stop()`` ends it).
+    postgres: OwnPostgres | None = None
     _token: str | None = None
+    _database: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     @property
     def output_dir(self) -> Path:
@@ -127,8 +121,8 @@ class AirflowServer(AirflowApi):
         """Where the SQLite 'warehouse' of connection ``warehouse`` lives (DAG factory)."""
         return self.home / "warehouse"
 
-    def env(self, component: str | None = None) -> dict[str, str]:
-        busy = API_SERVER_BUSY_TIMEOUT_S if component == "api-server" else SQLITE_BUSY_TIMEOUT_S
+    def env(self) -> dict[str, str]:
+        assert self.postgres is not None, "prepare() starts the database"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         env.update(
             {
@@ -138,12 +132,10 @@ class AirflowServer(AirflowApi):
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
                 "AIRFLOW__CORE__PARALLELISM": "2",
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-                # SQLite's busy timeout is 5 s by default: on a busy machine a writer (the
-                # dag-processor, a task) held the lock longer and the scheduler died on
-                # "database is locked". Wait longer instead (WAL: see prepare()).
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
-                    f"sqlite:///{self.home / 'airflow.db'}?timeout={busy}"
-                ),
+                # psycopg 3 for both engines: without the async URL Airflow derives one
+                # for asyncpg, which is not installed.
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.postgres.url,
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": self.postgres.url,
                 "AIRFLOW__CORE__AUTH_MANAGER": (
                     "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
                 ),
@@ -181,6 +173,8 @@ class AirflowServer(AirflowApi):
     # --- lifecycle ---------------------------------------------------------------------
 
     def prepare(self) -> None:
+        if self.postgres is None:
+            self.postgres = self._database.enter_context(own_postgres())
         self.dags_folder.mkdir(parents=True, exist_ok=True)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.warehouse_dir.mkdir(parents=True, exist_ok=True)
@@ -197,16 +191,12 @@ class AirflowServer(AirflowApi):
             stderr=subprocess.STDOUT,
             timeout=START_TIMEOUT,
         )
-        # Write-ahead log: readers (the api-server, the tests' queries) no longer hold
-        # writers up, nor writers readers; only writers take turns (the busy timeout).
-        with contextlib.closing(sqlite3.connect(self.home / "airflow.db")) as db:
-            db.execute("PRAGMA journal_mode=WAL")
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
         self.procs[name] = subprocess.Popen(
             [airflow_bin(), *args],
-            env=self.env(name),
+            env=self.env(),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -243,8 +233,11 @@ class AirflowServer(AirflowApi):
             stop_group(proc, timeout)
 
     def stop(self) -> None:
+        """Stop every component, then the database server."""
         for name in list(self.procs):
             self._stop(name)
+        self._database.close()
+        self.postgres = None
 
     def kill_triggerer(self) -> None:
         """SIGKILL the triggerer this harness started (its process group, by PID): a crash."""
@@ -283,7 +276,7 @@ class AirflowServer(AirflowApi):
         """The values (JSON) stored under ``key`` in Airflow's asset state store."""
         return [
             json.loads(v)
-            for (v,) in self.query("select value from asset_state_store where key=?", key)
+            for (v,) in self.query("select value from asset_state_store where key=%s", key)
         ]
 
     def wait_healthy(

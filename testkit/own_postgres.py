@@ -1,10 +1,12 @@
 """A PostgreSQL server of a test's own (Debian's ``postgresql``), on a free loopback port.
 
 ``fivetran-events import --from-db`` reads the Platform Connector's LOG table from the
-destination; its tests give it a real PostgreSQL holding such a table. PostgreSQL refuses
-to run as root, and the suite runs as root in CI: then initdb and the server run as
-``nobody`` (setpriv), in a directory of their own under /tmp that ``nobody`` owns. The
-server is stopped by its PID (SIGINT: PostgreSQL's fast shutdown), its directory removed.
+destination; its tests give it a real PostgreSQL holding such a table, and the test
+Airflow (testkit/airflow_harness.py) keeps its metadata in one. PostgreSQL refuses to run
+as root, and the suite runs as root in CI: then initdb and the server run as the
+``postgres`` user that Debian's package creates (``nobody`` where there is none), through
+setpriv, in a directory of their own under /tmp that this user owns. The server is
+stopped by its PID (SIGINT: PostgreSQL's fast shutdown), its directory removed.
 """
 
 from __future__ import annotations
@@ -20,11 +22,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .processes import free_port, poll_until, stop_group
 
-#: The user the server runs as when the suite runs as root.
-UNPRIVILEGED = "nobody"
+if TYPE_CHECKING:
+    import psycopg
+
+
+def unprivileged() -> pwd.struct_passwd:
+    """The user the server runs as when the suite runs as root."""
+    try:
+        return pwd.getpwnam("postgres")
+    except KeyError:
+        return pwd.getpwnam("nobody")
 
 
 def postgres_bin() -> Path | None:
@@ -50,24 +61,38 @@ class OwnPostgres:
         """SQLAlchemy's URL of the server's ``postgres`` database (trust login, loopback)."""
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
-    def execute(self, *statements: str) -> None:
-        """Run SQL statements in one transaction (psycopg: the import extra's driver)."""
+    def connect(self, autocommit: bool = False) -> psycopg.Connection[tuple[Any, ...]]:
+        """A psycopg connection to the ``postgres`` database (the import extra's driver)."""
         import psycopg
 
-        with psycopg.connect(
-            host="127.0.0.1", port=self.port, user="postgres", dbname="postgres"
-        ) as conn:
+        return psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user="postgres",
+            dbname="postgres",
+            autocommit=autocommit,
+        )
+
+    def execute(self, *statements: str) -> None:
+        """Run SQL statements in one transaction."""
+        with self.connect() as conn:
             for sql in statements:
                 conn.execute(sql.encode())
+
+    def rows(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
+        """The rows of one statement, ``%s`` placeholders for ``params``."""
+        with self.connect(autocommit=True) as conn:
+            return conn.execute(sql.encode(), params).fetchall()
 
 
 def _as_user(argv: list[str]) -> list[str]:
     if os.geteuid() != 0:
         return argv
+    user = unprivileged()
     return [
         "setpriv",
-        f"--reuid={UNPRIVILEGED}",
-        f"--regid={pwd.getpwnam(UNPRIVILEGED).pw_gid}",
+        f"--reuid={user.pw_uid}",
+        f"--regid={user.pw_gid}",
         "--clear-groups",
         *argv,
     ]
@@ -85,7 +110,7 @@ def own_postgres() -> Iterator[OwnPostgres]:
     directory = Path(tempfile.mkdtemp(prefix="fte-postgres-"))
     try:
         if os.geteuid() == 0:
-            user = pwd.getpwnam(UNPRIVILEGED)
+            user = unprivileged()
             os.chown(directory, user.pw_uid, user.pw_gid)
         data, log = directory / "data", directory / "postgres.log"
         subprocess.run(
@@ -120,6 +145,12 @@ def own_postgres() -> Iterator[OwnPostgres]:
                         f"unix_socket_directories={directory}",
                         "-c",
                         "fsync=off",
+                        "-c",
+                        "synchronous_commit=off",
+                        "-c",
+                        "full_page_writes=off",
+                        "-c",
+                        "timezone=UTC",
                         "-c",
                         f"log_directory={directory}",
                         "-c",

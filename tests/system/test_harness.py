@@ -21,3 +21,16 @@ def test_a_dead_scheduler_is_started_again(airflow3: AirflowServer) -> None:
         assert airflow3.revive() == ["scheduler"]
     assert airflow3.procs["scheduler"].poll() is None
     assert airflow3.revive() == []
+
+
+def test_airflow_keeps_its_metadata_in_postgresql(airflow3: AirflowServer) -> None:
+    """Both of Airflow's engines use psycopg 3 on the harness's own PostgreSQL, and Airflow
+    wrote its DAGs there (the dag-processor; the tests' queries read the same)."""
+    env = airflow3.env()
+    assert airflow3.postgres is not None
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{airflow3.postgres.port}/postgres"
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == url
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] == url
+    ((version,),) = airflow3.query("select version()")
+    assert str(version).startswith("PostgreSQL")
+    airflow3.wait_for_parsed("consume_e2e_conn")

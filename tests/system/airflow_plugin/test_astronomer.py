@@ -191,17 +191,19 @@ def airflow(fivetran_airflow: AirflowServer, fivetran: FivetranStandIn) -> Airfl
     return fivetran_airflow
 
 
-def utc(text: str | None) -> datetime:
-    assert text, "no time recorded"
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+def utc(when: datetime | None) -> datetime:
+    assert when, "no time recorded"
+    return when.astimezone(timezone.utc)
 
 
 def run_example(airflow: AirflowServer, filename: str, dag_id: str) -> tuple[str, datetime]:
     """Add the example's DAG; return its first run's id and start once it succeeded."""
     airflow.add_dag(filename, (DAGS / filename).read_text())
 
-    def finished() -> tuple[str, str, str] | None:
-        rows = airflow.query("select run_id, state, start_date from dag_run where dag_id=?", dag_id)
+    def finished() -> tuple[str, str, datetime] | None:
+        rows = airflow.query(
+            "select run_id, state, start_date from dag_run where dag_id=%s", dag_id
+        )
         return rows[0] if rows and rows[0][1] in ("success", "failed") else None
 
     run_id, state, started = airflow.wait_for(f"{dag_id}'s first run", finished, timeout=240)
@@ -212,7 +214,7 @@ def run_example(airflow: AirflowServer, filename: str, dag_id: str) -> tuple[str
 def task(airflow: AirflowServer, dag_id: str, run_id: str, task_id: str) -> tuple[Any, datetime]:
     """The task's XCom return value and when it ended."""
     rows = airflow.query(
-        "select end_date from task_instance where dag_id=? and run_id=? and task_id=?",
+        "select end_date from task_instance where dag_id=%s and run_id=%s and task_id=%s",
         dag_id,
         run_id,
         task_id,

@@ -44,7 +44,7 @@ def held(airflow: AirflowServer, dag_id: str) -> bool:
     return bool(
         airflow.query(
             'select 1 from task_instance ti join "trigger" t on t.id = ti.trigger_id where '
-            "ti.dag_id=? and ti.state='deferred' and t.triggerer_id is not null",
+            "ti.dag_id=%s and ti.state='deferred' and t.triggerer_id is not null",
             dag_id,
         )
     )

@@ -138,8 +138,8 @@ def live(airflow3: AirflowServer, redis_proc: RedisExecutor) -> Iterator[Airflow
     yield airflow3
     for dag_id, run_id in airflow3.query(
         "select dag_id, run_id from dag_run where state in ('queued', 'running') and "
-        f"dag_id in ({','.join('?' * len(LIVE_DAGS))})",
-        *LIVE_DAGS,
+        "dag_id = any(%s)",
+        list(LIVE_DAGS),
     ):
         resp = airflow3.request(
             "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", json={"state": "failed"}
@@ -151,14 +151,13 @@ def live(airflow3: AirflowServer, redis_proc: RedisExecutor) -> Iterator[Airflow
 
 
 def return_value(live: AirflowServer, dag_id: str, task_id: str = "wait") -> dict[str, str]:
-    """The XCom return value of the DAG's only run's task (JSON in the metadata DB)."""
+    """The XCom return value of the DAG's only run's task (JSONB in the metadata DB)."""
     ((raw,),) = live.query(
-        "select value from xcom where dag_id=? and task_id=? and key='return_value'",
+        "select value from xcom where dag_id=%s and task_id=%s and key='return_value'",
         dag_id,
         task_id,
     )
-    value = json.loads(raw)
-    return json.loads(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
+    return json.loads(raw) if isinstance(raw, str) else raw  # type: ignore[no-any-return]
 
 
 def task_log(live: AirflowServer, dag_id: str, attempt: int, task_id: str = "wait") -> str:
@@ -184,7 +183,7 @@ def deferred_and_listening(
         "a triggerer to take the trigger",
         lambda: live.query(
             'select 1 from task_instance ti join "trigger" t on t.id = ti.trigger_id where '
-            "ti.dag_id=? and ti.run_id=? and t.triggerer_id is not null",
+            "ti.dag_id=%s and ti.run_id=%s and t.triggerer_id is not null",
             dag_id,
             run_id,
         ),

@@ -44,7 +44,7 @@ def states(airflow: AirflowServer) -> dict[int, str]:
     return {
         int(i): str(s)
         for i, s in airflow.query(
-            "select map_index, state from task_instance where dag_id=? and task_id='wait'", DAG_ID
+            "select map_index, state from task_instance where dag_id=%s and task_id='wait'", DAG_ID
         )
     }
 
@@ -52,7 +52,7 @@ def states(airflow: AirflowServer) -> dict[int, str]:
 def held_by_triggerer(airflow: AirflowServer) -> int:
     ((count,),) = airflow.query(
         'select count(*) from task_instance ti join "trigger" t on t.id = ti.trigger_id '
-        "where ti.dag_id=? and ti.state='deferred' and t.triggerer_id is not null",
+        "where ti.dag_id=%s and ti.state='deferred' and t.triggerer_id is not null",
         DAG_ID,
     )
     return int(count)
@@ -62,12 +62,11 @@ def deciding_syncs(airflow: AirflowServer) -> dict[int, str]:
     """Each finished sensor's return value (the deciding sync), by map index."""
     found = {}
     for i, raw in airflow.query(
-        "select map_index, value from xcom where dag_id=? and task_id='wait' and "
+        "select map_index, value from xcom where dag_id=%s and task_id='wait' and "
         "key='return_value'",
         DAG_ID,
     ):
-        value = json.loads(raw)
-        value = json.loads(value) if isinstance(value, str) else value
+        value = json.loads(raw) if isinstance(raw, str) else raw
         found[int(i)] = str(value["sync_id"])
     return found
 

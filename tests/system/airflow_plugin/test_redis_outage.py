@@ -349,7 +349,7 @@ def _outage_run(airflow3: AirflowServer, own_redis: OwnRedis, outage_http: Any, 
     airflow3.wait_for("the retry to end", lambda: state() in ("success", "failed"), timeout=120)
     assert state() == "success"
     ((tries,),) = airflow3.query(
-        "select try_number from task_instance where dag_id='outage_deferred' and run_id=?",
+        "select try_number from task_instance where dag_id='outage_deferred' and run_id=%s",
         run_id,
     )
     assert tries == 2

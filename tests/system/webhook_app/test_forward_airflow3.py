@@ -83,9 +83,7 @@ class TestEndToEnd:
         """Signed sync_end -> webhook -> worker -> asset event with extra -> DAG run sees it."""
         cid = "e2e_conn"
         airflow3.wait_for_asset(uri(cid))
-        # A 500 from the test Airflow's SQLite (its api-server waits 5 s for the lock) is an
-        # unknown outcome: the default 120 s before the lookup would outlast the wait below.
-        workers.append(start_worker(af_settings, tmp_path, forward_unknown_outcome_seconds=10))
+        workers.append(start_worker(af_settings, tmp_path))
         sid = f"e2e-{uuid.uuid4()}"
         post_event(http, event="sync_start", connector_id=cid, sync_id=sid)
         body = payload(connector_id=cid, sync_id=sid)
@@ -181,9 +179,7 @@ class TestFaults:
         """API server stopped, syncs arrive, API server back: each arrives once, none lost."""
         cid = "fault_conn"
         airflow3.wait_for_asset(uri(cid))
-        # A 500 from Airflow's busy SQLite right after the restart is an unknown outcome:
-        # the default 120 s before the next look would outlast this test's wait.
-        workers.append(start_worker(af_settings, tmp_path, forward_unknown_outcome_seconds=10))
+        workers.append(start_worker(af_settings, tmp_path))
         airflow3.stop_api()
         try:
             sids = [f"down-{i}-{uuid.uuid4()}" for i in range(4)]

@@ -132,9 +132,9 @@ class TestApiServerDownForHalfAMinute:
         cid = "fault_conn"
         airflow3.wait_for_asset(uri(cid))
         # One process, not the default pool: with 2 s timeouts, four members' abandoned
-        # requests kept the restarted api-server (SQLite) too busy to answer within 180 s,
-        # and so did one member's on a busy machine: the default timeout (10 s) lets a
-        # slow answer land. The pool against a struggling Airflow is a known limit
+        # requests kept the restarted api-server too busy to answer within 180 s, and so
+        # did one member's on a busy machine: the default timeout (10 s) lets a slow
+        # answer land. The pool against a struggling Airflow is a known limit
         # (docs/architecture.md).
         workers.append(
             start_worker(
@@ -143,9 +143,9 @@ class TestApiServerDownForHalfAMinute:
                 "outage",
                 args=("--concurrency", "1"),
                 airflow_timeout_seconds=10,
-                # A POST that timed out (10 s) or met a SQLite 500 is looked up after
-                # 30 s, not the default 120 s: the api-server's 5 s busy timeout ends
-                # any request long before, and the backlog drains within the test.
+                # A POST that timed out (10 s) is looked up after 30 s, not the default
+                # 120 s: Airflow has committed or dropped it long before, and the backlog
+                # drains within the test.
                 forward_unknown_outcome_seconds=30,
             )
         )

@@ -43,7 +43,7 @@ def phttp(psettings: Settings) -> Iterator[Any]:
 
 def run_keys(airflow3: AirflowServer, dag_id: str) -> Counter[str | None]:
     """How many runs ``dag_id`` has per partition key (None: a plain run)."""
-    rows = airflow3.query("select partition_key from dag_run where dag_id=?", dag_id)
+    rows = airflow3.query("select partition_key from dag_run where dag_id=%s", dag_id)
     return Counter(r[0] for r in rows)
 
 
@@ -67,17 +67,7 @@ class TestPartitionedDags:
         airflow3.wait_for_parsed("daily_part_a", "daily_both", "plain_part_a")
         airflow3.wait_for_asset(uri(A))
         airflow3.wait_for_asset(uri(B))
-        # One member: concurrent POSTs on the harness's SQLite can exceed its 5 s lock
-        # wait (a 500, retried once the unknown outcome settles: 5 s here, not 120).
-        workers.append(
-            start_worker(
-                psettings,
-                tmp_path,
-                args=("--concurrency", "1"),
-                partition_grain="day",
-                forward_unknown_outcome_seconds=5,
-            )
-        )
+        workers.append(start_worker(psettings, tmp_path, partition_grain="day"))
         fw = forwarder(psettings, airflow3.url, airflow3.username, airflow3.password)
 
         def wait_runs(dag_id: str, want: Counter[str | None]) -> None:
