@@ -36,10 +36,10 @@ from fivetran_events.redis_url import (
     check_url,
     client_from_url,
     is_sentinel,
-    parse_flag,
     parse_sentinel_url,
 )
 from fivetran_events.settings import DEFAULT_FIVETRAN_API_URL, history_defaults
+from fivetran_events.text import parse_flag
 
 from .compat import AIRFLOW_V_3, BaseHook, Connection, aget_connection
 from .exceptions import ConnectorNameError, FivetranHistoryUnavailable

@@ -27,8 +27,8 @@ from .history import (
     encode_completion,
 )
 from .model import Event, EventKind, parse_event
-from .redis_url import as_text
 from .settings import Settings, load_settings
+from .text import as_text
 
 __version__ = "0.1.0"
 

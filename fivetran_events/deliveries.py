@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .history import decode_completion
 from .history.reader import ConnectorRecord, decode_resyncs, extra_commands, resync_commands
 from .keys import ConnectorKeys
-from .redis_url import as_text
+from .text import as_text
 from .timeutil import iso
 
 if TYPE_CHECKING:

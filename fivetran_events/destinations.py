@@ -19,7 +19,7 @@ import redis
 from .exceptions import FivetranApiError
 from .fivetran_records import enabled_tables
 from .keys import tables_fresh_key, tables_key
-from .redis_url import as_text
+from .text import as_text
 from .timeutil import now_ms
 
 if TYPE_CHECKING:  # the client brings requests, which the web process never loads

@@ -36,7 +36,7 @@ from .model import (
     is_derived_sync_id,
     is_valid_id,
 )
-from .redis_url import as_text
+from .text import as_text
 from .timeutil import from_ms, iso, now_ms, to_ms
 
 if TYPE_CHECKING:  # the web process reads the outcome without loading an HTTP client

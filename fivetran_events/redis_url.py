@@ -21,6 +21,8 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelPool
 from redis.sentinel import Sentinel
 
+from .text import as_text, parse_flag
+
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 PLAIN_SCHEMES = ("redis", "rediss", "unix")
 DEFAULT_SENTINEL_PORT = 26379
@@ -28,8 +30,6 @@ DEFAULT_SENTINEL_PORT = 26379
 SENTINEL_OPTIONS = frozenset(
     {"sentinel_username", "sentinel_password", "sentinel_ssl", "ssl_ca_certs"}
 )
-FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True}
-FLAG_WORDS |= {"0": False, "false": False, "no": False, "off": False}
 EXAMPLE = "redis+sentinel://:password@host1:26379,host2:26379,host3:26379/mymaster/0"
 
 
@@ -166,11 +166,6 @@ def async_client_from_url(
     return aioredis.Redis(connection_pool=pool)
 
 
-def as_text(value: object) -> str:
-    """Decode a Redis reply (bytes, or str from a decoding client) to ``str``."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _host_port(text: str) -> tuple[str, int]:
     host, port = text, ""
     if text.startswith("[") and "]" in text:  # [IPv6]:port
@@ -185,14 +180,6 @@ def _host_port(text: str) -> tuple[str, int]:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"sentinel port must be a number from 1 to 65535, not {port!r}")
     return host, int(port)
-
-
-def parse_flag(text: str, name: str) -> bool:
-    """Read the yes/no option ``name`` spelt as in ``FLAG_WORDS``; raise ValueError else."""
-    try:
-        return FLAG_WORDS[text.lower()]
-    except KeyError:
-        raise ValueError(f"{name} must be true or false, not {text!r}") from None
 
 
 def eviction_risk(client: redis.Redis) -> str | None:

@@ -18,7 +18,7 @@ from fivetran_events import Criterion, __version__
 from fivetran_events.decision import FLAGS
 from fivetran_events.model import is_valid_id
 from fivetran_events.reconcile import fivetran_side
-from fivetran_events.redis_url import FLAG_WORDS, parse_flag
+from fivetran_events.text import FLAG_WORDS, parse_flag
 from fivetran_events.timeutil import parse_iso, to_ms
 
 from .errors import ApiError, token_refusal

@@ -18,8 +18,8 @@ from fastapi.responses import HTMLResponse
 from fivetran_events import HistoryReader, parse_criterion
 from fivetran_events.model import ID_PATTERN
 from fivetran_events.partitions import Grain
-from fivetran_events.redis_url import parse_flag
 from fivetran_events.settings import history_defaults
+from fivetran_events.text import parse_flag
 from fivetran_events.timeutil import from_ms, now_ms, parse_iso, to_ms
 
 from . import queries, render

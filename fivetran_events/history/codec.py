@@ -28,7 +28,7 @@ from typing import Any
 
 from ..decision import Completion
 from ..model import Event
-from ..redis_url import as_text
+from ..text import as_text
 
 #: How far apart two copies of one sync's start or end may be dated when they come from
 #: different sources (a webhook delivery's ``created``, the LOG table's ``time_stamp``,

@@ -26,7 +26,7 @@ from ..decision import (
 )
 from ..freshness import Freshness, Schedule
 from ..keys import ConnectorKeys, connectors_key
-from ..redis_url import as_text
+from ..text import as_text
 from ..timeutil import now_ms, to_ms, to_utc
 from .codec import decode_completion
 
