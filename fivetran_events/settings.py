@@ -91,8 +91,7 @@ def _secret_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-#: The shortest webhook secret or API token accepted: a shorter one can be guessed or
-#: brute-forced offline from one signed delivery (``openssl rand -hex 24`` gives 48).
+#: The shortest webhook secret or API token accepted (``openssl rand -hex 24`` gives 48).
 MIN_SECRET_BYTES = 24
 
 
@@ -395,8 +394,7 @@ class Settings(HistoryDefaults):
 #: A folder of secret files named like the variables (``fivetran_events_webhook_secrets``);
 #: the environment wins over a file.
 SECRETS_DIR_VARIABLE = "FIVETRAN_EVENTS_SECRETS_DIR"
-#: systemd's ``LoadCredential=`` folder, read when FIVETRAN_EVENTS_SECRETS_DIR is unset
-#: (credentials named like the secret files).
+#: systemd's ``LoadCredential=`` folder, read when FIVETRAN_EVENTS_SECRETS_DIR is unset.
 SYSTEMD_CREDENTIALS_VARIABLE = "CREDENTIALS_DIRECTORY"
 
 
@@ -431,15 +429,20 @@ def _history_defaults_for(env: tuple[tuple[str, str], ...]) -> HistoryDefaults:
     return _load(HistoryDefaults)
 
 
-def _load(model: type[S], **overrides: object) -> S:
+def secrets_dir() -> str | None:
+    """The folder of secret files (FIVETRAN_EVENTS_SECRETS_DIR, else systemd's), or None."""
     variable = SECRETS_DIR_VARIABLE
     if not os.environ.get(variable) and os.environ.get(SYSTEMD_CREDENTIALS_VARIABLE):
         variable = SYSTEMD_CREDENTIALS_VARIABLE
-    secrets_dir = os.environ.get(variable) or None
-    if secrets_dir is not None and not os.path.isdir(secrets_dir):
-        raise ConfigurationError(f"{variable}: {secrets_dir} is not a folder")
+    if (folder := os.environ.get(variable)) and not os.path.isdir(folder):
+        raise ConfigurationError(f"{variable}: {folder} is not a folder")
+    return folder or None
+
+
+def _load(model: type[S], **overrides: object) -> S:
+    folder = secrets_dir()
     try:
-        return model(_secrets_dir=secrets_dir, **overrides)  # type: ignore[arg-type]
+        return model(_secrets_dir=folder, **overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         err = exc.errors()[0]
         name = ENV_PREFIX + str(err["loc"][0]).upper() if err["loc"] else "settings"

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "fivetran": "fivetran",
     "reconcile": "fivetran",
     "import": "importing",
+    "redis": "redis_acl",
 }
 
 

@@ -1,0 +1,188 @@
+"""The Redis ACL of a deployment's two users (``fivetran-events redis acl``, Redis 7+).
+
+- The app's user (the webhook app, the workers, the CLI) owns every key of the prefix and
+  RQ's keys, and may run any command but Redis's dangerous ones (``FLUSHALL``, ``CONFIG``,
+  ``KEYS``, ``DEBUG``, ``SHUTDOWN``, ``ACL``...), ``INFO`` excepted: ``/readyz`` and the
+  worker read ``maxmemory-policy`` from it.
+- Airflow's user (the sensor, the triggers, the asset watcher, the "Fivetran syncs" view)
+  reads the history, the connectors, the deliveries' states and the table lists through
+  read-only key patterns (``%R~``, Redis 7.0), subscribes to the history's changes, and
+  writes one kind of key, the "next sync" target a task of the Astronomer-compatible
+  sensor keeps for its retries (``{p}waitfrom:*``), with ``SET`` alone. It cannot write,
+  delete or expire a key the app writes, reach RQ's keys, list keys or publish.
+
+Every key pattern comes from fivetran_events/keys.py, so a key the layout adds is not
+silently outside (or inside) a user's reach: tests/integration/fivetran_events/test_acl.py
+runs the Airflow side through its user and tries every forbidden write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from .keys import (
+    CONNECTOR_SETS,
+    ConnectorKeys,
+    changes_pattern,
+    connectors_key,
+    delivery_key,
+    sync_deliveries_key,
+    tables_key,
+    wait_from_key,
+)
+
+APP_USER = "fivetran-events"
+AIRFLOW_USER = "fivetran-events-airflow"
+APP_PASSWORD_VARIABLE = "FIVETRAN_EVENTS_REDIS_APP_PASSWORD"  # noqa: S105 (a name)
+AIRFLOW_PASSWORD_VARIABLE = "FIVETRAN_EVENTS_REDIS_AIRFLOW_PASSWORD"  # noqa: S105
+#: RQ names its keys and channels ``rq:...`` whatever the queue (keys.queue_name): its
+#: registries of workers and queues are shared by every queue of a Redis.
+RQ_PATTERN = "rq:*"
+#: A password is as guessable as a webhook secret (settings.MIN_SECRET_BYTES).
+MIN_PASSWORD_BYTES = 24
+#: What ``ACL SETUSER`` takes as a user name here: no spaces, quotes or rule characters.
+USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+#: The Airflow side's commands beyond the read category: a transaction (the waitfrom
+#: key's SET NX + GET), its one write and the history's change notifications.
+AIRFLOW_COMMANDS = (
+    "+multi",
+    "+exec",
+    "+discard",
+    "+set",
+    "+subscribe",
+    "+psubscribe",
+    "+unsubscribe",
+    "+punsubscribe",
+)
+
+
+def glob_escape(text: str) -> str:
+    """Escape Redis glob characters, so a prefix such as ``a*`` matches only itself."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+#: A stand-in for a key's variable part (a connector id, a sync id, a hash).
+STAR = "\x00"
+
+
+def _pattern(key: str) -> str:
+    """The pattern of the keys named like ``key``: a keys.py function's name given STAR
+    for each variable part, escaped, each STAR then made ``*``."""
+    return glob_escape(key).replace(STAR, "*")
+
+
+def airflow_read_patterns(prefix: str) -> list[str]:
+    """The keys Airflow's side reads, none of which it may write."""
+    history = ConnectorKeys(prefix, STAR)
+    return [
+        *(_pattern(getattr(history, name)) for name in CONNECTOR_SETS),
+        _pattern(connectors_key(prefix)),
+        _pattern(sync_deliveries_key(prefix, STAR, STAR)),
+        _pattern(delivery_key(prefix, STAR)),
+        _pattern(tables_key(prefix, STAR)),
+    ]
+
+
+def airflow_write_patterns(prefix: str) -> list[str]:
+    """The keys Airflow's side writes (and reads back): the task's hash ends the name."""
+    return [_pattern(wait_from_key(prefix).rsplit(":", 1)[0] + ":" + STAR)]
+
+
+def changes_channels(prefix: str) -> str:
+    """The history's change channels, exactly as the Airflow side subscribes to them:
+    Redis compares a PSUBSCRIBE's pattern with the allowed ones letter by letter."""
+    return changes_pattern(prefix)
+
+
+def app_rules(prefix: str) -> list[str]:
+    return [
+        f"~{_pattern(prefix)}*",
+        f"~{RQ_PATTERN}",
+        f"&{changes_channels(prefix)}",
+        f"&{RQ_PATTERN}",
+        "+@all",
+        "-@dangerous",
+        "+info",
+    ]
+
+
+def airflow_rules(prefix: str) -> list[str]:
+    return [
+        *(f"%R~{p}" for p in airflow_read_patterns(prefix)),
+        *(f"~{p}" for p in airflow_write_patterns(prefix)),
+        f"&{changes_channels(prefix)}",
+        # Reads, but not the keyspace's listings (SCAN, KEYS, RANDOMKEY, DBSIZE, TYPE...):
+        # a read pattern limits the keys a command names, not the names a listing returns.
+        "+@read",
+        "-@keyspace",
+        "+@connection",
+        "-@dangerous",
+        *AIRFLOW_COMMANDS,
+    ]
+
+
+@dataclass(frozen=True)
+class AclUser:
+    """One user's ``ACL SETUSER`` rules, its password given only as a SHA-256."""
+
+    name: str
+    password_sha256: str
+    rules: tuple[str, ...]
+
+    def words(self) -> list[str]:
+        # reset: a user already there loses whatever rules it had (and other passwords).
+        return [self.name, "reset", "on", f"#{self.password_sha256}", *self.rules]
+
+    def command(self) -> str:
+        """The ``ACL SETUSER`` line, for ``redis-cli``."""
+        return "ACL SETUSER " + " ".join(self.words())
+
+    def acl_file_line(self) -> str:
+        """The line of an ACL file (``aclfile``) or of redis.conf (``user ...``)."""
+        return "user " + " ".join(self.words())
+
+
+def check_user_name(name: str) -> str:
+    if not USER_NAME.fullmatch(name):
+        raise ValueError(
+            f"{name!r} is not a usable Redis user name: 1-64 letters, digits, '_', '.', "
+            "'@' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+def check_password(password: str, variable: str) -> str:
+    """Return the password's SHA-256 (hex); refuse one under MIN_PASSWORD_BYTES."""
+    size = len(password.encode())
+    if size < MIN_PASSWORD_BYTES:
+        raise ValueError(
+            f"{variable} is {size} bytes; it must be at least {MIN_PASSWORD_BYTES} "
+            "(generate one with: openssl rand -hex 24)"
+        )
+    return hashlib.sha256(password.encode()).hexdigest()
+
+
+def users(
+    prefix: str,
+    app_password: str,
+    airflow_password: str,
+    app_user: str = APP_USER,
+    airflow_user: str = AIRFLOW_USER,
+) -> list[AclUser]:
+    """The two users of a deployment whose keys begin with ``prefix``."""
+    if check_user_name(app_user) == check_user_name(airflow_user):
+        raise ValueError(f"the two users need different names, not both {app_user!r}")
+    return [
+        AclUser(
+            app_user,
+            check_password(app_password, APP_PASSWORD_VARIABLE),
+            tuple(app_rules(prefix)),
+        ),
+        AclUser(
+            airflow_user,
+            check_password(airflow_password, AIRFLOW_PASSWORD_VARIABLE),
+            tuple(airflow_rules(prefix)),
+        ),
+    ]
