@@ -12,6 +12,8 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
+from redis.exceptions import NoPermissionError
+
 from fivetran_events import (
     Completion,
     Decision,
@@ -379,7 +381,13 @@ class FivetranSyncOperator(BaseOperator):
             reason=sync.reason,
             source=SOURCE_RECONCILED,
         )
-        result = HistoryWriter(self.hook.get_conn(), cfg.key_prefix, RETENTION_MS).record(event)
+        writer = HistoryWriter(self.hook.get_conn(), cfg.key_prefix, RETENTION_MS)
+        try:
+            result = writer.record(event)
+        except NoPermissionError:  # Airflow's Redis user: the worker's reconcile records it
+            msg = "connector %s: not recorded, Airflow's Redis user may not write the history"
+            self.log.warning(msg, self.connector_id)
+            return
         self.log.warning(
             "connector %s: recorded the sync end read from Fivetran's API (%s, sync id %s): %s",
             self.connector_id,
