@@ -46,16 +46,8 @@ MIN_PASSWORD_BYTES = 24
 USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 #: The Airflow side's commands beyond the read category: a transaction (the waitfrom
 #: key's SET NX + GET), its one write and the history's change notifications.
-AIRFLOW_COMMANDS = (
-    "+multi",
-    "+exec",
-    "+discard",
-    "+set",
-    "+subscribe",
-    "+psubscribe",
-    "+unsubscribe",
-    "+punsubscribe",
-)
+AIRFLOW_COMMANDS: tuple[str, ...] = ("+multi", "+exec", "+discard", "+set")
+AIRFLOW_COMMANDS += ("+subscribe", "+psubscribe", "+unsubscribe", "+punsubscribe")
 
 
 def glob_escape(text: str) -> str:
@@ -90,35 +82,20 @@ def airflow_write_patterns(prefix: str) -> list[str]:
     return [_pattern(wait_from_key(prefix).rsplit(":", 1)[0] + ":" + STAR)]
 
 
-def changes_channels(prefix: str) -> str:
-    """The history's change channels, exactly as the Airflow side subscribes to them:
-    Redis compares a PSUBSCRIBE's pattern with the allowed ones letter by letter."""
-    return changes_pattern(prefix)
-
-
 def app_rules(prefix: str) -> list[str]:
-    return [
-        f"~{_pattern(prefix)}*",
-        f"~{RQ_PATTERN}",
-        f"&{changes_channels(prefix)}",
-        f"&{RQ_PATTERN}",
-        "+@all",
-        "-@dangerous",
-        "+info",
-    ]
+    keys = [f"~{_pattern(prefix)}*", f"~{RQ_PATTERN}"]
+    return [*keys, f"&{changes_pattern(prefix)}", f"&{RQ_PATTERN}", "+@all", "-@dangerous", "+info"]
 
 
 def airflow_rules(prefix: str) -> list[str]:
     return [
         *(f"%R~{p}" for p in airflow_read_patterns(prefix)),
         *(f"~{p}" for p in airflow_write_patterns(prefix)),
-        f"&{changes_channels(prefix)}",
+        # As the triggers PSUBSCRIBE: Redis compares a pattern with these letter by letter.
+        f"&{changes_pattern(prefix)}",
         # Reads, but not the keyspace's listings (SCAN, KEYS, RANDOMKEY, DBSIZE, TYPE...):
         # a read pattern limits the keys a command names, not the names a listing returns.
-        "+@read",
-        "-@keyspace",
-        "+@connection",
-        "-@dangerous",
+        *("+@read", "-@keyspace", "+@connection", "-@dangerous"),
         *AIRFLOW_COMMANDS,
     ]
 
@@ -153,10 +130,9 @@ def check_user_name(name: str) -> str:
     return name
 
 
-def check_password(password: str, variable: str) -> str:
+def password_sha256(password: str, variable: str) -> str:
     """Return the password's SHA-256 (hex); refuse one under MIN_PASSWORD_BYTES."""
-    size = len(password.encode())
-    if size < MIN_PASSWORD_BYTES:
+    if (size := len(password.encode())) < MIN_PASSWORD_BYTES:
         raise ValueError(
             f"{variable} is {size} bytes; it must be at least {MIN_PASSWORD_BYTES} "
             "(generate one with: openssl rand -hex 24)"
@@ -164,25 +140,13 @@ def check_password(password: str, variable: str) -> str:
     return hashlib.sha256(password.encode()).hexdigest()
 
 
-def users(
-    prefix: str,
-    app_password: str,
-    airflow_password: str,
-    app_user: str = APP_USER,
-    airflow_user: str = AIRFLOW_USER,
-) -> list[AclUser]:
-    """The two users of a deployment whose keys begin with ``prefix``."""
-    if check_user_name(app_user) == check_user_name(airflow_user):
-        raise ValueError(f"the two users need different names, not both {app_user!r}")
+def users(prefix: str, passwords: tuple[str, str], names: tuple[str, str]) -> list[AclUser]:
+    """The app's and Airflow's users (in that order) of the deployment of ``prefix``."""
+    if check_user_name(names[0]) == check_user_name(names[1]):
+        raise ValueError(f"the two users need different names, not both {names[0]!r}")
+    variables = (APP_PASSWORD_VARIABLE, AIRFLOW_PASSWORD_VARIABLE)
+    rules = (app_rules(prefix), airflow_rules(prefix))
     return [
-        AclUser(
-            app_user,
-            check_password(app_password, APP_PASSWORD_VARIABLE),
-            tuple(app_rules(prefix)),
-        ),
-        AclUser(
-            airflow_user,
-            check_password(airflow_password, AIRFLOW_PASSWORD_VARIABLE),
-            tuple(airflow_rules(prefix)),
-        ),
+        AclUser(name, password_sha256(password, variable), tuple(rule))
+        for name, password, variable, rule in zip(names, passwords, variables, rules, strict=True)
     ]

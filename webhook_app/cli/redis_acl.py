@@ -47,18 +47,8 @@ def redis_group() -> None:
 
 
 @redis_group.command(name="acl")
-@click.option(
-    "--app-user",
-    default=APP_USER,
-    show_default=True,
-    help="The web app's and the workers' user.",
-)
-@click.option(
-    "--airflow-user",
-    default=AIRFLOW_USER,
-    show_default=True,
-    help="Airflow's user (the sensor, triggers and watcher).",
-)
+@click.option("--app-user", default=APP_USER, show_default=True, help="The app's and workers'.")
+@click.option("--airflow-user", default=AIRFLOW_USER, show_default=True, help="Airflow's.")
 @click.option(
     "--format",
     "fmt",
@@ -81,19 +71,15 @@ def acl(app_user: str, airflow_user: str, fmt: str, default_user_off: bool) -> N
     and are printed as SHA-256 hashes only; key patterns follow FIVETRAN_EVENTS_KEY_PREFIX.
     Apply them with: fivetran-events redis acl | redis-cli --user admin --askpass
     """
-    prefix = history_defaults().key_prefix
-    app_password = read_secret(APP_PASSWORD_VARIABLE)
-    airflow_password = read_secret(AIRFLOW_PASSWORD_VARIABLE)
+    passwords = (read_secret(APP_PASSWORD_VARIABLE), read_secret(AIRFLOW_PASSWORD_VARIABLE))
     try:
-        found = users(prefix, app_password, airflow_password, app_user, airflow_user)
+        found = users(history_defaults().key_prefix, passwords, (app_user, airflow_user))
     except ValueError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
     if fmt == "commands":
-        lines = [u.command() for u in found]
-        lines += ["ACL SETUSER default off"] if default_user_off else []
+        lines = [u.command() for u in found] + ["ACL SETUSER default off"] * default_user_off
     else:
-        lines = [u.acl_file_line() for u in found]
-        lines += ["user default off"] if default_user_off else []
+        lines = [u.acl_file_line() for u in found] + ["user default off"] * default_user_off
     click.echo("\n".join(lines))
 
 

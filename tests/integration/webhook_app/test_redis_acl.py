@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 from click.testing import CliRunner
+from pydantic import SecretStr
 
 from fivetran_events import Settings
 from fivetran_events.keys import (
@@ -246,7 +247,7 @@ class TestAirflowsUser:
         assert pipe.execute() == [True, b"5"]
         pubsub = af.pubsub()
         pubsub.psubscribe(f"{PREFIX}changes:*")
-        assert pubsub.get_message(timeout=5)["type"] == "psubscribe"  # type: ignore[index]
+        assert pubsub.get_message(timeout=5)["type"] == "psubscribe"
         pubsub.close()
         every = af.pubsub()
         every.psubscribe("*")  # the answer comes with the next read
@@ -269,7 +270,7 @@ class TestTheAppsUser:
             key_prefix=PREFIX,
             airflow_url=standin.url,
             airflow_username=standin.username,
-            airflow_password=standin.password,
+            airflow_password=SecretStr(standin.password),
         )
         app = create_app(settings)
         with app.test_client() as http:

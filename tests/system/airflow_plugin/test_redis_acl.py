@@ -51,7 +51,7 @@ def test_the_sensor_pokes(server: OwnRedis) -> None:
     assert sensor.poke(context).is_done is False
     record(server, "ok-12", at(12))
     done = sensor.poke(context)
-    assert done.is_done and done.xcom_value["sync_id"] == "ok-12"
+    assert done.is_done and dict(done.xcom_value or {})["sync_id"] == "ok-12"
 
 
 def test_the_astronomer_sensor_keeps_its_target(server: OwnRedis) -> None:
@@ -103,7 +103,7 @@ def test_the_watcher_sends_a_success(server: OwnRedis) -> None:
     from airflow_plugin.triggers.watcher import FivetranSyncWatcherTrigger
 
     record(server, "ok-12", at(12))
-    trigger = FivetranSyncWatcherTrigger(CONNECTOR, redis_conn_id=CONN_ID, start=iso(at(11)))
+    trigger = FivetranSyncWatcherTrigger(CONNECTOR, redis_conn_id=CONN_ID, start=str(iso(at(11))))
 
     async def first() -> dict[str, Any]:
         async for event in trigger.run():
