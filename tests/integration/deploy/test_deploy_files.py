@@ -103,6 +103,16 @@ class TestDockerfile:
         out = run(lint, DEPLOY / "Dockerfile")
         assert out.returncode == 0 and "Issues: None found" in out.stdout, out.stdout
 
+    def test_our_wheel_is_installed_by_path_and_from_no_index(self) -> None:
+        """Every stage installs our wheel by its file and asks no index (--no-index): a
+        package named like ours on an index is never installed (dependency confusion)."""
+        text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+        installs = [line for line in text.splitlines() if "pip install" in line]
+        assert len(installs) == 2, installs  # the app and the airflow stage
+        for line in installs:
+            assert "--no-index" in line and "/wheels/fivetran_events-*.whl)[" in line, line
+            assert '"fivetran-events[' not in line, line
+
     def test_runs_as_non_root(self) -> None:
         text = (DEPLOY / "Dockerfile").read_text()
         app_stage = text.split("AS app", 1)[1].split("\nFROM ", 1)[0]
