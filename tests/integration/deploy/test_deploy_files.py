@@ -4,7 +4,6 @@ linter and nginx's configuration test."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -82,19 +81,6 @@ class TestCompose:
             assert f"'sentinel monitor {url.service} redis-primary 6379 2'" in command
             assert "--sentinel" in command
         assert services["redis-replica"]["command"][-3:] == ["--replicaof", "redis-primary", "6379"]
-        # Airflow reads the same history: FTE_AIRFLOW_REDIS_CONN gives it the sentinel URL.
-        conn = {"conn_type": "fivetran_events", "extra": {"url": url_text}}
-        out = subprocess.run(
-            [str(BIN / "docker-compose"), *base, "config", "--format", "json"],
-            cwd=DEPLOY,
-            env={**os.environ, "FTE_AIRFLOW_REDIS_CONN": json.dumps(conn)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        airflow_env = json.loads(out.stdout)["services"]["airflow-triggerer"]["environment"]
-        assert json.loads(airflow_env["AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS"]) == conn
 
 
 class TestDockerfile:
