@@ -45,7 +45,11 @@ class TestRender:
     def test_an_overlay_lives_outside_its_base(self) -> None:
         """Kustomize refuses a base that contains its overlay (a cycle)."""
         assert not (KUSTOMIZATIONS["base"] / "overlays").exists()
-        assert {p.name for p in OVERLAYS.iterdir()} == {"managed-redis", "prometheus-operator"}
+        assert {p.name for p in OVERLAYS.iterdir()} == {
+            "managed-redis",
+            "prometheus-operator",
+            "sentinel",
+        }
 
     def test_a_broken_reference_fails_the_render(self, tmp_path: Path) -> None:
         (tmp_path / "kustomization.yaml").write_text("resources:\n  - missing.yaml\n")
@@ -277,6 +281,23 @@ class TestSecrets:
             "fivetran_events_fivetran_api_key",
             "fivetran_events_fivetran_api_secret",
         }
+
+    def test_the_two_redis_users_are_wired_in(self) -> None:
+        """Redis gets both users from `fivetran-events redis acl` (the passwords from the
+        Secret); the sentinels admit the same users for discovery only."""
+        [acl] = [c for c in ours("sentinel") if c.init]
+        assert acl.argv()[:3] == ["fivetran-events", "redis", "acl"]
+        env = acl.env(render("sentinel"))
+        for user in ("APP", "AIRFLOW"):
+            assert env[f"FIVETRAN_EVENTS_REDIS_{user}_PASSWORD"].startswith(
+                "secret:fivetran-events-redis-acl/"
+            )
+        [sentinel] = [c for c in containers(render("sentinel")) if c.spec["name"] == "sentinel"]
+        names = sentinel.env(render("sentinel"))
+        assert (names["APP_USER"], names["AIRFLOW_USER"]) == (
+            "fivetran-events",
+            "fivetran-events-airflow",
+        )
 
 
 class TestNetwork:
