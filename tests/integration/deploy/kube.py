@@ -91,7 +91,8 @@ class Container:
 
     def env(self, objects: tuple[Obj, ...]) -> dict[str, str]:
         """Its environment as Kubernetes builds it: ConfigMaps (envFrom), then ``env``
-        values; ``secretKeyRef`` variables as ``secret:NAME/KEY``."""
+        values; ``secretKeyRef`` variables as ``secret:NAME/KEY``, the downward API's as
+        ``field:PATH``."""
         out: dict[str, str] = {}
         for source in self.spec.get("envFrom", []):
             ref = source["configMapRef"]["name"]
@@ -99,6 +100,8 @@ class Container:
         for var in self.spec.get("env", []):
             if "value" in var:
                 out[var["name"]] = str(var["value"])
+            elif "fieldRef" in var["valueFrom"]:
+                out[var["name"]] = f"field:{var['valueFrom']['fieldRef']['fieldPath']}"
             else:
                 ref = var["valueFrom"]["secretKeyRef"]
                 out[var["name"]] = f"secret:{ref['name']}/{ref['key']}"

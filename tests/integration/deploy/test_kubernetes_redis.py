@@ -45,6 +45,8 @@ def environment(c: Container) -> dict[str, str]:
     for name, value in env.items():
         if value.startswith("secret:fivetran-events-redis-acl/"):
             env[name] = PASSWORDS[value.rsplit("/", 1)[1]]
+        elif value == "field:metadata.namespace":
+            env[name] = "fivetran-events"
     return {**env, "PATH": f"{BIN}:/usr/bin:/bin"}
 
 

@@ -4,8 +4,7 @@
 # fivetran-events-redis-acl Secret's admin_password), then the users that
 # `fivetran-events redis acl` printed into /run/redis-acl/fivetran-events.acl.
 set -eu
-svc=fivetran-events-redis
-self="$(hostname).$svc"
+self="$(hostname).fivetran-events-redis.$POD_NAMESPACE.svc"
 hash=$(printf %s "$REDISCLI_AUTH" | sha256sum | cut -d' ' -f1)
 {
   echo "user default on #$hash ~* &* +@all"

@@ -2,8 +2,7 @@
 # This pod's Sentinel. Clients log in as the Redis users with the same passwords and may
 # only ask where the primary is: no FAILOVER, SET, REMOVE or CONFIG from an app or a DAG.
 set -eu
-svc=fivetran-events-redis
-self="$(hostname).$svc"
+self="$(hostname).fivetran-events-redis.$POD_NAMESPACE.svc"
 sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 ask="-@all +auth +hello +ping +sentinel|get-master-addr-by-name +sentinel|masters"
 ask="$ask +sentinel|master +sentinel|slaves +sentinel|replicas +sentinel|sentinels"
