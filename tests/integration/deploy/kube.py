@@ -4,6 +4,7 @@ the objects of each overlay, their containers, and what those containers are giv
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -116,11 +117,17 @@ class Container:
         }
 
     def secret_files(self, folder: str) -> dict[str, tuple[str, str]]:
-        """File name -> (Secret, key) of the projected volume mounted at ``folder``."""
+        """File name -> (Secret, key) of the Secret volume (projected or not) mounted at
+        ``folder``; a Secret without ``items`` lists none."""
+        volume = self.mounts()[folder]
+        if "secret" in volume:
+            sources = [{"secret": {**volume["secret"], "name": volume["secret"]["secretName"]}}]
+        else:
+            sources = volume["projected"]["sources"]
         files: dict[str, tuple[str, str]] = {}
-        for source in self.mounts()[folder]["projected"]["sources"]:
+        for source in sources:
             secret = source["secret"]
-            for item in secret["items"]:
+            for item in secret.get("items", []):
                 files[item["path"]] = (secret["name"], item["key"])
         return files
 
@@ -165,3 +172,15 @@ def localizer(paths: dict[str, Path], ports: dict[int, int]) -> Callable[[str], 
         return text.replace("0.0.0.0", "127.0.0.1")
 
     return local
+
+
+def kubelet_secret_folder(folder: Path, files: dict[str, str]) -> None:
+    """Write ``files`` as the kubelet writes a Secret volume: the data in a timestamped
+    folder, ``..data`` linking to it, and each file a link through ``..data``."""
+    data = folder / "..2026_01_01_00_00_00.000000000"
+    data.mkdir(parents=True)
+    for name, text in files.items():
+        (data / name).write_text(text + "\n")
+        os.chmod(data / name, 0o440)
+        (folder / name).symlink_to(Path("..data") / name)
+    (folder / "..data").symlink_to(data.name)

@@ -13,6 +13,7 @@ import yaml
 from kubernetes_validate import utils as kv
 
 import fivetran_events
+from fivetran_events import acl
 from fivetran_events.settings import SECRETS_DIR_VARIABLE, LogSettings, Settings
 from webhook_app.cli import main as cli
 
@@ -125,7 +126,7 @@ def squeezed(value: object) -> object:
 def setting_names() -> set[str]:
     """Every FIVETRAN_EVENTS_* variable something reads: the settings' fields, the
     secrets folder, and the CLI's options that read a variable."""
-    names = {SECRETS_DIR_VARIABLE}
+    names = {SECRETS_DIR_VARIABLE, acl.APP_PASSWORD_VARIABLE, acl.AIRFLOW_PASSWORD_VARIABLE}
     for model in (Settings, LogSettings):
         names |= {f"FIVETRAN_EVENTS_{field.upper()}" for field in model.model_fields}
 
@@ -285,19 +286,15 @@ class TestSecrets:
     def test_the_two_redis_users_are_wired_in(self) -> None:
         """Redis gets both users from `fivetran-events redis acl` (the passwords from the
         Secret); the sentinels admit the same users for discovery only."""
-        [acl] = [c for c in ours("sentinel") if c.init]
-        assert acl.argv()[:3] == ["fivetran-events", "redis", "acl"]
-        env = acl.env(render("sentinel"))
-        for user in ("APP", "AIRFLOW"):
-            assert env[f"FIVETRAN_EVENTS_REDIS_{user}_PASSWORD"].startswith(
-                "secret:fivetran-events-redis-acl/"
-            )
+        [init] = [c for c in ours("sentinel") if c.init]
+        assert init.argv()[:3] == ["fivetran-events", "redis", "acl"]
+        assert init.env(render("sentinel"))[SECRETS_DIR_VARIABLE] == SECRETS_DIR
+        files = init.secret_files(SECRETS_DIR)
+        for variable in (acl.APP_PASSWORD_VARIABLE, acl.AIRFLOW_PASSWORD_VARIABLE):
+            assert files[variable.lower()] == ("fivetran-events-redis-acl", variable.lower())
         [sentinel] = [c for c in containers(render("sentinel")) if c.spec["name"] == "sentinel"]
         names = sentinel.env(render("sentinel"))
-        assert (names["APP_USER"], names["AIRFLOW_USER"]) == (
-            "fivetran-events",
-            "fivetran-events-airflow",
-        )
+        assert (names["APP_USER"], names["AIRFLOW_USER"]) == (acl.APP_USER, acl.AIRFLOW_USER)
 
 
 class TestNetwork:

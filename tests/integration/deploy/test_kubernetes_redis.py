@@ -22,7 +22,7 @@ import redis
 from fivetran_events.redis_url import as_text as redis_text
 from testkit.processes import free_port, poll_until, stop_group
 
-from .kube import OVERLAYS, Container, containers, localizer, render
+from .kube import OVERLAYS, Container, containers, kubelet_secret_folder, localizer, render
 
 pytestmark = pytest.mark.slow
 
@@ -40,8 +40,8 @@ def pod_container(name: str) -> Container:
     return c
 
 
-def environment(c: Container) -> dict[str, str]:
-    env = c.env(render("sentinel"))
+def environment(c: Container, local: Callable[[str], str]) -> dict[str, str]:
+    env = {name: local(value) for name, value in c.env(render("sentinel")).items()}
     for name, value in env.items():
         if value.startswith("secret:fivetran-events-redis-acl/"):
             env[name] = PASSWORDS[value.rsplit("/", 1)[1]]
@@ -54,7 +54,7 @@ def start(c: Container, local: Callable[[str], str], log: Path) -> subprocess.Po
     with log.open("wb") as out:
         return subprocess.Popen(
             [local(a) for a in c.spec["command"]],
-            env=environment(c),
+            env=environment(c, local),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -84,10 +84,16 @@ def test_the_redis_pod_serves_the_two_users(tmp_path: Path) -> None:
     port, sentinel_port = free_port(), free_port()
     mounts = {**acl.mounts(), **server.mounts(), **sentinel.mounts()}
     paths = {mount: tmp_path / mount.strip("/").replace("/", "_") for mount in mounts}
-    for folder in paths.values():
-        folder.mkdir()
-    for key, password in PASSWORDS.items():  # the Secret's volume
-        (paths["/run/secrets/redis"] / key).write_text(password)
+    for mount, folder in paths.items():
+        volume = mounts[mount]
+        if "secret" in volume or "projected" in volume:  # as the kubelet writes them
+            c = acl if mount in acl.mounts() else sentinel
+            # A Secret volume without items holds every key of the Secret.
+            items = c.secret_files(mount) or {key: ("", key) for key in PASSWORDS}
+            files = {name: PASSWORDS[key] for name, (_, key) in items.items()}
+            kubelet_secret_folder(folder, files)
+        else:
+            folder.mkdir()
     local = localizer(paths, {6379: port, 26379: sentinel_port})
     # The ConfigMap of scripts (configMapGenerator's files), as the pod mounts it.
     for script in ("primary.sh", "redis.sh", "sentinel.sh"):
@@ -95,7 +101,7 @@ def test_the_redis_pod_serves_the_two_users(tmp_path: Path) -> None:
 
     init = subprocess.run(
         [local(a) for a in [*acl.spec["command"]]],
-        env=environment(acl),
+        env=environment(acl, local),
         capture_output=True,
         text=True,
         timeout=60,

@@ -11,7 +11,6 @@ image's files for the repository's (kube.IMAGE_FILES).
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from testkit.airflow2_standin import running_airflow2_standin
 from testkit.processes import free_port, poll_until, stop_group
 from testkit.support import payload, signed
 
-from .kube import IMAGE_FILES, Container, localizer, ours, render
+from .kube import IMAGE_FILES, Container, kubelet_secret_folder, localizer, ours, render
 
 pytestmark = pytest.mark.slow
 
@@ -43,18 +42,6 @@ SECRET_VALUES = {
     "fivetran_events_api_tokens": f"k8s-api-token-0123456789abcdef0123\n{PROMETHEUS_TOKEN}",
     "fivetran_events_airflow_password": "k8s-airflow-password-0123456789ab",
 }
-
-
-def kubelet_secret_folder(folder: Path, files: dict[str, str]) -> None:
-    """Write ``files`` as the kubelet writes a Secret volume: the data in a timestamped
-    folder, ``..data`` linking to it, and each file a link through ``..data``."""
-    data = folder / "..2026_01_01_00_00_00.000000000"
-    data.mkdir(parents=True)
-    for name, text in files.items():
-        (data / name).write_text(text + "\n")
-        os.chmod(data / name, 0o440)
-        (folder / name).symlink_to(Path("..data") / name)
-    (folder / "..data").symlink_to(data.name)
 
 
 @dataclass

@@ -2,13 +2,13 @@
 # This pod's Redis: the primary, or a replica of the primary the sentinels name.
 # Users: "default" is the administrator (replication, sentinels, probes; the
 # fivetran-events-redis-acl Secret's admin_password), then the users that
-# `fivetran-events redis acl` printed into /run/redis-acl/fivetran-events.acl.
+# `fivetran-events redis acl --format acl-file` wrote to /run/redis-acl/fivetran-events.acl.
 set -eu
 self="$(hostname).fivetran-events-redis.$POD_NAMESPACE.svc"
 hash=$(printf %s "$REDISCLI_AUTH" | sha256sum | cut -d' ' -f1)
 {
   echo "user default on #$hash ~* &* +@all"
-  sed -n 's/^ACL SETUSER /user /p' /run/redis-acl/fivetran-events.acl
+  cat /run/redis-acl/fivetran-events.acl
 } > /run/redis-conf/users.acl
 primary=$(sh /scripts/primary.sh)
 {
