@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from fivetran_events.redis_url import as_text as redis_text
+from fivetran_events.text import as_text as redis_text
 from testkit.processes import free_port, poll_until, stop_group
 
 from .kube import OVERLAYS, Container, containers, kubelet_secret_folder, localizer, render
