@@ -1,5 +1,5 @@
 # The local stack, the tests and the checks; see README.md.
-.PHONY: up down status venv install test test-unit test-unit-py310 test-integration test-system lint docs hooks lock bench
+.PHONY: up down status venv install test test-unit test-unit-py310 test-integration test-system test-airflow-next lint docs hooks lock bench
 
 # What `make test` and CI install: the pinned versions of requirements/lock.txt.
 EXTRAS := server,airflow,sql,import,lineage,dev
@@ -44,6 +44,22 @@ test-integration: install  ## real Redis, gunicorn, workers, stand-ins
 
 test-system: install       ## real Airflow 3 (and 2.11 in a venv of its own)
 	@.venv/bin/python -m pytest $(XDIST) tests/system
+
+# The system tier's core on the newest Airflow 3.4 the registry serves (pre-releases too),
+# in .venv-airflow-next beside the locked 3.3 (deploy/venv-airflow-next.sh): forwarding to
+# a DAG run, the sensor's catch-up, a deferred sensor resumed by a sync, the asset
+# watcher, partitioned events running a PartitionedAssetTimetable DAG, and the UI view.
+# One Airflow for all of them (one pytest process): about 6 minutes on 2 cores.
+SYSTEM_CORE = \
+	tests/system/webhook_app/test_forward_airflow3.py::TestEndToEnd \
+	tests/system/airflow_plugin/test_live.py::TestBackfillOnRealScheduler \
+	tests/system/airflow_plugin/test_live.py::TestDeferredOnRealTriggerer::test_sync_arriving_while_deferred_releases_within_a_second \
+	tests/system/airflow_plugin/test_event_trigger_live.py::TestWatcher::test_success_becomes_one_event_with_the_rest_extra_and_a_dag_run \
+	tests/system/webhook_app/test_forward_partitions_airflow3.py \
+	tests/system/airflow_plugin/test_ui.py::TestPages
+test-airflow-next: install ## the system tier's core on the newest Airflow 3.4 (.venv-airflow-next)
+	@bash deploy/venv-airflow-next.sh $(EXTRAS)
+	@.venv-airflow-next/bin/python -m pytest -p no:cacheprovider $(SYSTEM_CORE)
 
 lint: venv ## what CI checks: formatting, ruff's rules, mypy, the manual's strict build
 	@.venv/bin/ruff format --check .

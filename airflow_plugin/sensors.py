@@ -54,7 +54,7 @@ class FivetranDateTimeSensor(BaseSensorOperator):
     :param redis_retry_timeout: seconds a check retries an unreachable Redis before it
         raises ``FivetranHistoryUnavailable``.
     :param min_deferral: deferred, resume no sooner than this after deferring: Airflow
-        3.2-3.3 can fail a task resumed before its scheduler read the exit on ``defer()``.
+        3.2 and later can fail a task resumed before its scheduler read the exit on ``defer()``.
 
     Returns (XCom) the deciding sync with the target; a FAIL raises ``FivetranSyncFailed``.
     While the latest end is RESCHEDULED, the next look is at Fivetran's ``rescheduledAt``.

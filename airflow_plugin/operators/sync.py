@@ -140,8 +140,8 @@ class FivetranSyncOperator(BaseOperator):
         the sync asked for again.
     :param fallback_after: seconds without a record before Fivetran's API is read every
         ``poll_frequency`` seconds (None: never).
-    :param min_deferral: resume no sooner than this after deferring: Airflow 3.2-3.3 can
-        fail a task resumed before its scheduler read the exit on ``defer()``.
+    :param min_deferral: resume no sooner than this after deferring: Airflow 3.2 and later
+        can fail a task resumed before its scheduler read the exit on ``defer()``.
 
     Returns (XCom) the answering sync with ``connector_id``, ``asked_at`` and
     ``reconciled`` (read from Fivetran's API); a failed sync raises ``FivetranSyncFailed``.

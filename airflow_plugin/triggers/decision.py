@@ -5,10 +5,10 @@ change message and re-checking every ``recheck_interval`` seconds. An outage is 
 in an ``unavailable`` event that ``execute_complete`` raises, so it shows on the task.
 
 Given ``deferred_ms``, an event is held until ``min_deferral`` seconds after the task
-deferred: Airflow 3.2-3.3's scheduler fails a task resumed before it has read the
-executor's report of the task's exit on ``defer()`` (apache/airflow#67287, #72716), and
-that report lags by up to the supervisor's ``[workers] min_heartbeat_interval`` (5 s)
-and more on a loaded scheduler.
+deferred: from 3.2 on (still in 3.4) Airflow's scheduler fails a task resumed before it has
+read the executor's report of the task's exit on ``defer()`` (apache/airflow#67287,
+#72716, #71580), and that report lags by up to the supervisor's ``[workers]
+min_heartbeat_interval`` (5 s) and more on a loaded scheduler.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from fivetran_events.freshness import Freshness
 from fivetran_events.settings import history_defaults
 from fivetran_events.timeutil import now_ms
 
-from ..compat import BaseTrigger, TriggerEvent
+from ..compat import AIRFLOW_VERSION_INFO, BaseTrigger, TriggerEvent
 from ..exceptions import FivetranHistoryUnavailable
 from ..hooks import (
     DEFAULT_CONN_ID,
@@ -44,8 +44,8 @@ DEFAULT_RECHECK_INTERVAL = 300.0
 RECHECK_JITTER = 0.25
 #: The event status that reports an outage (the others are decision outcomes).
 UNAVAILABLE = "unavailable"
-#: Seconds after deferring before a deferred task is answered (see the module's text).
-DEFAULT_MIN_DEFERRAL = 10.0
+#: Seconds after deferring before a deferred task is answered: the one version check of it.
+DEFAULT_MIN_DEFERRAL = 10.0 if AIRFLOW_VERSION_INFO >= (3, 2) else 0.0
 
 
 class FivetranSyncDecisionTrigger(BaseTrigger):
