@@ -76,6 +76,37 @@ class TestSchema:
         with pytest.raises(kv.ValidationError):
             kv.validate(typo, OLDEST_KUBERNETES, strict=True)
 
+    def test_the_docs_secrets_are_the_ones_mounted(self) -> None:
+        """docs/kubernetes.md's table of Secrets names what the manifests read, key for
+        key (Secret volumes, secretKeyRef, the ServiceMonitor's credentials)."""
+        read: set[tuple[str, str]] = set()
+        for name in KUSTOMIZATIONS:
+            for c in containers(render(name)):
+                for mount, volume in c.mounts().items():
+                    if "secret" in volume or "projected" in volume:
+                        read |= set(c.secret_files(mount).values())
+                        if "secret" in volume and "items" not in volume["secret"]:
+                            read.add((volume["secret"]["secretName"], "*"))
+                for value in c.env(render(name)).values():
+                    if value.startswith("secret:"):
+                        secret, key = value[len("secret:") :].split("/")
+                        read.add((secret, key))
+        for monitor in render("prometheus-operator"):
+            for endpoint in monitor.get("spec", {}).get("endpoints", []):
+                ref = endpoint.get("authorization", {}).get("credentials")
+                if ref:
+                    read.add((ref["name"], ref["key"]))
+        documented = set()
+        for line in (ROOT / "docs" / "kubernetes.md").read_text().splitlines():
+            cells = line.split("|")
+            if len(cells) == 5 and cells[1].strip().startswith("`fivetran-events"):
+                secret = cells[1].split("`")[1]
+                documented |= {(secret, key) for key in cells[2].split("`")[1::2]}
+        whole = {secret for secret, key in read if key == "*"}
+        assert documented == {(s, k) for s, k in read if k != "*"} | {
+            (s, k) for s, k in documented if s in whole
+        }
+
     def test_the_oldest_supported_kubernetes_is_the_docs(self) -> None:
         docs = (ROOT / "docs" / "kubernetes.md").read_text()
         assert f"Kubernetes {OLDEST_KUBERNETES} or newer" in docs
