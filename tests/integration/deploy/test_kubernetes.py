@@ -107,6 +107,33 @@ class TestSchema:
             (s, k) for s, k in documented if s in whole
         }
 
+    def test_the_docs_overlay_of_your_own_renders(self, tmp_path: Path) -> None:
+        """docs/kubernetes.md's folder of your own, beside this repository: its image,
+        host and setting reach the rendered objects."""
+        docs = (ROOT / "docs" / "kubernetes.md").read_text()
+        (tmp_path / "fivetran-events").symlink_to(ROOT)  # the checkout beside it
+        mine = tmp_path / "my-fivetran-events"
+        mine.mkdir()
+        for block in docs.split("```yaml\n")[1:]:
+            text = block.split("```")[0]
+            header = text.splitlines()[0]
+            if header.startswith("# my-fivetran-events/"):
+                (mine / header.split("/", 1)[1]).write_text(text)
+        out = kustomize(mine)
+        assert out.returncode == 0, out.stderr
+        objects = tuple(yaml.safe_load_all(out.stdout))
+        assert {o["metadata"].get("namespace") for o in objects} == {"fivetran-events"}
+        ingress = named(objects, "Ingress", "fivetran-events")
+        assert ingress["spec"]["rules"][0]["host"] == "events.example.com"
+        [web_] = [c for c in containers(objects) if c.name == "fivetran-events-web/web"]
+        assert (
+            web_.spec["image"]
+            == f"registry.example.com/fivetran-events:{fivetran_events.__version__}"
+        )
+        env = web_.env(objects)
+        assert env["FIVETRAN_EVENTS_PUBLIC_URL"] == "https://events.example.com"
+        assert env["FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS"] == "1"
+
     def test_the_oldest_supported_kubernetes_is_the_docs(self) -> None:
         docs = (ROOT / "docs" / "kubernetes.md").read_text()
         assert f"Kubernetes {OLDEST_KUBERNETES} or newer" in docs
@@ -284,10 +311,8 @@ class TestSecrets:
         objects = render(name)
         assert not [o for o in objects if o["kind"] == "Secret"], "Secrets are created apart"
         for obj in objects:
-            if (
-                obj["kind"] == "ConfigMap"
-                and "data" in obj
-                and obj["metadata"]["name"] == ("fivetran-events")
+            if obj["kind"] == "ConfigMap" and not obj["metadata"]["name"].startswith(
+                "fivetran-events-redis-scripts"
             ):
                 secret = [
                     k
