@@ -73,7 +73,8 @@ class TestShortLived:
     def test_a_redelivery_after_the_window_records_nothing_new(
         self, client: redis.Redis, reader: HistoryReader
     ) -> None:
-        """With its dedup mark and start gone, a late copy of an end or a start adds nothing."""
+        """With its dedup mark and start gone, a late copy of an end or a start adds nothing;
+        the end is still known as a duplicate, so it creates no delivery at any age."""
         writer = HistoryWriter(client, "test:", retention_ms=800 * DAY_MS, trim_every=1)
         start, end = (
             ev("sync_start", sync_id="s1", created=at(3, 1)),
@@ -83,8 +84,8 @@ class TestShortLived:
         writer.record(end)
         writer.record(ev(sync_id="s2", created=at(3, 2) + timedelta(milliseconds=RECENT_MS * 2)))
         history = {k: client.dump(k) for k in (KEYS.ok, KEYS.okstart, KEYS.fail, KEYS.other)}
-        assert writer.record(end).status is WriteStatus.RECORDED  # the mark is gone
-        assert writer.record(start).status is WriteStatus.RECORDED
+        assert writer.record(end).status is WriteStatus.DUPLICATE  # the mark is gone, not the end
+        assert writer.record(start).status is WriteStatus.DUPLICATE
         assert {k: client.dump(k) for k in history} == history
         assert reader.facts(CID, 0, now=to_ms(at(3, 3))).running is None
 
