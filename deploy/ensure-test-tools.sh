@@ -6,7 +6,8 @@
 # Debian's postgresql (`fivetran-events import --from-db`'s tests start their own server on
 # a free loopback port, testkit/own_postgres.py; the package's own cluster is not started),
 # chromium (the browser test of the Airflow UI view drives it through Playwright; no
-# browser is downloaded) and a Dockerfile linter from npm.
+# browser is downloaded), systemd (only `systemd-analyze security --offline=yes` on the
+# units; nothing runs under it) and a Dockerfile linter from npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/ensure-redis.sh
@@ -33,6 +34,7 @@ apt_install nginx nginx-light "config checks only"
 apt_install promtool prometheus "promtool for the alert rules' tests"
 apt_install chromium chromium "the UI view's browser test, headless"
 apt_install kubectl kubernetes-client "kubectl kustomize renders deploy/kubernetes/ for its tests"
+apt_install systemd-analyze systemd "systemd-analyze security --offline rates deploy/'s units"
 # Debian keeps PostgreSQL's server programs off PATH, under /usr/lib/postgresql/VERSION/bin.
 if ! compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null; then
   apt_install postgres postgresql "the import's tests: a server of their own"
