@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+import yaml
 
 from testkit.own_redis import OwnRedis
 from testkit.processes import poll_until
@@ -55,6 +56,11 @@ def secrets(tmp_path_factory: pytest.TempPathFactory, compose: dict[str, Any]) -
     return run
 
 
+def compose_file() -> dict[str, Any]:
+    """The file as written (the replicated profile's services included)."""
+    return dict(yaml.safe_load((DEPLOY / "compose.yaml").read_text()))
+
+
 def secret_names(service: dict[str, Any]) -> dict[str, str]:
     """A service's secrets: name -> file name under /run/secrets."""
     return {s["source"]: Path(s.get("target") or s["source"]).name for s in service["secrets"]}
@@ -69,8 +75,11 @@ def started(tmp: Path, args: list[str]) -> OwnRedis:
 class TestRedis:
     def test_no_eviction_and_the_acl_file(self, compose: dict[str, Any]) -> None:
         services = compose["services"]
+        for name in ("redis", "redis-primary", "redis-replica"):
+            command = compose_file()["services"][name]["command"]
+            assert command[command.index("--maxmemory-policy") + 1] == "noeviction", name
+            assert command[command.index("--maxmemory") + 1] == "${FTE_REDIS_MAXMEMORY:-1gb}"
         command = services["redis"]["command"]
-        assert command[command.index("--maxmemory-policy") + 1] == "noeviction"
         assert command[command.index("--maxmemory") + 1] == "1gb"
         acl_file = command[command.index("--aclfile") + 1]
         writer = services["redis-acl"]
