@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from fivetran_events.destinations import DestinationTable, destination_tables
+from fivetran_events.exceptions import SqlFolderError
 from fivetran_events.timeutil import parse_iso
 from fivetran_events.uris import dataset_uri
 
 from .extras import require_extra
-from .sql_folder import SqlFolder, SqlFolderError, SqlGroup, SqlTask, resolve, scan_folder
+from .sql_folder import SqlFolder, SqlGroup, SqlTask, resolve, scan_folder
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -21,3 +21,13 @@ class FivetranHistoryUnavailable(Exception):
 class ConnectorNameError(ValueError):
     """Raised when a ``connector_name`` names no connector, or several; a ValueError (the
     DAG's input is wrong), though retries apply: a connector is known from its first webhook."""
+
+
+class ViewError(Exception):
+    """Raised by the "Fivetran syncs" view (ui/app.py) for a request it cannot answer (an
+    unknown connector, a bad parameter); rendered as a small page with ``status``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message

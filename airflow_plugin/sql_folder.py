@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fivetran_events.exceptions import FivetranEventsError
+from fivetran_events.exceptions import SqlFolderError
 
 from .extras import missing_extra
 
@@ -40,14 +40,6 @@ _STATEMENT_NAMES = (
 # fmt: on
 _STATEMENTS = tuple(k for k in (getattr(exp, n, None) for n in _STATEMENT_NAMES) if k is not None)
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_\-.]")
-
-
-class SqlFolderError(FivetranEventsError):
-    """Raised when a SQL folder cannot become a DAG; the message names the file at fault."""
-
-    def __init__(self, path: Path, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
 
 
 @dataclass(frozen=True)

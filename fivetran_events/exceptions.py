@@ -1,10 +1,12 @@
-"""Exceptions of the shared core; each says when it is raised."""
+"""Exceptions of the shared core; each says when it is raised. Fivetran's API errors are
+the shared HTTP model's (``http.py``) for that service."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from .http import RetryableError
+from .http import Family, HttpError, NotFound, Rejected, Unavailable
 
 
 class FivetranEventsError(Exception):
@@ -24,9 +26,23 @@ class ConfigurationError(FivetranEventsError):
     """Raised when settings are missing or invalid; the message says which variable to set."""
 
 
-class FivetranApiError(FivetranEventsError):
-    """Raised when a call to Fivetran's REST API fails; the message names the call and why
-    (``status`` None: no answer)."""
+class LogReadError(ConfigurationError):
+    """Raised when an import's input cannot be read as Fivetran's LOG table (a missing
+    column, not CSV/JSON Lines, a database that cannot be read)."""
+
+
+class SqlFolderError(FivetranEventsError):
+    """Raised when a SQL folder cannot become a DAG (airflow_plugin/sql_folder.py); the
+    message names the file at fault."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class FivetranApiError(FivetranEventsError, HttpError):
+    """Base class of a failed call to Fivetran's REST API; the message names the call and
+    why (``status`` None: no answer), ``code`` and ``message`` are what Fivetran said."""
 
     def __init__(
         self,
@@ -34,35 +50,21 @@ class FivetranApiError(FivetranEventsError):
         path: str,
         reason: str,
         *,
-        status: int | None = None,
         code: str | None = None,
         message: str | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(f"{method} {path}: {reason}")
-        self.method = method
-        self.path = path
-        self.status = status
+        HttpError.__init__(self, method, path, reason, **kwargs)
         self.code = code
         self.message = message
 
 
-class FivetranUnavailable(FivetranApiError, RetryableError):
+class FivetranUnavailable(FivetranApiError, Unavailable):
     """Raised when Fivetran cannot be reached or cannot answer now (no answer, 5xx, 429
     past the retries, not Fivetran's JSON); later may work."""
 
-    def __init__(
-        self,
-        *args: str,
-        retry_after: float | None = None,
-        maybe_sent: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.retry_after = retry_after
-        self.maybe_sent = maybe_sent
 
-
-class FivetranRejected(FivetranApiError):
+class FivetranRejected(FivetranApiError, Rejected):
     """Raised when Fivetran answers a 4xx other than 429: the request itself is at fault."""
 
 
@@ -70,5 +72,11 @@ class FivetranAuthFailed(FivetranRejected):
     """Raised on 401 or 403: the key and secret are wrong, or lack the permission."""
 
 
-class FivetranNotFound(FivetranRejected):
+class FivetranNotFound(FivetranRejected, NotFound):
     """Raised on 404: the connection, group or webhook named does not exist."""
+
+
+#: What ``http.classify`` raises for Fivetran's answers.
+FIVETRAN = Family(
+    "Fivetran", FivetranUnavailable, FivetranRejected, FivetranNotFound, FivetranAuthFailed
+)

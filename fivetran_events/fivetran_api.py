@@ -1,8 +1,9 @@
 """A client of Fivetran's REST API: connections, groups, destinations, webhooks.
 
 It speaks ``/v1/connections`` (``/v1/connectors`` answers 404 for some accounts). A 429
-is waited out up to ``max_retry_after``; a connection never made is retried, and for
-requests safe to repeat so are timeouts, resets and 5xx. The key and secret are in no
+or 503 is waited out up to ``max_retry_after``; a connection never made is retried, and
+for requests safe to repeat so are timeouts, resets and other 5xx (``http.classify``
+judges every answer). The key and secret are in no
 message, log line or ``repr``.
 """
 
@@ -18,6 +19,7 @@ from urllib.parse import quote
 import requests
 
 from .exceptions import (
+    FIVETRAN,
     ConfigurationError,
     FivetranApiError,
     FivetranAuthFailed,
@@ -34,7 +36,7 @@ from .fivetran_records import (
     WebhookTest,
     text_field,
 )
-from .http import never_sent, quoted, retry_after_seconds
+from .http import backoff, classify, quoted, unreachable
 from .model import LIFECYCLE_EVENTS, RESYNC_EVENTS
 from .settings import DEFAULT_FIVETRAN_API_URL, Settings, check_api_url
 from .timeutil import iso
@@ -50,7 +52,6 @@ MAX_BACKOFF = 8.0
 #: Fivetran's largest page.
 PAGE_SIZE = 1000
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
-RETRIED_STATUSES = frozenset({500, 502, 503, 504})
 #: The longest time range one sync-history call may ask for.
 SYNC_HISTORY_WINDOW = timedelta(days=7)
 #: The Accept header the connection endpoints document (their version 2 answers).
@@ -67,16 +68,6 @@ SERVICE_EVENTS: tuple[str, ...] = (
 def _segment(value: str) -> str:
     """An id as one path segment: ``/`` or ``..`` in it cannot reach another endpoint."""
     return quote(value, safe="")
-
-
-def _transport_reason(exc: requests.RequestException, timeout: float) -> str:
-    if isinstance(exc, requests.ConnectTimeout):
-        return f"no connection within {timeout:g} s"
-    if isinstance(exc, requests.ReadTimeout):
-        return f"no answer within {timeout:g} s"
-    if never_sent(exc):
-        return "connection refused or host unreachable"
-    return f"{type(exc).__name__}: {quoted(str(exc))}"
 
 
 def resync_scope(scope: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]] | None:
@@ -327,11 +318,10 @@ class FivetranClient:
         if attempt >= self.max_attempts:
             exc.args = (f"{exc.args[0]} (gave up after {attempt} attempts)",)
             return None
-        if exc.status != 429 and exc.maybe_sent and method not in IDEMPOTENT:
+        if exc.maybe_sent and method not in IDEMPOTENT:
             return None
-        backoff = min(MAX_BACKOFF, self.backoff * 2.0 ** (attempt - 1))
         if exc.retry_after is None:
-            return backoff
+            return backoff(attempt, self.backoff, MAX_BACKOFF)
         if exc.retry_after > self.max_retry_after:
             exc.args = (
                 f"{exc.args[0]} (Fivetran asked to retry after {exc.retry_after:g} s, longer "
@@ -359,12 +349,7 @@ class FivetranClient:
                 timeout=(self.timeout, self.timeout),
             )
         except requests.RequestException as exc:
-            raise FivetranUnavailable(
-                method,
-                path,
-                f"cannot reach Fivetran at {self.base_url}: {_transport_reason(exc, self.timeout)}",
-                maybe_sent=not never_sent(exc),
-            ) from None
+            raise unreachable(FIVETRAN, method, path, self.base_url, exc, self.timeout) from None
         return self._answer(method, path, resp)
 
     def _answer(self, method: str, path: str, resp: requests.Response) -> Any:
@@ -387,26 +372,10 @@ class FivetranClient:
                 )
             data = doc.get("data")
             return data if data is not None else {}
-        said = " ".join(p for p in (code, message) if p) or quoted(resp.text or resp.reason or "")
-        reason = f"Fivetran answered {status}" + (f": {quoted(said)}" if said else "")
-        kwargs: dict[str, Any] = {"status": status, "code": code, "message": message}
-        if status == 429:
-            raise FivetranUnavailable(
-                method,
-                path,
-                reason,
-                retry_after=retry_after_seconds(resp.headers.get("Retry-After")),
-                **kwargs,
-            )
-        if status in RETRIED_STATUSES or status >= 500:
-            raise FivetranUnavailable(method, path, reason, maybe_sent=True, **kwargs)
-        if status in (401, 403):
-            raise FivetranAuthFailed(method, path, reason, **kwargs)
-        if status == 404:
-            raise FivetranNotFound(method, path, reason, **kwargs)
-        if 400 <= status < 500:
-            raise FivetranRejected(method, path, reason, **kwargs)
-        raise FivetranUnavailable(method, path, reason, maybe_sent=True, **kwargs)
+        said = " ".join(p for p in (code, message) if p) or None
+        error = classify(FIVETRAN, method, path, resp, said, code=code, message=message)
+        assert error is not None  # a 2xx returned above
+        raise error
 
 
 __all__ = [

@@ -1,12 +1,32 @@
 """What every HTTP client we own shares (Fivetran's, Airflow's, the OpenLineage sender):
-how a failed request is judged."""
+one error model, one reading of an answer, one backoff.
+
+The errors, drawn once::
+
+    RetryableError               may pass when tried again later (the forwarder retries it)
+    HttpError                    a request to a service failed: service, method, path,
+     |                           status, retry_after, maybe_sent
+     +-- Unavailable(Retryable)  no answer, a timeout, 5xx, 429, or an answer not the
+     |                           service's own: later may work
+     +-- Rejected                a 4xx: the request itself is at fault; sending it again
+          |                      will not help
+          +-- NotFound           404: what the request names does not exist
+
+``maybe_sent`` is False only when the request certainly was not applied: no connection
+was made, or the answer was 429, 503 or a 4xx (the server refused it). A 500, 502, 504,
+a timeout or a reset may come after the server applied it, so a POST of that outcome must
+not be sent blindly again. ``classify`` is the one reading of a status; each service's
+errors are thin subclasses (``fivetran_events.exceptions``, ``webhook_app.airflow_client``)
+named in a ``Family``.
+"""
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .timeutil import UTC
 
@@ -14,6 +34,8 @@ if TYPE_CHECKING:
     import requests
 
 QUOTE_LIMIT = 500
+#: Answers that say the request was not handled at all (nothing can have been applied).
+NOT_HANDLED = frozenset({429, 503})
 
 
 class RetryableError(Exception):
@@ -23,6 +45,130 @@ class RetryableError(Exception):
 
     retry_after: float | None = None
     maybe_sent: bool = True
+
+
+class HttpError(Exception):
+    """Base class of a failed request to a service we call; the message names the call
+    (``METHOD path: reason``), ``status`` is None when no answer came."""
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        reason: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        maybe_sent: bool = True,
+    ) -> None:
+        super().__init__(f"{method} {path}: {reason}")
+        self.method = method
+        self.path = path
+        self.reason = reason
+        self.status = status
+        self.retry_after = retry_after
+        self.maybe_sent = maybe_sent
+
+
+class Unavailable(HttpError, RetryableError):
+    """Raised when a service cannot be reached or cannot answer now (no answer, a timeout,
+    5xx, 429, an answer that is not the service's own); after ``retry_after`` if set."""
+
+
+class Rejected(HttpError):
+    """Raised on a 4xx (other than 429): the request is at fault, or its credentials."""
+
+
+class NotFound(Rejected):
+    """Raised on a 404: what the request names does not exist there."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """One service's errors: the classes ``classify`` raises for it."""
+
+    service: str
+    unavailable: type[Unavailable]
+    rejected: type[Rejected]
+    not_found: type[NotFound]
+    #: Raised on 401 and 403 (default: ``rejected``).
+    auth_failed: type[Rejected] | None = None
+
+
+def classify(
+    family: Family,
+    method: str,
+    path: str,
+    resp: requests.Response,
+    said: str | None = None,
+    **extra: Any,
+) -> HttpError | None:
+    """Return the error ``resp`` means (None for a 2xx): 429 and 5xx are unavailable, 404
+    not found, other 4xx rejected, anything else unavailable. ``said`` is what the service
+    said, when its body was read already (else the body, quoted); ``extra`` goes to the
+    error's constructor."""
+    status = resp.status_code
+    if 200 <= status < 300:
+        return None
+    text = said if said is not None else (resp.text or resp.reason or "")
+    reason = f"{family.service} answered {status}" + (f": {quoted(text)}" if text else "")
+    kwargs: dict[str, Any] = {"status": status, **extra}
+    if status == 429 or status >= 500:
+        return family.unavailable(
+            method,
+            path,
+            reason,
+            retry_after=retry_after_seconds(resp.headers.get("Retry-After")),
+            maybe_sent=status not in NOT_HANDLED,
+            **kwargs,
+        )
+    if status == 404:
+        return family.not_found(method, path, reason, maybe_sent=False, **kwargs)
+    if status in (401, 403):
+        refused = family.auth_failed or family.rejected
+        return refused(method, path, reason, maybe_sent=False, **kwargs)
+    if 400 <= status < 500:
+        return family.rejected(method, path, reason, maybe_sent=False, **kwargs)
+    return family.unavailable(method, path, reason, maybe_sent=True, **kwargs)
+
+
+def unreachable(
+    family: Family,
+    method: str,
+    path: str,
+    where: str,
+    exc: requests.RequestException,
+    timeout: float | None = None,
+) -> Unavailable:
+    """The error of a request that got no answer from ``where`` (the service's base URL)."""
+    return family.unavailable(
+        method,
+        path,
+        f"cannot reach {family.service} at {where}: {transport_reason(exc, timeout)}",
+        maybe_sent=not never_sent(exc),
+    )
+
+
+def transport_reason(exc: requests.RequestException, timeout: float | None = None) -> str:
+    """Why no answer came, in words (never the URL's credentials: requests leaves them out)."""
+    import requests
+
+    waited = f" within {timeout:g} s" if timeout is not None else ""
+    if isinstance(exc, requests.ConnectTimeout):
+        return f"no connection{waited} (ConnectTimeout)"
+    if isinstance(exc, requests.ReadTimeout):
+        return f"no answer{waited} (ReadTimeout)"
+    if never_sent(exc):
+        return "connection refused or host unreachable"
+    return f"{type(exc).__name__}: {quoted(str(exc))}"
+
+
+def backoff(attempt: int, first: float, most: float, jitter: float | None = None) -> float:
+    """Seconds to wait after the ``attempt``-th failure (from 1): ``first``, doubled each
+    attempt, at most ``most``. With ``jitter`` (0..1) half the wait is fixed and half
+    scaled by it, so clients that failed together do not return together."""
+    ceiling = min(most, first * 2.0 ** min(max(attempt - 1, 0), 60))
+    return ceiling if jitter is None else ceiling / 2 + jitter * ceiling / 2
 
 
 def never_sent(exc: requests.RequestException) -> bool:

@@ -22,7 +22,7 @@ from typing import IO, Any, TypeVar
 
 import redis
 
-from .exceptions import ConfigurationError, InvalidPayload
+from .exceptions import InvalidPayload, LogReadError
 from .history.writer import OnSuccess, WriteStatus, record_many
 from .model import SOURCE_IMPORTED, Event, EventKind, derived_sync_id, event_data, is_valid_id
 from .timeutil import from_ms, now_ms, to_ms, to_utc
@@ -54,10 +54,6 @@ _TIME = re.compile(
     r"\s*(Z|UTC|[+-]\d\d:?\d\d)?",
     re.IGNORECASE,
 )
-
-
-class LogReadError(ConfigurationError):
-    """The input cannot be read as a LOG table (a missing column, not CSV/JSON Lines)."""
 
 
 def parse_time(value: Any) -> int:

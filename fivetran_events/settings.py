@@ -6,7 +6,6 @@ import functools
 import json
 import os
 import string
-from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -210,6 +209,12 @@ class Settings(HistoryDefaults):
     #: ``username:password`` (or JSON with both), so the password stays out of the
     #: environment.
     airflow_credentials_file: str | None = None
+    #: Instead of a username and password, a bearer token (managed Airflow's): as it is,
+    #: in a file read again when it changes, or printed by a command run again when the
+    #: token ends or Airflow refuses it (webhook_app/airflow_auth.py).
+    airflow_token: SecretStr | None = None
+    airflow_token_file: str | None = None
+    airflow_token_command: str | None = None
     #: 3 (/api/v2, JWT), 2 (/api/v1, basic auth) or auto (ask).
     airflow_api_version: Literal["auto", "2", "3"] = "auto"
     airflow_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
@@ -314,7 +319,13 @@ class Settings(HistoryDefaults):
     def _public_url(cls, value: str | None) -> str | None:
         return check_api_url(value, "https://events.example.com") if value else None
 
-    @field_validator("airflow_password", "fivetran_api_key", "fivetran_api_secret", mode="before")
+    @field_validator(
+        "airflow_password",
+        "airflow_token",
+        "fivetran_api_key",
+        "fivetran_api_secret",
+        mode="before",
+    )
     @classmethod
     def _strip_secret(cls, value: object) -> object:
         # A secret file ends with a newline: never part of it.
@@ -352,34 +363,6 @@ class Settings(HistoryDefaults):
     @property
     def max_clock_skew_ms(self) -> int:
         return int(self.max_clock_skew_seconds * 1000)
-
-    def airflow_credentials(self) -> tuple[str, str]:
-        """Return (username, password) from the settings or the credentials file."""
-        if self.airflow_credentials_file:
-            path = Path(self.airflow_credentials_file)
-            where = f"FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE ({path})"
-            try:
-                text = path.read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ConfigurationError(f"{where}: cannot read it: {exc.strerror}") from None
-            if text.startswith("{"):
-                try:
-                    data = json.loads(text)
-                    return str(data["username"]), str(data["password"])
-                except (ValueError, KeyError, TypeError):
-                    raise ConfigurationError(
-                        f"{where}: expected JSON with 'username' and 'password'"
-                    ) from None
-            user, sep, password = text.splitlines()[0].partition(":") if text else ("", "", "")
-            if not sep or not user:
-                raise ConfigurationError(f"{where}: expected 'username:password' on the first line")
-            return user, password
-        if not self.airflow_username or self.airflow_password is None:
-            raise ConfigurationError(
-                "set FIVETRAN_EVENTS_AIRFLOW_USERNAME and FIVETRAN_EVENTS_AIRFLOW_PASSWORD, "
-                "or FIVETRAN_EVENTS_AIRFLOW_CREDENTIALS_FILE"
-            )
-        return self.airflow_username, self.airflow_password.get_secret_value()
 
     def redis_client(self) -> redis.Redis:
         """Return a client for ``redis_url`` whose commands time out (every process builds

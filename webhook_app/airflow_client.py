@@ -1,17 +1,16 @@
 """A small client of Airflow's REST API: post dataset (asset) events and find them again.
 
-Airflow 3 (``/api/v2``): a cached JWT, events posted by asset id; Airflow 2.9-2.11
-(``/api/v1``): basic auth, events posted by ``dataset_uri``. Airflow has no idempotency
-key, so ``find_event`` looks an event up by its ``extra`` (and partition key) before a
-second POST. Partitioned asset events (a ``partition_key`` in the POST) need Airflow
-3.2+: ``partitions_refused`` says why an older one cannot take them.
+Airflow 3 (``/api/v2``): a cached bearer token (a JWT from a password, or managed
+Airflow's token: airflow_auth.py), events posted by asset id; Airflow 2.9-2.11
+(``/api/v1``): basic auth, events posted by ``dataset_uri``. Every failed request is an
+error of the shared model (fivetran_events/http.py), read by ``http.classify``. Airflow
+has no idempotency key, so ``find_event`` looks an event up by its ``extra`` (and
+partition key) before a second POST. Partitioned asset events (a ``partition_key`` in
+the POST) need Airflow 3.2+: ``partitions_refused`` says why an older one cannot take them.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import math
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -19,58 +18,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 
 from fivetran_events import ConfigurationError, Settings
-from fivetran_events.http import RetryableError, never_sent, quoted, retry_after_seconds
+from fivetran_events.http import classify, quoted, unreachable
 from fivetran_events.timeutil import iso, parse_iso
 
-#: Renew a cached JWT this long before Airflow would refuse it.
-TOKEN_MARGIN_SECONDS = 60.0
+from .airflow_auth import Login, PasswordLogin, login_from_settings
+from .exceptions import (
+    AIRFLOW,
+    AirflowError,
+    AirflowNotFound,
+    AirflowRejected,
+    AirflowUnavailable,
+    AssetNotFound,
+)
+
 #: Seconds an asset id found by URI is trusted before it is looked up again.
 ASSET_CACHE_SECONDS = 300.0
 #: Assets or events examined per page when looking one up.
 LOOKUP_PAGE = 100
-#: Answers that say the request was not handled at all (nothing can have been created).
-NOT_HANDLED = frozenset({429, 503})
 #: The first Airflow whose ``POST /api/v2/assets/events`` takes a ``partition_key``.
 PARTITIONS_SINCE = (3, 2)
-
-
-class AirflowError(Exception):
-    """Base class of the errors this client raises."""
-
-
-class AirflowUnavailable(AirflowError, RetryableError):
-    """Raised on connection errors, timeouts, 5xx and 429: retry, after ``retry_after`` if
-    set; ``maybe_sent`` is False only when the request certainly never reached Airflow."""
-
-    def __init__(
-        self,
-        message: str,
-        retry_after: float | None = None,
-        maybe_sent: bool = True,
-        status: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.maybe_sent = maybe_sent
-        self.status = status
-
-
-class AssetNotFound(AirflowError):
-    """Raised when Airflow knows no dataset/asset with the URI (no DAG uses it yet)."""
-
-
-class AirflowRejected(AirflowError):
-    """Raised on a 4xx other than 404 and 429 (after one token refresh on 401)."""
-
-    def __init__(self, status: int, body: str) -> None:
-        super().__init__(f"Airflow answered {status}: {body}")
-        self.status = status
-        self.body = body
 
 
 @contextmanager
@@ -80,8 +51,9 @@ def unexpected_answer_is_a_retry(what: str) -> Iterator[None]:
     try:
         yield
     except (ValueError, KeyError, TypeError) as exc:
+        method, _, path = what.partition(" ")
         raise AirflowUnavailable(
-            f"unexpected answer from Airflow to {what}: {type(exc).__name__}: {exc}"
+            method, path, f"unexpected answer from Airflow: {type(exc).__name__}: {exc}"
         ) from None
 
 
@@ -118,29 +90,18 @@ class AirflowEvent:
         )
 
 
-def renew_after(token: str) -> float:
-    """Seconds after fetching a JWT to fetch the next: its life is ``exp - iat``, both
-    Airflow's clock, so a worker whose clock is off still renews in time."""
-    try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        life = float(claims["exp"]) - float(claims["iat"])
-    except (IndexError, ValueError, KeyError, TypeError):
-        return 3600.0
-    if not math.isfinite(life) or life <= 0:
-        return 0.0
-    return life - min(TOKEN_MARGIN_SECONDS, life / 2)
-
-
 class AirflowClient:
-    """Talk to one Airflow; keeps the JWT and the asset ids it found (per process)."""
+    """Talk to one Airflow; keeps the token and the asset ids it found (per process).
+    ``login`` is how it logs in (airflow_auth.py); without one, ``username`` and
+    ``password``."""
 
     def __init__(
         self,
         base_url: str,
-        username: str,
-        password: str,
+        username: str = "",
+        password: str = "",
         *,
+        login: Login | None = None,
         api_version: str = "auto",
         timeout: float = 10.0,
         verify: bool | str = True,
@@ -149,8 +110,7 @@ class AirflowClient:
         shared_assets: SharedAssetIds | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self.username = username
-        self.password = password
+        self.login = login or PasswordLogin(username, password)
         self._version = None if api_version == "auto" else api_version
         self.timeout = timeout
         self.session = session or requests.Session()
@@ -160,6 +120,8 @@ class AirflowClient:
         self._token_expires = 0.0
         self._assets: dict[str, tuple[int, float]] = {}
         self.shared_assets = shared_assets
+        #: Tokens got from the login (a password login's POSTs to /auth/token, a command's
+        #: runs, a file's reads).
         self.tokens_fetched = 0
 
     @classmethod
@@ -169,14 +131,12 @@ class AirflowClient:
                 "FIVETRAN_EVENTS_AIRFLOW_URL is not set: set it to "
                 "Airflow's API server, e.g. http://127.0.0.1:8080"
             )
-        user, password = settings.airflow_credentials()
         verify: bool | str = settings.airflow_verify_tls
         if settings.airflow_ca_bundle:
             verify = settings.airflow_ca_bundle
         return cls(
             settings.airflow_url,
-            user,
-            password,
+            login=login_from_settings(settings),
             api_version=settings.airflow_api_version,
             timeout=settings.airflow_timeout_seconds,
             verify=verify,
@@ -187,57 +147,62 @@ class AirflowClient:
         try:
             resp = self.session.request(method, url, timeout=(self.timeout, self.timeout), **kwargs)
         except requests.RequestException as exc:
-            raise AirflowUnavailable(
-                f"{method} {path}: {type(exc).__name__}: {exc}", maybe_sent=not never_sent(exc)
-            ) from None
-        if resp.status_code == 429 or resp.status_code >= 500:
-            # 429 and 503 say the request was not handled; a 500, 502 or 504 may come
-            # after Airflow committed it (or while it still does), so its outcome is open.
-            raise AirflowUnavailable(
-                f"{method} {path}: Airflow answered {resp.status_code}: {body_text(resp)}",
-                retry_after=retry_after_seconds(resp.headers.get("Retry-After")),
-                maybe_sent=resp.status_code not in NOT_HANDLED,
-                status=resp.status_code,
-            )
+            raise unreachable(AIRFLOW, method, path, self.base_url, exc, self.timeout) from None
+        error = classify(AIRFLOW, method, path, resp)
+        # 4xx are the caller's to read (a 401 renews the token, a 404 may be "no asset").
+        if isinstance(error, AirflowUnavailable):
+            raise error
         return resp
 
     def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        """Send with the right authentication; on a 401 renew the JWT once and resend."""
-        if self.version() == "2":
-            resp = self._send(method, path, auth=(self.username, self.password), **kwargs)
+        """Send with the login's authentication; on a 401 get a fresh token once and
+        resend; a login with no other token, or a fresh token refused too, is given up."""
+        basic = self.login.basic
+        if self.version() == "2" and basic is not None:
+            resp = self._send(method, path, auth=basic, **kwargs)
             if resp.status_code == 401:  # the same 401 for a wrong password or no basic auth
                 raise AirflowRejected(
-                    401,
-                    f"{body_text(resp)}; Airflow 2 takes basic auth only if its [api] "
-                    "auth_backends includes airflow.api.auth.backend.basic_auth (the default "
-                    f"is session auth only); else user '{self.username}' or the password is wrong",
+                    method,
+                    path,
+                    f"Airflow answered 401: {body_text(resp)}; Airflow 2 takes basic auth only "
+                    "if its [api] auth_backends includes airflow.api.auth.backend.basic_auth "
+                    f"(the default is session auth only); else user '{basic[0]}' or the "
+                    "password is wrong",
+                    status=401,
+                    maybe_sent=False,
                 )
             return resp
-        resp = self._send(method, path, headers=self._auth_header(), **kwargs)
+        resp = self._send(method, path, headers=self._auth_header(method, path), **kwargs)
+        if resp.status_code != 401:
+            return resp
+        refused, self._token = self._token, None
+        header = self._auth_header(method, path)
+        if self._token == refused:
+            raise self._given_up(method, path, resp, f"{self.login.describe} has no other token")
+        resp = self._send(method, path, headers=header, **kwargs)
         if resp.status_code == 401:
-            self._token = None
-            resp = self._send(method, path, headers=self._auth_header(), **kwargs)
+            raise self._given_up(method, path, resp, f"a fresh token from {self.login.describe}")
         return resp
 
-    def _auth_header(self) -> dict[str, str]:
-        if self._token is None or time.time() >= self._token_expires:
-            self._token = self._fetch_token()
-        return {"Authorization": f"Bearer {self._token}"}
-
-    def _fetch_token(self) -> str:
-        resp = self._send(
-            "POST", "/auth/token", json={"username": self.username, "password": self.password}
+    def _given_up(
+        self, method: str, path: str, resp: requests.Response, why: str
+    ) -> AirflowRejected:
+        return AirflowRejected(
+            method,
+            path,
+            f"Airflow answered 401 ({body_text(resp)}) and refused {why}: given up, not "
+            "retried; fix the login and replay",
+            status=401,
+            maybe_sent=False,
         )
-        if resp.status_code not in (200, 201):
-            raise AirflowRejected(
-                resp.status_code,
-                f"cannot get a token for user '{self.username}': {body_text(resp)}",
-            )
-        with unexpected_answer_is_a_retry("POST /auth/token"):
-            token = str(resp.json()["access_token"])
-        self.tokens_fetched += 1
-        self._token_expires = time.time() + renew_after(token)
-        return token
+
+    def _auth_header(self, method: str, path: str) -> dict[str, str]:
+        """The login's current token, got again when it ended or its source changed."""
+        if self._token is None or time.time() >= self._token_expires or self.login.changed():
+            token, life = self.login.token(self._send, method, path)
+            self._token, self._token_expires = token, time.time() + life
+            self.tokens_fetched += 1
+        return {"Authorization": f"Bearer {self._token}"}
 
     def version(self) -> str:
         """Return "3" or "2": configured, or detected from which health endpoint answers."""
@@ -247,10 +212,13 @@ class AirflowClient:
             elif self._send("GET", "/api/v1/health").status_code == 200:
                 self._version = "2"
             else:
-                raise AirflowRejected(
-                    404,
+                raise AirflowNotFound(
+                    "GET",
+                    "/api/v1/health",
                     f"{self.base_url} answers neither /api/v2 nor /api/v1: "
                     "is FIVETRAN_EVENTS_AIRFLOW_URL Airflow's API server?",
+                    status=404,
+                    maybe_sent=False,
                 )
         return self._version
 
@@ -271,8 +239,8 @@ class AirflowClient:
 
     def warm_up(self) -> None:
         """Learn the API version and fetch a token before a delivery has to wait for them."""
-        if self.version() != "2":
-            self._auth_header()
+        if self.version() != "2" or self.login.basic is None:
+            self._auth_header("GET", "/api/v2/assets")
 
     def asset_id(self, uri: str, refresh: bool = False) -> int:
         """Return the id of the asset/dataset whose URI is exactly ``uri``."""
@@ -292,8 +260,11 @@ class AirflowClient:
             if shared is not None:
                 shared.drop(uri)
             raise AssetNotFound(
-                f"Airflow has no dataset with URI '{uri}': no DAG schedules "
-                "on it or produces it yet"
+                "GET",
+                "/api/v1/datasets" if self.version() == "2" else "/api/v2/assets",
+                f"Airflow has no dataset with URI '{uri}': no DAG schedules on it or "
+                "produces it yet",
+                maybe_sent=False,
             )
         self._cache(uri, found)
         return found
@@ -375,7 +346,11 @@ class AirflowClient:
             )
             if resp.status_code == 404:
                 raise AssetNotFound(
-                    f"Airflow 2 answered 404 for dataset '{uri}': {body_text(resp)}"
+                    "POST",
+                    "/api/v1/datasets/events",
+                    f"Airflow 2 answered 404 for dataset '{uri}': {body_text(resp)}",
+                    status=404,
+                    maybe_sent=False,
                 )
         else:
             # A 404 on the cached id: the asset went away since; look it up once more.
@@ -389,10 +364,14 @@ class AirflowClient:
                     break
             else:
                 raise AssetNotFound(
-                    f"Airflow answered 404 for asset '{uri}' (id {asset}): {body_text(resp)}"
+                    "POST",
+                    "/api/v2/assets/events",
+                    f"Airflow answered 404 for asset '{uri}' (id {asset}): {body_text(resp)}",
+                    status=404,
+                    maybe_sent=False,
                 )
         self._check(resp)
-        with unexpected_answer_is_a_retry("POST of an event"):
+        with unexpected_answer_is_a_retry("POST /api/v2/assets/events"):
             return AirflowEvent.from_json(resp.json())
 
     def find_event(
@@ -428,10 +407,25 @@ class AirflowClient:
 
     @staticmethod
     def _check(resp: requests.Response) -> None:
-        if resp.status_code >= 400:
-            raise AirflowRejected(resp.status_code, body_text(resp))
+        """Raise what a 4xx means (``_send`` raised the 5xx and 429 already)."""
+        request = resp.request
+        path = urlsplit(request.url or "").path if request is not None else ""
+        error = classify(AIRFLOW, request.method or "" if request is not None else "", path, resp)
+        if error is not None:
+            raise error
 
 
 def lookup_window_start(mark_ms: int, slack: timedelta = timedelta(minutes=2)) -> datetime:
     """Where to start looking for an event posted by an attempt that began at ``mark_ms``."""
     return datetime.fromtimestamp(mark_ms / 1000, tz=timezone.utc) - slack
+
+
+__all__ = [
+    "AirflowClient",
+    "AirflowError",
+    "AirflowEvent",
+    "AirflowNotFound",
+    "AirflowRejected",
+    "AirflowUnavailable",
+    "AssetNotFound",
+]

@@ -22,21 +22,13 @@ from fivetran_events.settings import history_defaults
 from fivetran_events.text import parse_flag
 from fivetran_events.timeutil import from_ms, now_ms, parse_iso, to_ms
 
+from ..exceptions import ViewError
 from . import queries, render
 from .queries import Flags
 
 #: Days the calendar shows when the request names no range.
 DEFAULT_DAYS = 31
 _ID = re.compile(ID_PATTERN)
-
-
-class ViewError(Exception):
-    """A request the view cannot answer; rendered as a small page with this status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def _auth() -> Any:

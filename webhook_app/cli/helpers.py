@@ -89,8 +89,9 @@ def as_cli_error(exc: BaseException) -> CliError | None:
         )
     if isinstance(exc, AirflowRejected) and exc.status in (401, 403):
         return CliError(
-            f"Airflow refused the worker's user ({exc}): check "
-            "FIVETRAN_EVENTS_AIRFLOW_USERNAME/_PASSWORD (or _CREDENTIALS_FILE) and its role",
+            f"Airflow refused the worker's login ({exc}): check "
+            "FIVETRAN_EVENTS_AIRFLOW_USERNAME/_PASSWORD (or _CREDENTIALS_FILE, or the "
+            "_TOKEN, _TOKEN_FILE, _TOKEN_COMMAND given) and its role",
             ExitCode.ERROR,
         )
     if isinstance(exc, AirflowError):

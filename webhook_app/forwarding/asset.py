@@ -11,25 +11,12 @@ import json
 import time
 
 from fivetran_events.deliveries import Delivery, DeliveryState, Field, SyncRef, extra_for
-from fivetran_events.http import RetryableError
 from fivetran_events.timeutil import iso
 
 from .. import metrics
-from ..airflow_client import (
-    AirflowClient,
-    AirflowEvent,
-    AirflowRejected,
-    AirflowUnavailable,
-    AssetNotFound,
-    lookup_window_start,
-)
+from ..airflow_client import AirflowClient, AirflowEvent, lookup_window_start
+from ..exceptions import AirflowRejected, AirflowUnavailable, AssetNotFound, ReplicasShort
 from .recorder import AttemptOutcome, AttemptResult, Recorder, retry_at
-
-
-class ReplicasShort(RetryableError):
-    """Too few replicas confirmed the in-flight mark in time: nothing was posted."""
-
-    maybe_sent = False
 
 
 class AssetSender:

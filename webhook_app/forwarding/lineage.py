@@ -22,11 +22,11 @@ from openlineage.client.facet_v2 import RunFacet, job_type_job, parent_run
 
 from fivetran_events import HistoryReader, Settings, __version__
 from fivetran_events.deliveries import FINAL, Delivery, DeliveryState, Field
-from fivetran_events.http import RetryableError, retry_after_seconds
 from fivetran_events.keys import delivery_id
 from fivetran_events.model import SOURCE_RECONCILED, SOURCE_WEBHOOK, EventKind
 from fivetran_events.timeutil import iso
 
+from ..exceptions import LineageUnavailable
 from .enqueue import LINEAGE_PREFIX, event_type
 from .recorder import AttemptResult, Recorder, retry_at
 
@@ -74,17 +74,6 @@ def job_namespace(template: str, connector_id: str, group_id: str) -> str:
     """Return the job namespace of a connector's runs (``FIVETRAN_EVENTS_LINEAGE_NAMESPACE``;
     by group, as connection ids are unique only within an account; unknown: ``default``)."""
     return template.format(connector_id=connector_id, group_id=group_id or "default")
-
-
-class LineageUnavailable(RetryableError):
-    """The OpenLineage transport failed in a way that may pass (no answer, 5xx, 429); a
-    receiver cannot be asked whether it holds an event, so ``maybe_sent`` is unused."""
-
-    def __init__(self, cause: Exception) -> None:
-        super().__init__(f"OpenLineage receiver unavailable: {type(cause).__name__}: {cause}")
-        response = getattr(cause, "response", None)
-        headers = getattr(response, "headers", None) or {}
-        self.retry_after = retry_after_seconds(headers.get("Retry-After"))
 
 
 def no_outputs(connector_id: str) -> list[tuple[str, str]] | None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from airflow_plugin.sql_folder import SqlFolderError
+from fivetran_events.exceptions import SqlFolderError
 
 from .sql_folders import SALES, folder
 

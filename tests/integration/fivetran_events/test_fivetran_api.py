@@ -153,19 +153,21 @@ class TestRetries:
         assert api.calls["503"] == 3
 
     def test_a_post_that_may_have_landed_is_not_sent_twice(self, api: FivetranStandIn) -> None:
-        """A 503 to a create may have created it: no second POST, say so instead."""
-        api.fail_next(1, status=503, retry_after=None)
+        """A 502 to a create may have created it: no second POST, say so instead."""
+        api.fail_next(1, status=502, retry_after=None)
         with pytest.raises(FivetranUnavailable) as caught:
             client(api.url).create_account_webhook("http://127.0.0.1:9/", ["sync_end"], "s")
         assert caught.value.maybe_sent is True
-        assert api.calls["503"] == 1 and api.total_calls == 1
+        assert api.calls["502"] == 1 and api.total_calls == 1
 
-    def test_a_429_to_a_post_is_retried(self, api: FivetranStandIn) -> None:
-        """429 means the call was not handled: a create is sent again after the wait."""
-        api.fail_next(1, retry_after="0")
+    @pytest.mark.parametrize("status", [429, 503])
+    def test_a_429_or_503_to_a_post_is_retried(self, api: FivetranStandIn, status: int) -> None:
+        """429 and 503 mean the call was not handled (the one rule of fivetran_events/http.py,
+        Airflow's client's too): a create is sent again after the wait."""
+        api.fail_next(1, status=status, retry_after="0")
         with pytest.raises(FivetranRejected, match="Webhook test failed"):
             client(api.url).create_account_webhook("http://127.0.0.1:9/", ["sync_end"], "s")
-        assert api.calls["429"] == 1 and api.calls["400"] == 1
+        assert api.calls[str(status)] == 1 and api.calls["400"] == 1
 
 
 class TestTransport:

@@ -29,6 +29,7 @@ from testkit.forward_support import (
     syncs,
 )
 from testkit.support import at
+from webhook_app.airflow_auth import PasswordLogin
 from webhook_app.airflow_client import AirflowClient, AirflowRejected
 from webhook_app.forwarding import Delivery, DeliveryKind, DeliveryState
 from webhook_app.forwarding.asset import AssetSender
@@ -436,7 +437,7 @@ class TestClient:
         c = AirflowClient(standin.url, standin.username, standin.password)
         if BASIC_AUTH in backends:
             assert c.known(URI)
-            c.password = "nope"
+            c.login = PasswordLogin(standin.username, "nope")
         with pytest.raises(AirflowRejected, match="takes basic auth only if") as err:
             c.known(URI)
         assert err.value.status == 401

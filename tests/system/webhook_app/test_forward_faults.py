@@ -30,7 +30,8 @@ from testkit.processes import poll_until
 from testkit.servers import webhook_server
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess
-from webhook_app.airflow_client import TOKEN_MARGIN_SECONDS, AirflowClient
+from webhook_app.airflow_auth import TOKEN_MARGIN_SECONDS
+from webhook_app.airflow_client import AirflowClient
 from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 

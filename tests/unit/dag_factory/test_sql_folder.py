@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_plugin.sql_folder import SqlFolderError, resolve, scan_folder, tables_of
+from airflow_plugin.sql_folder import resolve, scan_folder, tables_of
+from fivetran_events.exceptions import SqlFolderError
 
 
 def write(root: Path, files: dict[str, str]) -> Path:

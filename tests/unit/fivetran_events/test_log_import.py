@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from fivetran_events.decision import Completion
+from fivetran_events.exceptions import LogReadError
 from fivetran_events.history.codec import completion_parts, decode_completion, encode_completion
 from fivetran_events.log_import import (
     Columns,
-    LogReadError,
     RowFilter,
     Summary,
     events_of,

@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from fivetran_events import ConfigurationError, Settings, load_settings
 from fivetran_events.http import retry_after_seconds
 from fivetran_events.uris import DEFAULT_URI_TEMPLATE, dataset_uri, dataset_uris, load_uri_map
+from webhook_app.airflow_auth import credentials
 from webhook_app.forwarding.recorder import backoff_seconds
 
 
@@ -90,23 +91,23 @@ class TestSettings:
         s = Settings(
             airflow_url="http://x", airflow_username="u", airflow_password=SecretStr("hunter2")
         )
-        assert s.airflow_credentials() == ("u", "hunter2")
+        assert credentials(s) == ("u", "hunter2")
         assert "hunter2" not in repr(s)
 
     def test_credentials_file(self, tmp_path: Path) -> None:
         """A credentials file holds user:password, or JSON."""
         f = tmp_path / "cred"
         f.write_text("svc:s3cr:et\n")
-        assert Settings(airflow_credentials_file=str(f)).airflow_credentials() == ("svc", "s3cr:et")
+        assert credentials(Settings(airflow_credentials_file=str(f))) == ("svc", "s3cr:et")
         f.write_text('{"username": "j", "password": "k"}')
-        assert Settings(airflow_credentials_file=str(f)).airflow_credentials() == ("j", "k")
+        assert credentials(Settings(airflow_credentials_file=str(f))) == ("j", "k")
         f.write_text("nocolon")
         with pytest.raises(ConfigurationError, match="username:password"):
-            Settings(airflow_credentials_file=str(f)).airflow_credentials()
+            credentials(Settings(airflow_credentials_file=str(f)))
 
     def test_missing_credentials(self) -> None:
         with pytest.raises(ConfigurationError, match="AIRFLOW_USERNAME"):
-            Settings(airflow_url="http://x").airflow_credentials()
+            credentials(Settings(airflow_url="http://x"))
 
 
 class TestRetryAfter:

@@ -9,11 +9,30 @@ from email.utils import format_datetime
 import pytest
 import requests
 
-from fivetran_events.exceptions import FivetranUnavailable
-from fivetran_events.http import RetryableError, never_sent, quoted, retry_after_seconds
-from webhook_app.airflow_client import AirflowUnavailable
-from webhook_app.forwarding.asset import ReplicasShort
-from webhook_app.forwarding.lineage import LineageUnavailable
+from fivetran_events.exceptions import (
+    FIVETRAN,
+    FivetranAuthFailed,
+    FivetranNotFound,
+    FivetranUnavailable,
+)
+from fivetran_events.http import (
+    NotFound,
+    Rejected,
+    RetryableError,
+    Unavailable,
+    backoff,
+    classify,
+    never_sent,
+    quoted,
+    retry_after_seconds,
+)
+from webhook_app.exceptions import (
+    AIRFLOW,
+    AirflowRejected,
+    AirflowUnavailable,
+    LineageUnavailable,
+    ReplicasShort,
+)
 
 
 def _refused_port() -> int:
@@ -73,7 +92,9 @@ class TestOneRetryableBase:
     @pytest.mark.parametrize(
         "error",
         [
-            AirflowUnavailable("Airflow answered 503", retry_after=3.0),
+            AirflowUnavailable(
+                "POST", "/api/v2/assets/events", "Airflow answered 503", retry_after=3.0
+            ),
             FivetranUnavailable("GET", "/v1/connections", "Fivetran answered 503", retry_after=3.0),
             LineageUnavailable(ValueError("refused")),
             ReplicasShort("only 0 of 1 replicas"),
@@ -90,4 +111,57 @@ class TestOneRetryableBase:
         error = FivetranUnavailable("POST", "/v1/x", "no answer", maybe_sent=True)
         assert str(error) == "POST /v1/x: no answer"
         assert error.maybe_sent is True
-        assert FivetranUnavailable("GET", "/v1/x", "refused").maybe_sent is False
+        assert FivetranUnavailable("GET", "/v1/x", "refused", maybe_sent=False).maybe_sent is False
+
+
+def answer(status: int, retry_after: str | None = None) -> requests.Response:
+    resp = requests.Response()
+    resp.status_code = status
+    resp._content = b'{"detail": "said"}'
+    if retry_after is not None:
+        resp.headers["Retry-After"] = retry_after
+    return resp
+
+
+class TestOneClassification:
+    @pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 422, 429, 500, 502, 503, 504])
+    def test_fivetran_and_airflow_read_a_status_alike(self, status: int) -> None:
+        """One function reads every answer: both services' errors are the same kind, with
+        the same maybe_sent (429 and 503 were not handled; other 5xx may have been)."""
+        fivetran = classify(FIVETRAN, "POST", "/v1/x", answer(status, "7"))
+        airflow = classify(AIRFLOW, "POST", "/api/v2/assets/events", answer(status, "7"))
+        assert fivetran is not None and airflow is not None
+        for base in (Unavailable, Rejected, NotFound):
+            assert isinstance(fivetran, base) == isinstance(airflow, base), base
+        assert (
+            fivetran.maybe_sent
+            == airflow.maybe_sent
+            == (status not in (429, 503) and status >= 500)
+        )
+        assert fivetran.status == airflow.status == status
+        retryable = status == 429 or status >= 500
+        assert isinstance(airflow, RetryableError) is retryable
+        assert airflow.retry_after == (7.0 if retryable else None)
+        assert str(airflow) == f"POST /api/v2/assets/events: Airflow answered {status}: " + (
+            '{"detail": "said"}'
+        )
+
+    def test_a_success_is_no_error(self) -> None:
+        assert classify(AIRFLOW, "GET", "/api/v2/assets", answer(200)) is None
+
+    def test_fivetrans_own_classes_keep_their_roles(self) -> None:
+        assert isinstance(classify(FIVETRAN, "GET", "/v1/x", answer(401)), FivetranAuthFailed)
+        assert isinstance(classify(FIVETRAN, "GET", "/v1/x", answer(404)), FivetranNotFound)
+        assert isinstance(classify(AIRFLOW, "GET", "/x", answer(404)), AirflowRejected)
+
+
+class TestBackoff:
+    def test_doubles_from_the_first_wait_up_to_the_most(self) -> None:
+        assert [backoff(n, 0.5, 4.0) for n in range(1, 7)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+
+    def test_jitter_keeps_half_and_scales_half(self) -> None:
+        assert backoff(3, 1.0, 300.0, jitter=0.0) == 2.0
+        assert backoff(3, 1.0, 300.0, jitter=1.0) == 4.0
+
+    def test_a_huge_attempt_count_does_not_overflow(self) -> None:
+        assert backoff(10_000, 1.0, 300.0) == 300.0
