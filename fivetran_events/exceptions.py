@@ -4,7 +4,6 @@ the shared HTTP model's (``http.py``) for that service."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from .http import Family, HttpError, NotFound, Rejected, Unavailable
 
@@ -44,19 +43,8 @@ class FivetranApiError(FivetranEventsError, HttpError):
     """Base class of a failed call to Fivetran's REST API; the message names the call and
     why (``status`` None: no answer), ``code`` and ``message`` are what Fivetran said."""
 
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        reason: str,
-        *,
-        code: str | None = None,
-        message: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        HttpError.__init__(self, method, path, reason, **kwargs)
-        self.code = code
-        self.message = message
+    code: str | None = None
+    message: str | None = None
 
 
 class FivetranUnavailable(FivetranApiError, Unavailable):

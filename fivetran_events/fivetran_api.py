@@ -373,8 +373,9 @@ class FivetranClient:
             data = doc.get("data")
             return data if data is not None else {}
         said = " ".join(p for p in (code, message) if p) or None
-        error = classify(FIVETRAN, method, path, resp, said, code=code, message=message)
-        assert error is not None  # a 2xx returned above
+        error = classify(FIVETRAN, method, path, resp, said)
+        assert isinstance(error, FivetranApiError)  # a 2xx returned above
+        error.code, error.message = code, message
         raise error
 
 

@@ -16,7 +16,7 @@ The errors, drawn once::
 was made, or the answer was 429, 503 or a 4xx (the server refused it). A 500, 502, 504,
 a timeout or a reset may come after the server applied it, so a POST of that outcome must
 not be sent blindly again. ``classify`` is the one reading of a status; each service's
-errors are thin subclasses (``fivetran_events.exceptions``, ``webhook_app.airflow_client``)
+errors are thin subclasses (``fivetran_events.exceptions``, ``webhook_app.exceptions``)
 named in a ``Family``.
 """
 
@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .timeutil import UTC
 
@@ -51,23 +51,23 @@ class HttpError(Exception):
     """Base class of a failed request to a service we call; the message names the call
     (``METHOD path: reason``), ``status`` is None when no answer came."""
 
+    maybe_sent = True
+
     def __init__(
         self,
         method: str,
         path: str,
         reason: str,
-        *,
         status: int | None = None,
+        *,
         retry_after: float | None = None,
-        maybe_sent: bool = True,
+        maybe_sent: bool | None = None,
     ) -> None:
         super().__init__(f"{method} {path}: {reason}")
-        self.method = method
-        self.path = path
-        self.reason = reason
-        self.status = status
+        self.method, self.path, self.reason, self.status = method, path, reason, status
         self.retry_after = retry_after
-        self.maybe_sent = maybe_sent
+        if maybe_sent is not None:  # else the class's: a 4xx was refused, not applied
+            self.maybe_sent = maybe_sent
 
 
 class Unavailable(HttpError, RetryableError):
@@ -78,6 +78,8 @@ class Unavailable(HttpError, RetryableError):
 class Rejected(HttpError):
     """Raised on a 4xx (other than 429): the request is at fault, or its credentials."""
 
+    maybe_sent = False
+
 
 class NotFound(Rejected):
     """Raised on a 404: what the request names does not exist there."""
@@ -85,51 +87,34 @@ class NotFound(Rejected):
 
 @dataclass(frozen=True)
 class Family:
-    """One service's errors: the classes ``classify`` raises for it."""
+    """One service's errors: what ``classify`` raises (``auth_failed``: on 401 and 403)."""
 
     service: str
     unavailable: type[Unavailable]
     rejected: type[Rejected]
     not_found: type[NotFound]
-    #: Raised on 401 and 403 (default: ``rejected``).
     auth_failed: type[Rejected] | None = None
 
 
 def classify(
-    family: Family,
-    method: str,
-    path: str,
-    resp: requests.Response,
-    said: str | None = None,
-    **extra: Any,
+    family: Family, method: str, path: str, resp: requests.Response, said: str | None = None
 ) -> HttpError | None:
     """Return the error ``resp`` means (None for a 2xx): 429 and 5xx are unavailable, 404
     not found, other 4xx rejected, anything else unavailable. ``said`` is what the service
-    said, when its body was read already (else the body, quoted); ``extra`` goes to the
-    error's constructor."""
+    said, when its body was read already (else the body, quoted)."""
     status = resp.status_code
     if 200 <= status < 300:
         return None
     text = said if said is not None else (resp.text or resp.reason or "")
     reason = f"{family.service} answered {status}" + (f": {quoted(text)}" if text else "")
-    kwargs: dict[str, Any] = {"status": status, **extra}
     if status == 429 or status >= 500:
-        return family.unavailable(
-            method,
-            path,
-            reason,
-            retry_after=retry_after_seconds(resp.headers.get("Retry-After")),
-            maybe_sent=status not in NOT_HANDLED,
-            **kwargs,
-        )
-    if status == 404:
-        return family.not_found(method, path, reason, maybe_sent=False, **kwargs)
-    if status in (401, 403):
-        refused = family.auth_failed or family.rejected
-        return refused(method, path, reason, maybe_sent=False, **kwargs)
-    if 400 <= status < 500:
-        return family.rejected(method, path, reason, maybe_sent=False, **kwargs)
-    return family.unavailable(method, path, reason, maybe_sent=True, **kwargs)
+        wait = retry_after_seconds(resp.headers.get("Retry-After"))
+        sent = status not in NOT_HANDLED
+        return family.unavailable(method, path, reason, status, retry_after=wait, maybe_sent=sent)
+    if not 400 <= status < 500:
+        return family.unavailable(method, path, reason, status)
+    kind = {404: family.not_found, 401: family.auth_failed, 403: family.auth_failed}.get(status)
+    return (kind or family.rejected)(method, path, reason, status)
 
 
 def unreachable(
@@ -138,29 +123,21 @@ def unreachable(
     path: str,
     where: str,
     exc: requests.RequestException,
-    timeout: float | None = None,
+    timeout: float,
 ) -> Unavailable:
-    """The error of a request that got no answer from ``where`` (the service's base URL)."""
-    return family.unavailable(
-        method,
-        path,
-        f"cannot reach {family.service} at {where}: {transport_reason(exc, timeout)}",
-        maybe_sent=not never_sent(exc),
-    )
-
-
-def transport_reason(exc: requests.RequestException, timeout: float | None = None) -> str:
-    """Why no answer came, in words (never the URL's credentials: requests leaves them out)."""
+    """The error of a request that got no answer from ``where`` (the service's base URL);
+    it names why in words (never the URL's credentials: requests leaves them out)."""
     import requests
 
-    waited = f" within {timeout:g} s" if timeout is not None else ""
+    why = f"{type(exc).__name__}: {quoted(str(exc))}"
     if isinstance(exc, requests.ConnectTimeout):
-        return f"no connection{waited} (ConnectTimeout)"
-    if isinstance(exc, requests.ReadTimeout):
-        return f"no answer{waited} (ReadTimeout)"
-    if never_sent(exc):
-        return "connection refused or host unreachable"
-    return f"{type(exc).__name__}: {quoted(str(exc))}"
+        why = f"no connection within {timeout:g} s (ConnectTimeout)"
+    elif isinstance(exc, requests.ReadTimeout):
+        why = f"no answer within {timeout:g} s (ReadTimeout)"
+    elif never_sent(exc):
+        why = "connection refused or host unreachable"
+    reason = f"cannot reach {family.service} at {where}: {why}"
+    return family.unavailable(method, path, reason, maybe_sent=not never_sent(exc))
 
 
 def backoff(attempt: int, first: float, most: float, jitter: float | None = None) -> float:

@@ -1,12 +1,8 @@
-"""How forwarding logs in to Airflow: a username and password, or a bearer token that
-managed Airflow hands out (Astronomer's API tokens, Cloud Composer's Google identity
-tokens, MWAA's), given as it is, in a file, or by a command.
-
-A login yields a token and says when to get another: a password login asks Airflow's
-``POST /auth/token`` again before the JWT ends; a token file is read again when it changes
-(platforms rotate it in place); a command is run again when its token ends or Airflow
-refuses it, never per delivery. After a 401 the client asks once for a fresh token; a
-login that has no other, or a fresh token refused too, is given up with the reason.
+"""How forwarding logs in to Airflow: a password, or managed Airflow's bearer token
+(Astronomer's, Cloud Composer's Google tokens, MWAA's) as it is, in a file, or printed by
+a command. A login yields a token and when to get another: a password's JWT before it
+ends, a file when it changes, a command's when it ends or Airflow refuses it (never per
+delivery); after a 401 the client asks once for a fresh one, then gives up with the reason.
 """
 
 from __future__ import annotations
@@ -32,11 +28,8 @@ TOKEN_MARGIN_SECONDS = 60.0
 #: The longest a token command may run.
 COMMAND_TIMEOUT_SECONDS = 60.0
 #: What each way of logging in is called in messages.
-TOKEN, TOKEN_FILE, TOKEN_COMMAND = (
-    "FIVETRAN_EVENTS_AIRFLOW_TOKEN",
-    "FIVETRAN_EVENTS_AIRFLOW_TOKEN_FILE",
-    "FIVETRAN_EVENTS_AIRFLOW_TOKEN_COMMAND",
-)
+TOKEN = "FIVETRAN_EVENTS_AIRFLOW_TOKEN"  # noqa: S105 (a variable's name)
+TOKEN_FILE, TOKEN_COMMAND = f"{TOKEN}_FILE", f"{TOKEN}_COMMAND"
 
 #: ``send(method, path, **kwargs)``: the client's request without authentication.
 Send = Callable[..., requests.Response]
@@ -47,33 +40,31 @@ def unavailable(method: str, path: str, why: str) -> AirflowUnavailable:
     return AirflowUnavailable(method, path, f"no token for Airflow: {why}", maybe_sent=False)
 
 
-def renew_after(token: str, opaque: float = 3600.0) -> float:
+def renew_after(token: str) -> float:
     """Seconds after getting a JWT to get the next: its life is ``exp - iat``, both
-    Airflow's clock, so a worker whose clock is off still renews in time; ``opaque`` for a
-    token that is not a JWT with both claims."""
+    Airflow's clock, so a worker whose clock is off still renews in time (an hour for a
+    token that is not a JWT with both claims)."""
     try:
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
         life = float(claims["exp"]) - float(claims["iat"])
     except (IndexError, ValueError, KeyError, TypeError):
-        return opaque
+        return 3600.0
     if not math.isfinite(life) or life <= 0:
         return 0.0
     return life - min(TOKEN_MARGIN_SECONDS, life / 2)
 
 
 class Login:
-    """Where the bearer token comes from (a subclass per way); ``basic`` is Airflow 2's
-    basic auth, which only a password login has."""
+    """Where the bearer token comes from; ``basic``: Airflow 2's basic auth (a password's)."""
 
     #: Names the login in messages, never its secret.
     describe = "a login"
     basic: tuple[str, str] | None = None
 
     def token(self, send: Send, method: str, path: str) -> tuple[str, float]:
-        """A token and the seconds it may be used (``math.inf``: until refused or changed),
-        for the request ``method path``; ``AirflowUnavailable`` when none can be had now
-        (tried again later), ``AirflowRejected`` when Airflow refused the login."""
+        """A token and its seconds of use (``math.inf``: until refused or changed) for the
+        request ``method path``; else ``AirflowUnavailable`` (none now) or ``AirflowRejected``."""
         raise NotImplementedError
 
     def changed(self) -> bool:
@@ -93,23 +84,14 @@ class PasswordLogin(Login):
         username, password = self.basic or ("", "")
         resp = send("POST", "/auth/token", json={"username": username, "password": password})
         if resp.status_code not in (200, 201):
-            raise AirflowRejected(
-                "POST",
-                "/auth/token",
-                f"Airflow answered {resp.status_code}: cannot get a token for user "
-                f"'{username}': {quoted(resp.text or resp.reason)}",
-                status=resp.status_code,
-                maybe_sent=False,
-            )
+            why = f"Airflow answered {resp.status_code}: cannot get a token for user "
+            why += f"'{username}': {quoted(resp.text or resp.reason)}"
+            raise AirflowRejected("POST", "/auth/token", why, resp.status_code)
         try:
             token = str(resp.json()["access_token"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise AirflowUnavailable(
-                "POST",
-                "/auth/token",
-                f"unexpected answer from Airflow: {type(exc).__name__}: {exc}",
-                maybe_sent=False,
-            ) from None
+            why = f"unexpected answer to POST /auth/token: {type(exc).__name__}: {exc}"
+            raise unavailable(method, path, why) from None
         return token, renew_after(token)
 
 
@@ -168,11 +150,8 @@ class TokenCommand(Login):
             raise ConfigurationError(f"{TOKEN_COMMAND} is empty: give the command to run")
         self.timeout = timeout
         self.describe = f"{TOKEN_COMMAND} ({self.argv[0]})"
-        #: Times the command ran (tests and logs read it).
-        self.runs = 0
 
     def token(self, send: Send, method: str, path: str) -> tuple[str, float]:
-        self.runs += 1
         try:
             done = subprocess.run(  # noqa: S603 (the operator's own setting, no shell)
                 self.argv,

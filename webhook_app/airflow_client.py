@@ -27,14 +27,7 @@ from fivetran_events.http import classify, quoted, unreachable
 from fivetran_events.timeutil import iso, parse_iso
 
 from .airflow_auth import Login, PasswordLogin, login_from_settings
-from .exceptions import (
-    AIRFLOW,
-    AirflowError,
-    AirflowNotFound,
-    AirflowRejected,
-    AirflowUnavailable,
-    AssetNotFound,
-)
+from .exceptions import AIRFLOW, AirflowNotFound, AirflowRejected, AirflowUnavailable, AssetNotFound
 
 #: Seconds an asset id found by URI is trusted before it is looked up again.
 ASSET_CACHE_SECONDS = 300.0
@@ -161,40 +154,29 @@ class AirflowClient:
         if self.version() == "2" and basic is not None:
             resp = self._send(method, path, auth=basic, **kwargs)
             if resp.status_code == 401:  # the same 401 for a wrong password or no basic auth
-                raise AirflowRejected(
-                    method,
-                    path,
+                reason = (
                     f"Airflow answered 401: {body_text(resp)}; Airflow 2 takes basic auth only "
                     "if its [api] auth_backends includes airflow.api.auth.backend.basic_auth "
                     f"(the default is session auth only); else user '{basic[0]}' or the "
-                    "password is wrong",
-                    status=401,
-                    maybe_sent=False,
+                    "password is wrong"
                 )
+                raise AirflowRejected(method, path, reason, 401)
             return resp
         resp = self._send(method, path, headers=self._auth_header(method, path), **kwargs)
         if resp.status_code != 401:
             return resp
         refused, self._token = self._token, None
         header = self._auth_header(method, path)
+        where = f"Airflow answered 401 ({body_text(resp)}) to the token from {self.login.describe}"
         if self._token == refused:
-            raise self._given_up(method, path, resp, f"{self.login.describe} has no other token")
-        resp = self._send(method, path, headers=header, **kwargs)
-        if resp.status_code == 401:
-            raise self._given_up(method, path, resp, f"a fresh token from {self.login.describe}")
-        return resp
-
-    def _given_up(
-        self, method: str, path: str, resp: requests.Response, why: str
-    ) -> AirflowRejected:
-        return AirflowRejected(
-            method,
-            path,
-            f"Airflow answered 401 ({body_text(resp)}) and refused {why}: given up, not "
-            "retried; fix the login and replay",
-            status=401,
-            maybe_sent=False,
-        )
+            why = f"{where}, which has no other"
+        else:
+            resp = self._send(method, path, headers=header, **kwargs)
+            if resp.status_code != 401:
+                return resp
+            why = f"{where} and again to a fresh one ({body_text(resp)})"
+        reason = f"{why}: given up, not retried; fix the login and replay"
+        raise AirflowRejected(method, path, reason, 401)
 
     def _auth_header(self, method: str, path: str) -> dict[str, str]:
         """The login's current token, got again when it ended or its source changed."""
@@ -212,14 +194,9 @@ class AirflowClient:
             elif self._send("GET", "/api/v1/health").status_code == 200:
                 self._version = "2"
             else:
-                raise AirflowNotFound(
-                    "GET",
-                    "/api/v1/health",
-                    f"{self.base_url} answers neither /api/v2 nor /api/v1: "
-                    "is FIVETRAN_EVENTS_AIRFLOW_URL Airflow's API server?",
-                    status=404,
-                    maybe_sent=False,
-                )
+                why = f"{self.base_url} answers neither /api/v2 nor /api/v1: is "
+                why += "FIVETRAN_EVENTS_AIRFLOW_URL Airflow's API server?"
+                raise AirflowNotFound("GET", "/api/v1/health", why, 404)
         return self._version
 
     def partitions_refused(self) -> str | None:
@@ -259,13 +236,10 @@ class AirflowClient:
             self._assets.pop(uri, None)
             if shared is not None:
                 shared.drop(uri)
-            raise AssetNotFound(
-                "GET",
-                "/api/v1/datasets" if self.version() == "2" else "/api/v2/assets",
-                f"Airflow has no dataset with URI '{uri}': no DAG schedules on it or "
-                "produces it yet",
-                maybe_sent=False,
-            )
+            path = "/api/v1/datasets" if self.version() == "2" else "/api/v2/assets"
+            why = f"Airflow has no dataset with URI '{uri}': no DAG schedules on it or "
+            why += "produces it yet"
+            raise AssetNotFound("GET", path, why)
         self._cache(uri, found)
         return found
 
@@ -345,13 +319,8 @@ class AirflowClient:
                 "POST", "/api/v1/datasets/events", json={"dataset_uri": uri, "extra": dict(extra)}
             )
             if resp.status_code == 404:
-                raise AssetNotFound(
-                    "POST",
-                    "/api/v1/datasets/events",
-                    f"Airflow 2 answered 404 for dataset '{uri}': {body_text(resp)}",
-                    status=404,
-                    maybe_sent=False,
-                )
+                why = f"Airflow 2 answered 404 for dataset '{uri}': {body_text(resp)}"
+                raise AssetNotFound("POST", "/api/v1/datasets/events", why, 404)
         else:
             # A 404 on the cached id: the asset went away since; look it up once more.
             for refresh in (False, True):
@@ -363,13 +332,8 @@ class AirflowClient:
                 if resp.status_code != 404:
                     break
             else:
-                raise AssetNotFound(
-                    "POST",
-                    "/api/v2/assets/events",
-                    f"Airflow answered 404 for asset '{uri}' (id {asset}): {body_text(resp)}",
-                    status=404,
-                    maybe_sent=False,
-                )
+                why = f"Airflow answered 404 for asset '{uri}' (id {asset}): {body_text(resp)}"
+                raise AssetNotFound("POST", "/api/v2/assets/events", why, 404)
         self._check(resp)
         with unexpected_answer_is_a_retry("POST /api/v2/assets/events"):
             return AirflowEvent.from_json(resp.json())
@@ -408,9 +372,8 @@ class AirflowClient:
     @staticmethod
     def _check(resp: requests.Response) -> None:
         """Raise what a 4xx means (``_send`` raised the 5xx and 429 already)."""
-        request = resp.request
-        path = urlsplit(request.url or "").path if request is not None else ""
-        error = classify(AIRFLOW, request.method or "" if request is not None else "", path, resp)
+        sent = resp.request
+        error = classify(AIRFLOW, sent.method or "", urlsplit(sent.url or "").path, resp)
         if error is not None:
             raise error
 
@@ -418,14 +381,3 @@ class AirflowClient:
 def lookup_window_start(mark_ms: int, slack: timedelta = timedelta(minutes=2)) -> datetime:
     """Where to start looking for an event posted by an attempt that began at ``mark_ms``."""
     return datetime.fromtimestamp(mark_ms / 1000, tz=timezone.utc) - slack
-
-
-__all__ = [
-    "AirflowClient",
-    "AirflowError",
-    "AirflowEvent",
-    "AirflowNotFound",
-    "AirflowRejected",
-    "AirflowUnavailable",
-    "AssetNotFound",
-]

@@ -1,9 +1,6 @@
-"""The web program's errors and their handlers: every answer that is not a success.
-
-A client's mistake is an ``ApiError`` (a 4xx naming the field to fix); Redis saying
-"not now" is a 503 with ``Retry-After`` (``redis_refusal``); anything else is logged and
-answered 500 without detail. Every error body is ``{"status": "error", "error": ...}``.
-"""
+"""The web program's errors and their handlers, each answered ``{"status": "error", ...}``:
+a client's mistake is an ``ApiError`` (a 4xx naming the field), Redis's "not now" a 503
+with ``Retry-After`` (``redis_refusal``), anything else a 500 without detail."""
 
 from __future__ import annotations
 
@@ -95,8 +92,7 @@ def json_error(
 ) -> Response:
     resp = jsonify({"status": "error", "error": message, **extra})
     resp.status_code = status
-    for k, v in (headers or {}).items():
-        resp.headers[k] = v
+    resp.headers.update(headers or {})
     return resp
 
 

@@ -1,40 +1,27 @@
-"""Exceptions of the forwarding side (the worker's program); each says when it is raised.
-
-Airflow's errors are the shared HTTP model's (fivetran_events/http.py) for that service:
-``http.classify`` raises them from Airflow's answers, and the forwarder acts on the base
-classes (``RetryableError``: retry; ``AirflowRejected``: give up; ``AssetNotFound``:
-undelivered until a DAG uses the asset).
-"""
+"""Exceptions of the worker's program, each saying when it is raised; Airflow's are the
+shared HTTP model's (fivetran_events/http.py), raised by ``http.classify``."""
 
 from __future__ import annotations
 
-from fivetran_events.http import (
-    Family,
-    HttpError,
-    NotFound,
-    Rejected,
-    RetryableError,
-    Unavailable,
-    retry_after_seconds,
-)
+from fivetran_events import http
 
 
-class AirflowError(HttpError):
+class AirflowError(http.HttpError):
     """Base class of the errors the Airflow client raises."""
 
 
-class AirflowUnavailable(AirflowError, Unavailable):
+class AirflowUnavailable(AirflowError, http.Unavailable):
     """Raised on connection errors, timeouts, 5xx, 429 and answers that are not Airflow's
     JSON, and when the login cannot produce a token now (a token file missing, a token
     command failing): retried, after ``retry_after`` if set."""
 
 
-class AirflowRejected(AirflowError, Rejected):
+class AirflowRejected(AirflowError, http.Rejected):
     """Raised on a 4xx other than 429 and 404, and on a 401 after one fresh token (or
     from a login that has no other): given up, with the reason."""
 
 
-class AirflowNotFound(AirflowRejected, NotFound):
+class AirflowNotFound(AirflowRejected, http.NotFound):
     """Raised on a 404 of an endpoint that should exist (a path or version mismatch)."""
 
 
@@ -43,23 +30,22 @@ class AssetNotFound(AirflowNotFound):
 
 
 #: What ``http.classify`` raises for Airflow's answers.
-AIRFLOW = Family("Airflow", AirflowUnavailable, AirflowRejected, AirflowNotFound)
+AIRFLOW = http.Family("Airflow", AirflowUnavailable, AirflowRejected, AirflowNotFound)
 
 
-class ReplicasShort(RetryableError):
+class ReplicasShort(http.RetryableError):
     """Raised before an asset POST when too few Redis replicas confirmed the in-flight
     mark in time (``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS``): nothing was posted."""
 
     maybe_sent = False
 
 
-class LineageUnavailable(RetryableError):
-    """Raised when the OpenLineage transport failed in a way that may pass (no answer,
-    5xx, 429); a receiver cannot be asked whether it holds an event, so ``maybe_sent`` is
-    unused."""
+class LineageUnavailable(http.RetryableError):
+    """Raised when the OpenLineage transport failed in a way that may pass (no answer, 5xx,
+    429); ``maybe_sent`` is unused: a receiver cannot be asked whether it holds an event."""
 
     def __init__(self, cause: Exception) -> None:
         super().__init__(f"OpenLineage receiver unavailable: {type(cause).__name__}: {cause}")
         response = getattr(cause, "response", None)
         headers = getattr(response, "headers", None) or {}
-        self.retry_after = retry_after_seconds(headers.get("Retry-After"))
+        self.retry_after = http.retry_after_seconds(headers.get("Retry-After"))

@@ -1,14 +1,8 @@
-"""The probes: ``/healthz`` (the process answers), ``/readyz`` (would a delivery be taken
-now?), ``/metrics``; the JSON schemas an OpenLineage facet's ``_schemaURL`` names
-(``/schemas/<name>``); and the replica checks behind ``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS``.
-
-Probes answer anyone, so they name no connector, group or webhook unless the request
-carries one of the read API's bearer tokens (``FIVETRAN_EVENTS_API_TOKENS``): without it
-``/metrics`` leaves out the per-connector series and ``/readyz`` the last reconcile's
-webhooks. With n replicas to wait for, the webhook answers 2xx only once n replicas
-confirmed the write, else 503 (Fivetran delivers again): a delivery on the primary alone
-is lost if Sentinel promotes a replica that never had it.
-"""
+"""The probes: ``/healthz``, ``/readyz`` (would a delivery be taken and kept now?),
+``/metrics``, the facet schemas at ``/schemas/<name>``, and the replica checks
+(``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS``: a delivery on the primary alone is lost if
+Sentinel promotes a replica that never had it). Probes answer anyone, so they name no
+connector, group or webhook unless the request bears a read-API token."""
 
 from __future__ import annotations
 
@@ -40,8 +34,7 @@ PROBE_TTL_MS = 60_000
 
 
 def authenticated(st: State) -> bool:
-    """Whether the request carries one of the read API's tokens (probes then name
-    connectors); a probe without one is answered all the same, with less."""
+    """Whether the request bears a read-API token (a probe without is answered, with less)."""
     return bool(st.settings.api_tokens) and token_refusal(st.settings.api_tokens) is None
 
 
@@ -96,8 +89,7 @@ def write_refusal(st: State) -> str | None:
 
 
 def eviction_refusal(st: State) -> str | None:
-    """Why Redis may drop what it took (``maxmemory-policy`` not ``noeviction``), or None.
-    A Redis that keeps ``INFO`` from this user is not judged: logged, and ready."""
+    """Why Redis may drop what it took, or None; a Redis denying ``INFO`` is not judged."""
     try:
         return eviction_risk(st.redis)
     except redis.ResponseError as exc:

@@ -1,6 +1,5 @@
-"""``POST /webhooks/fivetran``: read, verify, parse, record (and, when asked, wait for
-replicas: ``probes.confirm_replicas``); answer fast. Its errors are ``errors.ApiError``.
-"""
+"""``POST /webhooks/fivetran``: read, verify, parse, record, wait for replicas when asked
+(``probes.confirm_replicas``); answer fast. Its errors are ``errors.ApiError``."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from fivetran_events.freshness import Freshness
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import parse_iso, to_ms
 
-from ..airflow_client import AirflowError, AirflowRejected, AirflowUnavailable
+from ..exceptions import AirflowError, AirflowRejected, AirflowUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -23,7 +23,8 @@ from fivetran_events.keys import asset_id_key, delivery_lock_key
 from fivetran_events.timeutil import now_ms
 
 from .. import metrics
-from ..airflow_client import AirflowClient, AirflowError
+from ..airflow_client import AirflowClient
+from ..exceptions import AirflowError
 from .asset import AssetSender
 from .enqueue import Enqueuer
 from .partitions import Partitioner, PartitionsSender

@@ -21,7 +21,8 @@ from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState, Fi
 from fivetran_events.partitions import Completed, completed_by
 
 from .. import metrics
-from ..airflow_client import AirflowClient, AirflowRejected, AirflowUnavailable
+from ..airflow_client import AirflowClient
+from ..exceptions import AirflowRejected, AirflowUnavailable
 from .enqueue import Enqueuer
 from .recorder import AttemptResult, Recorder, retry_at
 from .sweeper import Sweeper

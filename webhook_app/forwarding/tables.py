@@ -24,7 +24,8 @@ from fivetran_events.destinations import DestinationTable, current
 from fivetran_events.exceptions import FivetranApiError, FivetranUnavailable
 from fivetran_events.fivetran_api import FivetranClient
 
-from ..airflow_client import AirflowClient, AirflowRejected, AirflowUnavailable
+from ..airflow_client import AirflowClient
+from ..exceptions import AirflowRejected, AirflowUnavailable
 from .partitions import Partitioner
 from .recorder import AttemptResult, Recorder, retry_at
 from .sweeper import Sweeper

@@ -30,7 +30,8 @@ from testkit.forward_support import (
 )
 from testkit.support import at
 from webhook_app.airflow_auth import PasswordLogin
-from webhook_app.airflow_client import AirflowClient, AirflowRejected
+from webhook_app.airflow_client import AirflowClient
+from webhook_app.exceptions import AirflowRejected
 from webhook_app.forwarding import Delivery, DeliveryKind, DeliveryState
 from webhook_app.forwarding.asset import AssetSender
 from webhook_app.forwarding.forwarder import Forwarder

@@ -24,8 +24,9 @@ from testkit.forward_support import post_event, present_token, run_worker, syncs
 from testkit.processes import poll_until
 from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess, worker_env
-from webhook_app.airflow_client import AirflowClient, AssetNotFound
+from webhook_app.airflow_client import AirflowClient
 from webhook_app.cli import main
+from webhook_app.exceptions import AssetNotFound
 from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 

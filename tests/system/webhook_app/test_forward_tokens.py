@@ -60,7 +60,7 @@ def fresh_jwt(airflow3: AirflowServer) -> str:
     return str(resp.json()["access_token"])
 
 
-def expired_jwt(airflow3: AirflowServer) -> str:
+def expired_jwt(airflow3: AirflowServer, ago: int = 60) -> str:
     """A token Airflow issued, re-signed with ``exp`` in the past (as the harness's
     ``expired_token``, with this module's patient login)."""
     import jwt
@@ -68,7 +68,7 @@ def expired_jwt(airflow3: AirflowServer) -> str:
     real = fresh_jwt(airflow3)
     header = jwt.get_unverified_header(real)
     claims = jwt.decode(real, options={"verify_signature": False})
-    claims["exp"] = int(time.time()) - 60
+    claims["exp"] = int(time.time()) - ago
     claims["iat"] = claims["nbf"] = int(time.time()) - 3600
     extra = {k: v for k, v in header.items() if k not in ("alg", "typ")}
     return jwt.encode(claims, airflow3.jwt_secret, algorithm=header["alg"], headers=extra)
@@ -115,7 +115,7 @@ class TestStaticToken:
         assert d.state is DeliveryState.FAILED, d.fields
         reason = d.fields["reason"]
         assert "Airflow answered 401" in reason and "given up" in reason, reason
-        assert "FIVETRAN_EVENTS_AIRFLOW_TOKEN has no other token" in reason, reason
+        assert "the token from FIVETRAN_EVENTS_AIRFLOW_TOKEN, which has no other" in reason
         assert d.fields["attempts"] == "1"
         assert events_of(airflow3, CID, s) == []
 
@@ -224,13 +224,15 @@ class TestTokenCommand:
         """The command's token is refused, and so is the fresh one it prints next: failed
         with the reason after two runs, not a loop of runs and POSTs."""
         airflow3.wait_for_asset(uri(CID))
-        command = self.command(tmp_path, expired_jwt(airflow3), "not-a-token-airflow-knows")
+        # Two different tokens Airflow refuses with 401 (a forged one is a 403: rejected too).
+        command = self.command(tmp_path, expired_jwt(airflow3), expired_jwt(airflow3, ago=120))
         fw = token_forwarder(af_settings, airflow3, airflow_token_command=command)
         s = sid()
         d = deliver(http, fw, s)
         assert d.state is DeliveryState.FAILED, d.fields
         reason = d.fields["reason"]
-        assert "refused a fresh token from FIVETRAN_EVENTS_AIRFLOW_TOKEN_COMMAND" in reason, reason
+        assert "token from FIVETRAN_EVENTS_AIRFLOW_TOKEN_COMMAND" in reason, reason
+        assert "and again to a fresh one" in reason, reason
         assert "given up" in reason
         assert self.runs(tmp_path) == 2
         assert events_of(airflow3, CID, s) == []
