@@ -10,13 +10,10 @@ from __future__ import annotations
 from importlib.util import find_spec
 
 from fivetran_events import __version__
+from fivetran_events.exceptions import MissingExtraError
 
 #: What each extra brings that the Airflow side imports, as module names.
 EXTRA_MODULES = {"sql": ("sqlglot", "airflow.providers.common.sql")}
-
-
-class MissingExtraError(ImportError):
-    """Raised when a part of the package is imported without the extra it needs installed."""
 
 
 def missing_extra(extra: str, part: str, module: str) -> MissingExtraError:

@@ -24,7 +24,6 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_delay,
     stop_never,
-    wait_exponential,
 )
 
 from fivetran_events import ConfigurationError, HistoryReader
@@ -32,6 +31,7 @@ from fivetran_events.decision import Completion
 from fivetran_events.fivetran_api import FivetranApiError, FivetranClient
 from fivetran_events.freshness import Freshness
 from fivetran_events.history import ConnectorRecord
+from fivetran_events.http import backoff
 from fivetran_events.redis_url import (
     check_url,
     client_from_url,
@@ -281,7 +281,7 @@ def _retry_policy(what: str, timeout: float | None) -> dict[str, Any]:
 
     return {
         "retry": retry_if_exception_type(UNREACHABLE),
-        "wait": wait_exponential(multiplier=RETRY_FIRST_DELAY, max=RETRY_MAX_DELAY),
+        "wait": lambda state: backoff(state.attempt_number, RETRY_FIRST_DELAY, RETRY_MAX_DELAY),
         "stop": stop_never if timeout is None else stop_after_delay(timeout),
         "before_sleep": warn,
         "reraise": True,

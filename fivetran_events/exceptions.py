@@ -39,6 +39,11 @@ class SqlFolderError(FivetranEventsError):
         self.path = path
 
 
+class MissingExtraError(ImportError):
+    """Raised when a part of the package is imported without the extra it needs installed
+    (airflow_plugin/extras.py names the extra and how to install it)."""
+
+
 class FivetranApiError(FivetranEventsError, HttpError):
     """Base class of a failed call to Fivetran's REST API; the message names the call and
     why (``status`` None: no answer), ``code`` and ``message`` are what Fivetran said."""

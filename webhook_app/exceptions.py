@@ -33,6 +33,11 @@ class AssetNotFound(AirflowNotFound):
 AIRFLOW = http.Family("Airflow", AirflowUnavailable, AirflowRejected, AirflowNotFound)
 
 
+class RefusedJob(Exception):
+    """Raised when a job read from Redis is not one of ours (``worker.queue.refusal`` says
+    why): it is refused and logged, never run."""
+
+
 class ReplicasShort(http.RetryableError):
     """Raised before an asset POST when too few Redis replicas confirmed the in-flight
     mark in time (``FIVETRAN_EVENTS_REDIS_WAIT_REPLICAS``): nothing was posted."""

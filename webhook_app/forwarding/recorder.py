@@ -17,7 +17,7 @@ from typing import Any
 
 from fivetran_events import Settings
 from fivetran_events.deliveries import Delivery, DeliveryState, Field
-from fivetran_events.http import RetryableError
+from fivetran_events.http import RetryableError, backoff
 from fivetran_events.timeutil import now_ms
 
 from .. import metrics
@@ -65,11 +65,7 @@ def backoff_seconds(
     Retry-After: NaN is ignored, and at most ``max_retry_after_seconds`` of it, so one
     answer cannot postpone a delivery for the whole retry window."""
     s = settings
-    ceiling = min(
-        s.forward_backoff_max_seconds,
-        s.forward_backoff_seconds * 2.0 ** min(max(attempts - 1, 0), 30),
-    )
-    delay = ceiling / 2 + jitter * ceiling / 2
+    delay = backoff(attempts, s.forward_backoff_seconds, s.forward_backoff_max_seconds, jitter)
     if retry_after is None or math.isnan(retry_after):
         return delay
     return max(delay, min(retry_after, s.max_retry_after_seconds))

@@ -19,6 +19,7 @@ from rq.serializers import JSONSerializer
 
 from fivetran_events import Settings
 
+from ..exceptions import RefusedJob
 from ..forwarding.sweeper import FORWARD_JOB
 
 #: How jobs are written and read, by the sweeper, the schedule and the worker: data only.
@@ -27,10 +28,6 @@ SERIALIZER = JSONSerializer
 RECONCILE_JOB = "webhook_app.worker.schedule.reconcile_job"
 #: Every job a worker may run: a forwarding attempt and a reconcile run.
 JOBS = frozenset({FORWARD_JOB, RECONCILE_JOB})
-
-
-class RefusedJob(Exception):
-    """Raised when a job read from Redis is not one of ours (``refusal`` says why)."""
 
 
 def refusal(job: Job) -> str | None:

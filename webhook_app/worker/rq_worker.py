@@ -18,6 +18,7 @@ from rq.exceptions import StopRequested
 from rq.job import Job, JobStatus, get_current_job
 
 from fivetran_events import load_settings
+from fivetran_events.http import backoff
 from fivetran_events.redis_url import eviction_risk
 
 from .. import logs
@@ -75,16 +76,16 @@ class ForwardingWorker(SimpleWorker):
 
     def _wait_for_redis(self) -> None:
         """Return once Redis answers (or a stop was signalled), this worker deregistered."""
-        delay = REDIS_RETRY_S
+        attempt = 0
         while not self.stop_signalled:
-            time.sleep(delay)
+            attempt += 1
+            time.sleep(backoff(attempt, REDIS_RETRY_S, REDIS_RETRY_MAX_S))
             try:
                 # Else RQ refuses this name as an active worker's when it registers again.
                 self.register_death()  # type: ignore[no-untyped-call]
                 return
             except redis.RedisError as exc:
                 log.warning("worker %s: Redis still unavailable: %s", self.name, exc)
-                delay = min(delay * 2, REDIS_RETRY_MAX_S)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         reason = refusal(job)

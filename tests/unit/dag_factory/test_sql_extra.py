@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_plugin.extras import MissingExtraError
+from fivetran_events.exceptions import MissingExtraError
 
 FACTORY = ("airflow_plugin.dag_factory", "airflow_plugin.sql_folder")
 
