@@ -335,6 +335,7 @@ class TestSecrets:
         assert set(worker().secret_files(SECRETS_DIR)) == {
             "fivetran_events_redis_url",
             "fivetran_events_airflow_password",
+            "airflow_token",  # a managed Airflow's, for FIVETRAN_EVENTS_AIRFLOW_TOKEN_FILE
             "fivetran_events_fivetran_api_key",
             "fivetran_events_fivetran_api_secret",
         }

@@ -23,11 +23,11 @@ import pytest
 import requests
 
 from fivetran_events.uris import dataset_uri
-from testkit.airflow2_standin import running_airflow2_standin
+from testkit.airflow2_standin import Airflow2StandIn, running_airflow2_standin
 from testkit.processes import free_port, poll_until, stop_group
 from testkit.support import payload, signed
 
-from .kube import IMAGE_FILES, Container, kubelet_secret_folder, localizer, ours, render
+from .kube import IMAGE_FILES, ROOT, Container, kubelet_secret_folder, localizer, ours, render
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +35,12 @@ BIN = Path(sys.executable).parent
 SECRETS_DIR = "/run/secrets/fivetran-events"
 PREFIX = "k8s-run:"
 PROMETHEUS_TOKEN = "k8s-prometheus-token-0123456789abcdef"
+AIRFLOW_TOKEN = "k8s-managed-airflow-token-0123456789"
+#: docs/kubernetes.md's lines for a managed Airflow's token (a test finds them there).
+TOKEN_SETTINGS = (
+    "FIVETRAN_EVENTS_AIRFLOW_USERNAME=",
+    "FIVETRAN_EVENTS_AIRFLOW_TOKEN_FILE=/run/secrets/fivetran-events/airflow_token",
+)
 #: What an operator puts into the Secrets (docs/kubernetes.md), save the Redis URL.
 SECRET_VALUES = {
     "fivetran_events_webhook_secrets": "k8s-webhook-secret-0123456789abcdef",
@@ -59,10 +65,17 @@ class Running:
 
 @contextmanager
 def run_container(
-    c: Container, tmp: Path, redis_url: str, airflow_url: str | None = None
+    c: Container,
+    tmp: Path,
+    redis_url: str,
+    airflow_url: str | None = None,
+    secrets: dict[str, str] = SECRET_VALUES,
+    settings: tuple[str, ...] = (),
 ) -> Iterator[Running]:
     """Start container ``c`` as a process, as its pod would start it; ``airflow_url``
-    stands for the cluster's Airflow."""
+    stands for the cluster's Airflow, ``secrets`` are the keys the Secrets hold (an
+    optional key they lack is no file), ``settings`` lines an overlay merges into the
+    ConfigMap (``NAME=value``)."""
     tmp = tmp / c.spec["name"]
     objects = render("base")
     ports = {int(p["containerPort"]): free_port() for p in c.spec.get("ports", [])}
@@ -71,10 +84,11 @@ def run_container(
         folder = tmp / mount.strip("/").replace("/", "_")
         paths[mount] = folder
         if mount == SECRETS_DIR:
+            values = {**secrets, "fivetran_events_redis_url": redis_url}
             files = {
-                name: redis_url if name == "fivetran_events_redis_url" else SECRET_VALUES[name]
-                for name in c.secret_files(mount)
-                if not name.startswith("fivetran_events_fivetran_api")  # optional: absent
+                name: values[key]
+                for name, (_, key) in c.secret_files(mount).items()
+                if key in values
             }
             kubelet_secret_folder(folder, files)
         else:
@@ -83,7 +97,8 @@ def run_container(
 
     local = localizer(paths, ports)
 
-    env = {k: local(v) for k, v in c.env(objects).items()}
+    merged = dict(line.split("=", 1) for line in settings)
+    env = {k: local(v) for k, v in {**c.env(objects), **merged}.items()}
     assert not [v for v in env.values() if v.startswith("secret:")], "secretKeyRef: none here"
     if airflow_url:
         env["FIVETRAN_EVENTS_AIRFLOW_URL"] = airflow_url
@@ -175,6 +190,27 @@ def test_worker_serves_metrics_on_its_declared_port(redis_url: str, tmp_path: Pa
         assert "fivetran_events_" in resp.text, resp.text[:2000]
 
 
+def delivered_to_airflow(
+    serving: Running, working: Running, airflow: Airflow2StandIn, uri: str
+) -> None:
+    """Once the web pod is ready, a signed delivery becomes the asset event in Airflow."""
+    web = container("fivetran-events-web/web")
+    worker = container("fivetran-events-worker/worker")
+    poll_until(
+        lambda: answers(serving, web.port("http"), "/readyz"),
+        "the web pod ready",
+        timeout=60,
+        details=serving.tail,
+    )
+    assert deliver(serving, web).status_code == 200
+
+    def posted() -> list[dict[str, object]]:
+        answers(working, worker.port("metrics"), "/")  # raises if it exited
+        return [e for e in airflow.events if e.get("uri") == uri]
+
+    poll_until(posted, "the asset event in Airflow", timeout=60, details=working.tail)
+
+
 def test_a_signed_delivery_reaches_airflow(redis_url: str, tmp_path: Path) -> None:
     """Web and worker as the manifests run them: the worker logs in to Airflow as the
     ConfigMap's user with the mounted Secret's password and posts the connector's asset
@@ -191,16 +227,31 @@ def test_a_signed_delivery_reaches_airflow(redis_url: str, tmp_path: Path) -> No
             run_container(web, tmp_path, redis_url) as serving,
             run_container(worker, tmp_path, redis_url, airflow.url) as working,
         ):
-            poll_until(
-                lambda: answers(serving, web.port("http"), "/readyz"),
-                "the web pod ready",
-                timeout=60,
-                details=serving.tail,
-            )
-            assert deliver(serving, web).status_code == 200
+            delivered_to_airflow(serving, working, airflow, uri)
 
-            def posted() -> list[dict[str, object]]:
-                answers(working, worker.port("metrics"), "/")  # raises if it exited
-                return [e for e in airflow.events if e.get("uri") == uri]
 
-            poll_until(posted, "the asset event in Airflow", timeout=60, details=working.tail)
+def test_a_managed_airflows_token_file_logs_the_worker_in(redis_url: str, tmp_path: Path) -> None:
+    """docs/kubernetes.md's managed Airflow: the token as the worker Secret's
+    airflow_token, FIVETRAN_EVENTS_AIRFLOW_TOKEN_FILE pointing at it, no username; the
+    worker sends it as a bearer and posts the asset event."""
+    docs = (ROOT / "docs" / "kubernetes.md").read_text()
+    assert all(line in docs for line in TOKEN_SETTINGS)
+    web = container("fivetran-events-web/web")
+    worker = container("fivetran-events-worker/worker")
+    secrets = {k: v for k, v in SECRET_VALUES.items() if k != "fivetran_events_airflow_password"}
+    with running_airflow2_standin("3.3.2") as airflow:
+        airflow.token = AIRFLOW_TOKEN
+        uri = dataset_uri(CONNECTOR)
+        airflow.add_dataset(uri, dags=("k8s_dag",))
+        with (
+            run_container(web, tmp_path, redis_url) as serving,
+            run_container(
+                worker,
+                tmp_path,
+                redis_url,
+                airflow.url,
+                secrets={**secrets, "airflow_token": AIRFLOW_TOKEN},
+                settings=TOKEN_SETTINGS,
+            ) as working,
+        ):
+            delivered_to_airflow(serving, working, airflow, uri)
