@@ -21,7 +21,7 @@ import requests
 from fivetran_events import ConfigurationError, Settings
 from fivetran_events.http import quoted
 
-from .exceptions import AirflowRejected, AirflowUnavailable
+from .exceptions import AirflowLoginUnavailable, AirflowRejected
 
 #: Renew a cached JWT this long before Airflow would refuse it.
 TOKEN_MARGIN_SECONDS = 60.0
@@ -35,9 +35,9 @@ TOKEN_FILE, TOKEN_COMMAND = f"{TOKEN}_FILE", f"{TOKEN}_COMMAND"
 Send = Callable[..., requests.Response]
 
 
-def unavailable(method: str, path: str, why: str) -> AirflowUnavailable:
+def unavailable(method: str, path: str, why: str) -> AirflowLoginUnavailable:
     """No token now, so nothing was sent: the request is tried again later."""
-    return AirflowUnavailable(method, path, f"no token for Airflow: {why}", maybe_sent=False)
+    return AirflowLoginUnavailable(method, path, f"no token for Airflow: {why}", maybe_sent=False)
 
 
 def renew_after(token: str) -> float:
@@ -64,7 +64,7 @@ class Login:
 
     def token(self, send: Send, method: str, path: str) -> tuple[str, float]:
         """A token and its seconds of use (``math.inf``: until refused or changed) for the
-        request ``method path``; else ``AirflowUnavailable`` (none now) or ``AirflowRejected``."""
+        request ``method path``; else ``AirflowLoginUnavailable`` or ``AirflowRejected``."""
         raise NotImplementedError
 
     def changed(self) -> bool:

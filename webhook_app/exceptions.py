@@ -12,8 +12,12 @@ class AirflowError(http.HttpError):
 
 class AirflowUnavailable(AirflowError, http.Unavailable):
     """Raised on connection errors, timeouts, 5xx, 429 and answers that are not Airflow's
-    JSON, and when the login cannot produce a token now (a token file missing, a token
-    command failing): retried, after ``retry_after`` if set."""
+    JSON: retried, after ``retry_after`` if set."""
+
+
+class AirflowLoginUnavailable(AirflowUnavailable):
+    """Raised when the login cannot produce a token now (a token file missing or empty, a
+    token command failing): nothing was sent; retried."""
 
 
 class AirflowRejected(AirflowError, http.Rejected):

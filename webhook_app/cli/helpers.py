@@ -26,7 +26,7 @@ from fivetran_events.freshness import Freshness
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import parse_iso, to_ms
 
-from ..exceptions import AirflowError, AirflowRejected, AirflowUnavailable
+from ..exceptions import AirflowError, AirflowLoginUnavailable, AirflowRejected, AirflowUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -81,6 +81,11 @@ def as_cli_error(exc: BaseException) -> CliError | None:
         )
     if isinstance(exc, redis.RedisError):
         return CliError(f"Redis answered with an error: {exc}", ExitCode.ERROR)
+    if isinstance(exc, AirflowLoginUnavailable):
+        return CliError(
+            f"no token for Airflow now ({exc}): check the FIVETRAN_EVENTS_AIRFLOW_TOKEN_* setting",
+            ExitCode.UNREACHABLE,
+        )
     if isinstance(exc, AirflowUnavailable):
         return CliError(
             f"cannot reach Airflow ({exc}): check FIVETRAN_EVENTS_AIRFLOW_URL and that "

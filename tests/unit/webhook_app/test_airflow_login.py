@@ -21,7 +21,7 @@ from webhook_app.airflow_auth import (
     login_from_settings,
     renew_after,
 )
-from webhook_app.exceptions import AirflowUnavailable
+from webhook_app.exceptions import AirflowLoginUnavailable
 
 
 def jwt(**claims: Any) -> str:
@@ -104,7 +104,18 @@ class TestWhenToGetAnother:
         path = tmp_path / "token"
         if content is not None:
             path.write_text(content)
-        with pytest.raises(AirflowUnavailable, match="TOKEN_FILE") as caught:
+        with pytest.raises(AirflowLoginUnavailable, match="TOKEN_FILE") as caught:
             TokenFile(str(path)).token(no_send, "POST", "/api/v2/assets/events")
         assert caught.value.maybe_sent is False
         assert str(caught.value).startswith("POST /api/v2/assets/events: no token for Airflow")
+
+
+def test_the_cli_names_the_token_setting_when_no_token_can_be_had(tmp_path: Path) -> None:
+    """A CLI command that meets a failing login says which setting to check (exit 4)."""
+    from webhook_app.cli.helpers import ExitCode, as_cli_error
+
+    with pytest.raises(AirflowLoginUnavailable) as caught:
+        TokenFile(str(tmp_path / "gone")).token(no_send, "GET", "/api/v2/assets")
+    error = as_cli_error(caught.value)
+    assert error is not None and error.exit_code == ExitCode.UNREACHABLE
+    assert "FIVETRAN_EVENTS_AIRFLOW_TOKEN_* setting" in error.message
