@@ -22,6 +22,7 @@ from typing import IO, Any, TypeVar
 
 import redis
 
+from . import __version__
 from .exceptions import InvalidPayload, LogReadError
 from .history.writer import OnSuccess, WriteStatus, record_many
 from .model import SOURCE_IMPORTED, Event, EventKind, derived_sync_id, event_data, is_valid_id
@@ -391,7 +392,9 @@ def read_database(url: str, schema: str, keep: RowFilter) -> DatabaseRows:
     except ImportError:
         raise LogReadError(
             "--from-db needs SQLAlchemy and the database's driver: "
-            "pip install 'fivetran-events[import]' (PostgreSQL's driver is included)"
+            "install our wheel with its [import] extra, e.g. pip install "
+            f"'dist/fivetran_events-{__version__}-py3-none-any.whl[import]' "
+            "(PostgreSQL's driver is included; docs/install.md)"
         ) from None
     try:
         engine = sa.create_engine(url)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import redis
 
-from fivetran_events import ConfigurationError, Settings
+from fivetran_events import ConfigurationError, Settings, __version__
 from fivetran_events.destinations import DestinationTable, current
 from fivetran_events.exceptions import FivetranApiError
 from fivetran_events.fivetran_api import FivetranClient
@@ -56,7 +56,9 @@ def lineage_sender(
     except ImportError as exc:
         raise ConfigurationError(
             f"OpenLineage is on but its client is not installed ({exc}): "
-            "pip install 'fivetran-events[lineage]', or set FIVETRAN_EVENTS_LINEAGE=off"
+            "install our wheel with its [lineage] extra, e.g. pip install "
+            f"'dist/fivetran_events-{__version__}-py3-none-any.whl[lineage]' "
+            "(docs/install.md), or set FIVETRAN_EVENTS_LINEAGE=off"
         ) from None
 
     def tables(connector_id: str) -> list[DestinationTable] | None:

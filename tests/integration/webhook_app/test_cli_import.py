@@ -22,7 +22,7 @@ import pytest
 import redis
 from click.testing import CliRunner, Result
 
-from fivetran_events import Settings
+from fivetran_events import Settings, __version__
 from testkit.forward_support import syncs
 from testkit.own_postgres import OwnPostgres, own_postgres
 from testkit.support import PRIORITY_FIRST, deliver, payload
@@ -519,7 +519,7 @@ class TestBadInput:
         monkeypatch.setitem(sys.modules, "sqlalchemy", None)  # import sqlalchemy fails
         result = cli(env, "import", "--from-db", "postgresql+psycopg://127.0.0.1/x")
         assert result.exit_code == 2
-        assert "pip install 'fivetran-events[import]'" in result.output
+        assert f"fivetran_events-{__version__}-py3-none-any.whl[import]" in result.output
 
 
 class TestDatabasePassword:
