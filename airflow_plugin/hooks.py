@@ -28,7 +28,8 @@ from tenacity import (
 
 from fivetran_events import ConfigurationError, HistoryReader
 from fivetran_events.decision import Completion
-from fivetran_events.fivetran_api import FivetranApiError, FivetranClient
+from fivetran_events.exceptions import FivetranApiError
+from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.freshness import Freshness
 from fivetran_events.history import ConnectorRecord
 from fivetran_events.http import backoff

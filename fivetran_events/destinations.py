@@ -26,19 +26,6 @@ if TYPE_CHECKING:  # the client brings requests, which the web process never loa
     from .fivetran_api import FivetranClient
     from .settings import Settings
 
-__all__ = [
-    "STALE_EVENTS",
-    "DestinationTable",
-    "current",
-    "destination_tables",
-    "mark_stale",
-    "name_table",
-    "refresh",
-    "snowflake_account",
-    "store_tables",
-    "tables_fresh",
-]
-
 #: Fivetran's destination services per naming family, from Fivetran's own list
 #: (terraform-provider-fivetran's destination-services.txt:
 #: https://github.com/fivetran/terraform-provider-fivetran/blob/main/destination-services.txt).

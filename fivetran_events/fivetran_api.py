@@ -22,9 +22,6 @@ from .exceptions import (
     FIVETRAN,
     ConfigurationError,
     FivetranApiError,
-    FivetranAuthFailed,
-    FivetranNotFound,
-    FivetranRejected,
     FivetranUnavailable,
 )
 from .fivetran_records import (
@@ -377,14 +374,3 @@ class FivetranClient:
         assert isinstance(error, FivetranApiError)  # a 2xx returned above
         error.code, error.message = code, message
         raise error
-
-
-__all__ = [
-    "SERVICE_EVENTS",
-    "FivetranApiError",
-    "FivetranAuthFailed",
-    "FivetranClient",
-    "FivetranNotFound",
-    "FivetranRejected",
-    "FivetranUnavailable",
-]

@@ -22,7 +22,7 @@ from fivetran_events.text import FLAG_WORDS, parse_flag
 from fivetran_events.timeutil import parse_iso, to_ms
 
 from .errors import ApiError, token_refusal
-from .forwarding import attach_forwarding
+from .forwarding.store import attach_forwarding
 from .state import state
 
 MAX_LIMIT = 1000

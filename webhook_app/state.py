@@ -10,8 +10,7 @@ from flask import current_app
 from fivetran_events import HistoryReader, HistoryWriter, Settings
 from fivetran_events.freshness import Freshness
 
-from .forwarding import Enqueuer
-from .forwarding.enqueue import build_enqueuer
+from .forwarding.enqueue import Enqueuer, build_enqueuer
 
 EXTENSION = "fivetran_events"
 

@@ -436,12 +436,3 @@ class FivetranResyncOperator(FivetranSyncOperator):
             )
             return False
         return True
-
-
-__all__ = [
-    "FivetranResyncOperator",
-    "FivetranSyncOperator",
-    "FivetranSyncShortCircuitOperator",
-    "already_synced",
-    "connector_id_in_fivetran",
-]

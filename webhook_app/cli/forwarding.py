@@ -13,12 +13,12 @@ from typing import Any
 import click
 
 from fivetran_events import HistoryReader, load_settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.destinations import destination_tables, refresh, tables_fresh
 from fivetran_events.model import is_valid_id
 from fivetran_events.timeutil import iso
 
 from .. import logs
-from ..forwarding import DeliveryState
 from ..forwarding.forwarder import Forwarder
 from ..forwarding.replay import Replayer
 from ..forwarding.tables import common_prefix

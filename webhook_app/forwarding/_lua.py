@@ -69,8 +69,6 @@ end
 CREATE_CHUNK = _CREATE.substitute(_NAMES)
 #: CREATE_CHUNK as a script of its own: its keys and arguments start at 1.
 CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
-#: Arguments per delivery in CREATE.
-CREATE_STRIDE = 6
 
 # Claim the deliveries due at ``now`` (at most ``limit``, oldest first) for new RQ jobs,
 # skipping one whose last job (the record's job) still waits in this deployment's

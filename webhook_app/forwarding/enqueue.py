@@ -28,16 +28,7 @@ from fivetran_events.model import (
 from fivetran_events.timeutil import now_ms
 from fivetran_events.uris import UriMap
 
-from .store import DeliveryStore, Target, delivery_store, target_id
-
-__all__ = [
-    "Enqueuer",
-    "build_enqueuer",
-    "delivery_store",
-    "lineage_enabled",
-    "sync_of",
-    "target_id",
-]
+from .store import DeliveryStore, Target, delivery_store
 
 #: The scheme of a sync's table-level delivery's URI (``tables_uri``).
 TABLES_SCHEME = "fivetran-tables://connector/"

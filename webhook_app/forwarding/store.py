@@ -23,7 +23,7 @@ from redis.client import Pipeline
 from redis.exceptions import WatchError
 from redis.typing import EncodableT
 
-from fivetran_events import Event, Settings, as_text
+from fivetran_events import Settings, as_text
 from fivetran_events.deliveries import (
     FINAL,
     INDEXED,
@@ -78,20 +78,11 @@ class DeliveryStore:
         self._create = client.register_script(CREATE)
         self._claim = client.register_script(CLAIM_DUE)
 
-    @classmethod
-    def from_settings(cls, settings: Settings, client: redis.Redis) -> DeliveryStore:
-        return cls(client, settings.key_prefix, Lifetimes.from_settings(settings))
-
     def key(self, did: str) -> str:
         return delivery_key(self.prefix, did)
 
     def state_key(self, state: DeliveryState) -> str:
         return delivery_state_key(self.prefix, state.value)
-
-    @staticmethod
-    def id_of(event: Event, uri: str) -> str:
-        assert event.sync_id is not None
-        return delivery_id(event.connector_id, event.sync_id, uri)
 
     # --- Creating and claiming -------------------------------------------------------
 
@@ -410,7 +401,7 @@ class DeliveryStore:
 
 
 def delivery_store(settings: Settings, client: redis.Redis) -> DeliveryStore:
-    return DeliveryStore.from_settings(settings, client)
+    return DeliveryStore(client, settings.key_prefix, Lifetimes.from_settings(settings))
 
 
 def attach_forwarding(

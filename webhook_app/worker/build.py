@@ -74,6 +74,3 @@ def lineage_sender(
         return LineageSender.from_settings(recorder, settings, outputs=table_outputs(tables))
 
     return sender
-
-
-__all__ = ["build_forwarder", "lineage_sender"]

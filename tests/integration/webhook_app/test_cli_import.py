@@ -28,7 +28,7 @@ from testkit.own_postgres import OwnPostgres, own_postgres
 from testkit.support import PRIORITY_FIRST, deliver, payload
 from testkit.worker_process import worker_env
 from webhook_app.cli import importing, main
-from webhook_app.forwarding.enqueue import delivery_store
+from webhook_app.forwarding.store import delivery_store
 
 CONN = "rebuild_ogre"
 COLUMNS = (

@@ -27,7 +27,7 @@ from testkit.forward_support import syncs
 from testkit.support import TOKEN, deliver, payload
 from testkit.worker_process import worker_env
 from webhook_app.cli import ExitCode, main
-from webhook_app.forwarding.enqueue import delivery_store
+from webhook_app.forwarding.store import delivery_store
 from webhook_app.worker import schedule
 from webhook_app.worker.queue import forward_queue
 

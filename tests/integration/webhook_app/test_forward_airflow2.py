@@ -17,7 +17,7 @@ import pytest
 from rq import Queue
 
 from fivetran_events import Settings
-from fivetran_events.deliveries import SyncRef, extra_for
+from fivetran_events.deliveries import Delivery, DeliveryKind, DeliveryState, SyncRef, extra_for
 from fivetran_events.keys import delivery_id, due_key
 from testkit.airflow2_standin import BASIC_AUTH, SESSION_AUTH, Airflow2StandIn
 from testkit.forward_support import (
@@ -32,7 +32,6 @@ from testkit.support import at
 from webhook_app.airflow_auth import PasswordLogin
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.exceptions import AirflowRejected
-from webhook_app.forwarding import Delivery, DeliveryKind, DeliveryState
 from webhook_app.forwarding.asset import AssetSender
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.recorder import backoff_seconds

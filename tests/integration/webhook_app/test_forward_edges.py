@@ -21,6 +21,7 @@ from freezegun import freeze_time
 from rq import Queue
 
 from fivetran_events import HistoryReader, Settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import delivery_id, queue_name
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
@@ -35,7 +36,6 @@ from testkit.support import at
 from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app import create_app
 from webhook_app.cli import main
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.replay import Replayer
 from webhook_app.forwarding.sweeper import forward_job_id, queue_jobs

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from freezegun import freeze_time
 
 from fivetran_events import Settings, parse_event
-from fivetran_events.deliveries import Lifetimes
+from fivetran_events.deliveries import DeliveryState, Lifetimes
 from fivetran_events.history.writer import TRIM_EVERY, trims
 from fivetran_events.keys import (
     deliveries_key,
@@ -32,7 +32,7 @@ from testkit.processes import poll_until
 from testkit.support import deliver, encode, payload
 from testkit.worker_process import worker_env
 from webhook_app.cli import main
-from webhook_app.forwarding import DeliveryState, sweeper
+from webhook_app.forwarding import sweeper
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.replay import Replayer
 

@@ -20,6 +20,7 @@ from rq import Queue
 from rq.job import Job, JobStatus
 
 from fivetran_events import HistoryWriter, Settings, WriteStatus
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import due_key, job_id_prefix, sweep_wake_key
 from fivetran_events.timeutil import to_ms
 from fivetran_events.uris import UriMap
@@ -31,10 +32,10 @@ from testkit.forward_support import (
 )
 from testkit.processes import poll_until
 from testkit.support import at, ev
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding import sweeper as sweeper_module
-from webhook_app.forwarding.enqueue import Enqueuer, delivery_store
+from webhook_app.forwarding.enqueue import Enqueuer, sync_of
 from webhook_app.forwarding.forwarder import Forwarder
+from webhook_app.forwarding.store import delivery_store, target_id
 from webhook_app.forwarding.sweeper import (
     FAILURE_TTL,
     FORWARD_JOB,
@@ -63,7 +64,7 @@ def _record(settings: Settings, client: redis.Redis, enq: Enqueuer, sync_id: str
     writer = HistoryWriter(client, settings.key_prefix, settings.retention_ms)
     assert writer.record(event, on_success=enq, now=to_ms(at(4))).status is WriteStatus.RECORDED
     (uri,) = enq.uri_map.uris(event.connector_id, event.connector_name, None, None)
-    return enq.store.id_of(event, uri)
+    return target_id(sync_of(event), uri)
 
 
 def _wake(fw: Forwarder) -> list[bytes]:
@@ -264,7 +265,7 @@ class TestCrashBeforeTheSweep:
         writer = HistoryWriter(fw.redis, fw.settings.key_prefix, fw.settings.retention_ms)
         event = ev(connector_id=CID, sync_id="s1", created=at(3))
         assert writer.record(event, on_success=fw.enqueuer).status is WriteStatus.RECORDED
-        did = fw.store.id_of(event, URI)
+        did = target_id(sync_of(event), URI)
         assert fw.queue.count == 0
         d = fw.store.get(did)
         assert d is not None and d.state is DeliveryState.PENDING

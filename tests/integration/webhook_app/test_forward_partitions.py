@@ -32,9 +32,10 @@ from testkit.processes import poll_until
 from testkit.support import ev
 from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app.cli import main
-from webhook_app.forwarding.enqueue import partitions_uri, target_id
+from webhook_app.forwarding.enqueue import partitions_uri
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.replay import Replayer
+from webhook_app.forwarding.store import target_id
 
 pytestmark = pytest.mark.timeout(90)
 

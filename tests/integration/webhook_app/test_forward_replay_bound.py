@@ -15,11 +15,11 @@ import pytest
 import redis
 
 from fivetran_events import HistoryReader, Settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import ConnectorKeys, deliveries_key, due_key, sync_deliveries_key
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import CID, run_worker
 from testkit.support import deliver, payload
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,13 +15,13 @@ import redis
 from flask import Flask
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.destinations import destination_tables, refresh, tables_fresh
 from fivetran_events.fivetran_api import FivetranClient
 from fivetran_events.keys import delivery_id, tables_fresh_key
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn
 from testkit.forward_support import CID, URI, forwarder, post_event, run_worker
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.enqueue import tables_uri
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.replay import Replayer

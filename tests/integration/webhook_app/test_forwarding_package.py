@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import delivery_id, delivery_state_key
 from testkit.forward_support import (
     CID,
@@ -23,7 +24,6 @@ from testkit.forward_support import (
     post_event,
     run_worker,
 )
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.replay import Replayer
 

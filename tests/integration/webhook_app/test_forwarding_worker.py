@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import delivery_id
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
@@ -20,7 +21,6 @@ from testkit.forward_support import (
     post_event,
 )
 from testkit.worker_process import worker_env
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.worker.rq_worker import ForwardingWorker
 

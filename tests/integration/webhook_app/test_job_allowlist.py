@@ -17,11 +17,11 @@ from rq import Callback, Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
+from fivetran_events.deliveries import DeliveryState
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import post_event
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.sweeper import FORWARD_JOB
 from webhook_app.worker.queue import JOBS, RECONCILE_JOB, SERIALIZER, forward_queue

@@ -28,8 +28,8 @@ from testkit.processes import poll_until
 from testkit.servers import webhook_server
 from testkit.support import WEBHOOK_PATH, payload, signed
 from testkit.worker_process import WorkerProcess
-from webhook_app.forwarding.enqueue import delivery_store
 from webhook_app.forwarding.lineage import FACET_SCHEMA_PATH, run_id
+from webhook_app.forwarding.store import delivery_store
 
 CONNECTOR = "assimilate_seem"
 #: How long after the last expected event a test keeps watching for an extra one.

@@ -19,12 +19,12 @@ import redis
 from rq import Queue, Worker
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from testkit.airflow2_standin import Airflow2StandIn, running_airflow2_standin
 from testkit.forward_support import URI, forwarder, post_event
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
 from webhook_app import create_app
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(90)

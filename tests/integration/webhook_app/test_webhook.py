@@ -30,8 +30,8 @@ from testkit.support import (
     post_signed,
 )
 from webhook_app import create_app
-from webhook_app.forwarding import FORWARD_JOB
 from webhook_app.forwarding.lineage import FACET_SCHEMA_PATH, FACET_SCHEMA_URL
+from webhook_app.forwarding.sweeper import FORWARD_JOB
 from webhook_app.state import EXTENSION
 from webhook_app.worker.build import build_forwarder
 from webhook_app.worker.queue import forward_queue

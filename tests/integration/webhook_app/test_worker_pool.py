@@ -18,7 +18,7 @@ import redis
 from rq import Worker
 
 from fivetran_events import Settings
-from fivetran_events.deliveries import Delivery
+from fivetran_events.deliveries import Delivery, DeliveryState
 from fivetran_events.keys import delivery_id
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
@@ -28,7 +28,6 @@ from testkit.forward_support import (
 )
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(120)

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from fivetran_events.deliveries import DeliveryState
 from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import post_event
 from testkit.worker_process import worker_env
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(90)

@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import Delivery, DeliveryState
 from fivetran_events.keys import delivery_id
 from testkit.airflow_harness import ROLE_USERS, AirflowServer
 from testkit.forward_support import forwarder, post_event
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
-from webhook_app.forwarding import Delivery, DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 pytestmark = pytest.mark.timeout(480)

@@ -8,11 +8,11 @@ from typing import Any
 import psutil
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import Delivery, DeliveryState
 from fivetran_events.keys import delivery_id
 from testkit.airflow_harness import AirflowServer
 from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
-from webhook_app.forwarding import Delivery, DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 

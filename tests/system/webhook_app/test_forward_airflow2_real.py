@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import delivery_id
 from testkit.airflow2_harness import Airflow2Server
 from testkit.forward_support import forwarder, post_event, run_worker, syncs
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.exceptions import AirflowRejected, AssetNotFound
-from webhook_app.forwarding import DeliveryState
 
 # Includes installing Airflow 2 into its own venv on a fresh machine (about a minute).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -18,6 +18,7 @@ import requests
 from click.testing import CliRunner
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import delivery_id
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import post_event, present_token, run_worker, syncs
@@ -27,7 +28,6 @@ from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.cli import main
 from webhook_app.exceptions import AssetNotFound
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 from .forwarding import events_of, start_worker, unread_bytes, uri, wait_state

@@ -23,6 +23,7 @@ import requests
 from freezegun import freeze_time
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from testkit.airflow_harness import AirflowServer
 from testkit.delaying_proxy import Holds, delaying_proxy
 from testkit.forward_support import post_event
@@ -32,7 +33,6 @@ from testkit.support import payload, signed
 from testkit.worker_process import WorkerProcess
 from webhook_app.airflow_auth import TOKEN_MARGIN_SECONDS
 from webhook_app.airflow_client import AirflowClient
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 from .forwarding import events_of, start_worker, uri, wait_state

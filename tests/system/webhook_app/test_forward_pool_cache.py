@@ -17,11 +17,11 @@ import pytest
 import requests
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.keys import asset_id_key, delivery_id
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import forwarder, post_event
 from testkit.processes import free_port, poll_until
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 from .forwarding import events_of, uri

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from fivetran_events.destinations import name_table
 from fivetran_events.keys import delivery_id
 from testkit.airflow_dags.fivetran_table_consumer import ORDERS_URI, WAREHOUSE
@@ -26,7 +27,6 @@ from testkit.worker_process import worker_env
 from webhook_app import create_app
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.cli import main
-from webhook_app.forwarding import DeliveryState
 from webhook_app.forwarding.enqueue import tables_uri
 
 pytestmark = pytest.mark.timeout(480)

@@ -18,11 +18,11 @@ import pytest
 import requests
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import Delivery, DeliveryState
 from fivetran_events.keys import delivery_id
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import forwarder, post_event, present_token, run_worker
 from testkit.processes import poll_until
-from webhook_app.forwarding import Delivery, DeliveryState
 from webhook_app.forwarding.forwarder import Forwarder
 
 from .forwarding import events_of, uri

@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryState
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import forwarder
 from testkit.processes import poll_until
@@ -24,7 +25,6 @@ from testkit.servers import webhook_server
 from testkit.support import OTHER_SECRET, SECRET, TOKEN, payload, signed
 from testkit.worker_process import WorkerProcess, worker_env
 from webhook_app import logs
-from webhook_app.forwarding import DeliveryState
 
 
 class Terminal(io.StringIO):
