@@ -245,9 +245,6 @@ class FivetranClient:
         path = f"/v1/webhooks/{_segment(webhook_id)}/test"
         return WebhookTest.from_json(self._one("POST", path, body={"event": event}))
 
-    def delete_webhook(self, webhook_id: str) -> None:
-        self.request("DELETE", f"/v1/webhooks/{_segment(webhook_id)}")
-
     def items(
         self,
         path: str,

@@ -134,8 +134,6 @@ def changes_pattern(prefix: str) -> str:
 
 
 def uri_digest(uri: str) -> str:
-    import hashlib
-
     return hashlib.blake2b(uri.encode(), digest_size=10).hexdigest()
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
 from fivetran_events import Settings
+from fivetran_events.keys import job_id_prefix
 from webhook_app.airflow_client import AirflowClient
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.worker.build import build_forwarder
@@ -57,3 +59,11 @@ def present_token(client: AirflowClient, token: str) -> None:
     """Make ``client`` send ``token`` as if it were fresh (an expired one, to see a 401)."""
     client._token = token
     client._token_expires = time.time() + 3600
+
+
+def forward_job_id(prefix: str, delivery: str, tag: str | int | None = None) -> str:
+    """Name an attempt's RQ job as the store's claim (``_lua.CLAIM_DUE``) does (SHA-1:
+    Lua in Redis has it), under the deployment's key ``prefix``."""
+    digest = hashlib.sha1(delivery.encode(), usedforsecurity=False).hexdigest()[:24]
+    name = f"{job_id_prefix(prefix)}fwd-{digest}"
+    return name if tag is None else f"{name}-{tag}"

@@ -73,10 +73,10 @@ CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 # Claim the deliveries due at ``now`` (at most ``limit``, oldest first) for new RQ jobs,
 # skipping one whose last job (the record's job) still waits in this deployment's
 # queue; either way its due time moves to the lease's end. One step, so two sweepers
-# never take the same delivery. A claimed record names its new job
-# (``sweeper.forward_job_id``); a crash before the sweeper queues it leaves the delivery
-# due at the lease's end. A job waiting in another queue (a queue renamed by an upgrade)
-# runs nowhere: not a reason to wait.
+# never take the same delivery. A claimed record names its new job (the prefix's job
+# id prefix, ``fwd-``, its id's SHA-1); a crash before the sweeper queues it leaves the
+# delivery due at the lease's end. A job waiting in another queue (a queue renamed by an
+# upgrade) runs nowhere: not a reason to wait.
 # KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix,
 # job id prefix, queue name. Returns id, job id, id, job id, ... of the claimed deliveries.
 CLAIM_DUE = Template("""

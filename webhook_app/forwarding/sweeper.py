@@ -6,7 +6,6 @@ set, so no RQ scheduler is needed and a killed worker's delivery resumes.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -15,7 +14,6 @@ from typing import TYPE_CHECKING
 import redis
 
 from fivetran_events import Settings
-from fivetran_events.keys import job_id_prefix
 from fivetran_events.timeutil import now_ms
 
 from .store import DeliveryStore
@@ -33,14 +31,6 @@ RESULT_TTL = 300
 FAILURE_TTL = 3 * 86_400
 #: Deliveries the sweeper queues per pass.
 SWEEP_BATCH = 500
-
-
-def forward_job_id(prefix: str, delivery: str, tag: str | int | None = None) -> str:
-    """Name an attempt's RQ job as the store's claim (``_lua.CLAIM_DUE``) does (SHA-1:
-    Lua in Redis has it), under the deployment's key ``prefix``."""
-    digest = hashlib.sha1(delivery.encode(), usedforsecurity=False).hexdigest()[:24]
-    name = f"{job_id_prefix(prefix)}fwd-{digest}"
-    return name if tag is None else f"{name}-{tag}"
 
 
 def queue_jobs(queue: Queue, jobs: Sequence[tuple[str, str]], lease_ms: int) -> None:

@@ -27,6 +27,7 @@ from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
     CID,
     URI,
+    forward_job_id,
     forwarder,
     post_event,
     run_worker,
@@ -38,7 +39,7 @@ from webhook_app import create_app
 from webhook_app.cli import main
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.replay import Replayer
-from webhook_app.forwarding.sweeper import forward_job_id, queue_jobs
+from webhook_app.forwarding.sweeper import queue_jobs
 from webhook_app.worker.rq_worker import ForwardingWorker
 
 pytestmark = pytest.mark.timeout(90)

@@ -28,6 +28,7 @@ from testkit.airflow2_standin import Airflow2StandIn
 from testkit.forward_support import (
     CID,
     URI,
+    forward_job_id,
     run_worker,
 )
 from testkit.processes import poll_until
@@ -40,7 +41,6 @@ from webhook_app.forwarding.sweeper import (
     FAILURE_TTL,
     FORWARD_JOB,
     RESULT_TTL,
-    forward_job_id,
     queue_jobs,
 )
 from webhook_app.worker.queue import SERIALIZER, forward_queue
