@@ -1,10 +1,8 @@
 """Astronomer's ``fivetran_provider_async`` 2.4.0 classes, answered from the history.
 
-Replace ``from fivetran_provider_async.operators import ...`` and ``...sensors import ...``
-with ``from airflow_plugin.astronomer import ...`` and a DAG keeps its arguments, their
-defaults, templated fields and XComs (docs/migrating.md), while its waits are woken by
-the webhook instead of polling Fivetran's API. Each class is a thin adapter over
-``FivetranSyncOperator``, ``FivetranResyncOperator`` and ``FivetranDateTimeSensor``.
+Import from ``airflow_plugin.astronomer`` instead of ``fivetran_provider_async.operators``
+and ``.sensors``: a DAG keeps its arguments, defaults, templated fields and XComs
+(docs/migrating.md), its waits woken by the webhook instead of polling Fivetran's API.
 """
 
 from __future__ import annotations
@@ -78,13 +76,10 @@ def _client(conn_id: str, retry_limit: int, retry_delay: float) -> FivetranClien
 
 
 class FivetranOperator(sync.FivetranSyncOperator):
-    """Astronomer's ``FivetranOperator``: start a sync (as its ``/force`` call does, a
-    running one is restarted) and, with ``wait_for_completion``, wait for its end.
-
-    Returns (XCom) the ISO time of the sync's end; with ``wait_for_completion=False`` the
-    time the sync was asked for, which ``FivetranSensor(completed_after_time=...)`` takes
-    to wait for that sync.
-    """
+    """Astronomer's ``FivetranOperator``: start a sync (restarting a running one, as its
+    ``/force`` does) and, with ``wait_for_completion``, wait for its end. Returns (XCom) the
+    ISO time of that end, or without waiting the time the sync was asked for, which
+    ``FivetranSensor(completed_after_time=...)`` takes to wait for that sync."""
 
     template_fields = ("connector_id", "connector_name", "destination_name")
 
@@ -149,13 +144,10 @@ class FivetranResyncOperator(FivetranOperator, sync.FivetranResyncOperator):
 
 
 class FivetranSensor(FivetranDateTimeSensor):
-    """Astronomer's ``FivetranSensor``: wait for a sync that completes after
-    ``completed_after_time`` (templated), decided from the history.
-
-    Without ``completed_after_time`` it waits for the first completion after the latest
-    one recorded when the task first ran; its retries keep that target. Returns None, as
-    astronomer's does; a failed sync fails it (``FivetranSyncFailed``).
-    """
+    """Astronomer's ``FivetranSensor``: wait for a sync completing after
+    ``completed_after_time`` (templated; unset: after the latest completion recorded when
+    the task first ran, kept by its retries). Returns None, as astronomer's does; a failed
+    sync fails it (``FivetranSyncFailed``)."""
 
     template_fields = ("connector_id", "completed_after_time")
 

@@ -1,9 +1,8 @@
 """Build Airflow DAGs from a folder of SQL files: add a pipeline by adding a ``.sql`` file.
 
-``dags_from_folder("sql/sales")`` in a DAG file turns the folder into a DAG; an optional
-``dag.toml`` configures it (docs/dag-factory.md). A group depends on a connector when it
-reads a table of the connector's schema, on another group when it reads what that one
-writes; anything else it reads is an error at parse time unless listed in ``external``.
+``dags_from_folder("sql/sales")`` in a DAG file turns the folder into a DAG (``dag.toml``
+configures it: docs/dag-factory.md). A group depends on the connectors whose schemas it
+reads and on the groups writing what it reads; anything else must be listed in ``external``.
 """
 
 from __future__ import annotations

@@ -11,11 +11,9 @@ class FivetranSyncFailed(AirflowException):
 
 
 class FivetranHistoryUnavailable(Exception):
-    """Raised when the history's Redis stayed unreachable for a whole retry window.
-
-    An error in ``poke`` in every mode; not an ``AirflowException``, which Airflow skips
-    from ``execute_complete`` under ``soft_fail``: an outage is no answer to skip a run on.
-    """
+    """Raised when the history's Redis stayed unreachable for a whole retry window (in
+    ``poke`` in every mode); not an ``AirflowException``, which Airflow skips from
+    ``execute_complete`` under ``soft_fail``: an outage is no answer to skip a run on."""
 
 
 class ConnectorNameError(ValueError):

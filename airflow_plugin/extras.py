@@ -1,8 +1,7 @@
 """The optional extras parts of the Airflow side need, and the error naming a missing one.
 
-``[airflow]`` is what the provider, plugin, sensor and triggers import; the DAG factory
-needs ``[sql]`` on top (sqlglot, Airflow's common.sql provider). Importing it without them
-fails here with the extra's name and how to install it, not with a bare "No module named".
+``[airflow]`` serves the provider, plugin, sensor and triggers; the DAG factory also needs
+``[sql]`` (sqlglot, common.sql): without them it fails naming the extra, not "No module named".
 """
 
 from __future__ import annotations

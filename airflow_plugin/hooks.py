@@ -65,11 +65,10 @@ RETRY_MAX_DELAY = 10.0
 #: "Redis cannot be reached now", retried: a restarted Redis still loading its data
 #: raises ``BusyLoadingError``, a ``ConnectionError``.
 UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
-#: A task process's client connects once and reads once, so nothing on connect but the
-#: connection: RESP2 (no HELLO, nor the CLIENT MAINT_NOTIFICATIONS redis-py 8 sends over
-#: RESP3 and Redis before 8 refuses), no CLIENT SETINFO (``driver_info`` from redis-py
-#: 7.1, ``lib_name`` before), no health check PING. A connection that died idle between
-#: two pokes fails its read, which redis-py's retry and ``read_retrying`` send again.
+#: A task process's client connects and reads once, so it sends nothing on connect: RESP2 (no
+#: HELLO, nor redis-py 8's CLIENT MAINT_NOTIFICATIONS, refused before Redis 8), no CLIENT
+#: SETINFO (``driver_info`` from redis-py 7.1, ``lib_name`` before), no health check PING. A
+#: connection that died idle fails its read, which redis-py's retry and ``read_retrying`` redo.
 TASK_CLIENT_KWARGS: dict[str, Any] = {
     "protocol": 2,
     "health_check_interval": 0,

@@ -1,9 +1,8 @@
 """What ``get_provider_info`` tells Airflow (the ``apache_airflow_provider`` entry point).
 
-It imports nothing from Airflow: Airflow calls it in every process that discovers
-providers, sometimes while ``airflow`` itself is still importing. The plugin keeps its
-``airflow.plugins`` entry point too: Airflow loads providers' plugins only with
-``[core] lazy_discover_providers = False``.
+It imports nothing from Airflow, which may still be importing itself when it calls this.
+The plugin keeps its ``airflow.plugins`` entry point too: Airflow loads providers' plugins
+only with ``[core] lazy_discover_providers = False``.
 """
 
 from __future__ import annotations

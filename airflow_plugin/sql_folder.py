@@ -27,10 +27,9 @@ _WRITE_KINDS = (
     exp.Create, exp.Insert, exp.Merge, exp.Update, exp.Delete, exp.TruncateTable, exp.Drop,
     exp.Alter,
 )
-#: What may stand as a statement. sqlglot reads a typo such as ``SELEC * FRM`` as the
-#: expression ``SELEC * FRM`` (a multiplication); that is not a statement, so it is refused
-#: here rather than failing in the warehouse at run time. ``Command`` is sqlglot's opaque
-#: fallback for dialect statements it does not model (CALL, VACUUM): accepted, no tables.
+#: What may stand as a statement: sqlglot reads a typo (``SELEC * FRM``) as a multiplication,
+#: refused here rather than in the warehouse at run time. ``Command``, sqlglot's fallback for
+#: dialect statements it does not model (CALL, VACUUM), is accepted, with no tables.
 _STATEMENT_NAMES = (
     "Query", "Create", "Insert", "Merge", "Update", "Delete", "Drop", "Alter", "TruncateTable",
     "Copy", "Grant", "Revoke", "Set", "Use", "Transaction", "Commit", "Rollback", "Analyze",
@@ -114,11 +113,9 @@ _JINJA_EXPR = re.compile(r"\{\{.*?\}\}", re.S)
 
 
 def strip_jinja(sql: str) -> str:
-    """Make templated SQL parseable: drop tags and comments, keep every branch's SQL.
-
-    ``{% if full_refresh %} TRUNCATE TABLE t; {% endif %}`` still shows that the task
-    writes ``t``; an expression becomes a placeholder name.
-    """
+    """Make templated SQL parseable: drop tags and comments, keep every branch's SQL (so
+    ``{% if full_refresh %} TRUNCATE TABLE t; {% endif %}`` still writes ``t``); an
+    expression becomes a placeholder name."""
     sql = _JINJA_COMMENT.sub(" ", sql)
     sql = _JINJA_TAG.sub(" ", sql)
     return _JINJA_EXPR.sub("__jinja__", sql)
@@ -200,11 +197,9 @@ def scan_folder(root: Path | str, dialect: str | None = None) -> SqlFolder:
 def resolve(
     folder: SqlFolder, schema_to_connector: Mapping[str, str], external: Iterable[str] = ()
 ) -> Resolution:
-    """Tie each group's reads to Fivetran connectors and to the groups that write them.
-
-    ``external`` lists tables (``schema.table``) or schemas (``schema.*``) produced
-    elsewhere; anything else unknown is reported with the file that reads it.
-    """
+    """Tie each group's reads to Fivetran connectors and to the groups that write them;
+    ``external`` lists tables (``schema.table``) or schemas (``schema.*``) produced elsewhere,
+    anything else unknown is reported with the file that reads it."""
     schemas = {k.lower(): v for k, v in schema_to_connector.items()}
     ext = {e.lower() for e in external}
     writers: dict[str, str] = {}

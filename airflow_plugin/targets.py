@@ -1,15 +1,13 @@
 """The target time of a run: what "synced as of this run" means.
 
-The target is a pure function of the run, never of the wall clock when a task starts,
-so a retried, rescheduled or restarted sensor waits for the same thing: ``target_time``,
-else ``data_interval_end``, else (Airflow 3.2+ partitioned runs) the end of the run's
-partition, else (Airflow 3 asset-triggered and manual runs) the newest triggering
-event's ``ended_at``, else ``run_after`` (the logical date on Airflow 2).
-
-A partition's end is its start (the run's ``partition_date``, else the key read in
-UTC) plus the period its key's format names: the default output formats of Airflow's
-temporal mappers, ``%Y-%m-%dT%H`` an hour to ``%Y`` a year. A key of another format
-(IdentityMapper's ``%Y-%m-%dT%H:%M:%S`` names a start, not a length) needs target_time.
+A pure function of the run, never of the wall clock, so a retried, rescheduled or restarted
+sensor waits for the same thing: ``target_time``, else ``data_interval_end``, else (Airflow
+3.2+ partitioned runs) the end of the run's partition, else (Airflow 3 asset-triggered and
+manual runs) the newest triggering event's ``ended_at``, else ``run_after`` (Airflow 2's
+logical date). A partition ends at its start (``partition_date``, else the key read in UTC)
+plus the period its key's format names: Airflow's temporal mappers' default formats,
+``%Y-%m-%dT%H`` an hour to ``%Y`` a year. Another format (IdentityMapper's
+``%Y-%m-%dT%H:%M:%S`` names a start, not a length) needs target_time.
 """
 
 from __future__ import annotations

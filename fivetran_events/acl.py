@@ -1,19 +1,17 @@
 """The Redis ACL of a deployment's two users (``fivetran-events redis acl``, Redis 7+).
 
-- The app's user (the webhook app, the workers, the CLI) owns every key of the prefix and
-  RQ's keys, and may run any command but Redis's dangerous ones (``FLUSHALL``, ``CONFIG``,
-  ``KEYS``, ``DEBUG``, ``SHUTDOWN``, ``ACL``...), ``INFO`` excepted: ``/readyz`` and the
-  worker read ``maxmemory-policy`` from it.
-- Airflow's user (the sensor, the triggers, the asset watcher, the "Fivetran syncs" view)
-  reads the history, the connectors, the deliveries' states and the table lists through
-  read-only key patterns (``%R~``, Redis 7.0), subscribes to the history's changes, and
-  writes one kind of key, the "next sync" target a task of the Astronomer-compatible
-  sensor keeps for its retries (``{p}waitfrom:*``), with ``SET`` alone. It cannot write,
+- The app's user (web app, workers, CLI) owns the prefix's keys and RQ's, and may run any
+  command but Redis's dangerous ones (``FLUSHALL``, ``CONFIG``, ``KEYS``, ``DEBUG``,
+  ``SHUTDOWN``, ``ACL``...); ``INFO`` stays: ``/readyz`` and the worker read
+  ``maxmemory-policy`` from it.
+- Airflow's user (sensor, triggers, asset watcher, "Fivetran syncs" view) reads the history,
+  connectors, deliveries' states and table lists through read-only patterns (``%R~``, Redis
+  7.0), subscribes to the history's changes, and only ``SET``s the "next sync" targets the
+  Astronomer-compatible sensor keeps for its retries (``{p}waitfrom:*``). It cannot write,
   delete or expire a key the app writes, reach RQ's keys, list keys or publish.
 
-Every key pattern comes from fivetran_events/keys.py, so a key the layout adds is not
-silently outside (or inside) a user's reach: tests/integration/fivetran_events/test_acl.py
-runs the Airflow side through its user and tries every forbidden write.
+Key patterns come from fivetran_events/keys.py, so a new key is not silently outside (or
+inside) a user's reach; tests/integration/fivetran_events/test_acl.py tries every forbidden write.
 """
 
 from __future__ import annotations

@@ -33,8 +33,7 @@ def sign(body: bytes, secret: str) -> str:
 
 
 def verify(body: bytes, header: str | None, secrets: Iterable[str]) -> bool:
-    """Whether ``header`` signs the raw ``body`` under any of ``secrets`` (several are
-    valid while one is rotated), compared case-insensitively and in constant time."""
+    """Whether ``header`` signs ``body`` under any of ``secrets`` (several in a rotation)."""
     if not header:
         return False
     given = header.strip().lower().encode("ascii", "replace")
@@ -133,8 +132,7 @@ def _storable(text: str) -> bool:
 
 
 def optional_text(value: Any, name: str) -> str | None:
-    """``value`` of an optional text field as kept: cut to its limit; structured (``reason``
-    and ``taskType`` are only ever shown to a human) as its JSON; None when unusable."""
+    """An optional text field as kept, cut to its limit (``reason``, ``taskType``: as JSON)."""
     if not isinstance(value, str):
         if not isinstance(value, dict | list) or name not in ("reason", "taskType"):
             return None
@@ -265,8 +263,7 @@ class Event:
 
     @cached_property
     def dedup_id(self) -> str:
-        """Identify the delivery by its content, so a redelivery maps to the same id. The
-        status is in it: a retried sync can end FAILED, then SUCCESSFUL, under one id."""
+        """The delivery's content id, with its status: a retried sync can end FAILED, then OK."""
         parts = (
             self.event,
             self.sync_id or "",
@@ -319,8 +316,7 @@ def _connector_field(payload: dict[str, Any]) -> str:
 
 
 def is_sample(payload: dict[str, Any]) -> bool:
-    """Whether ``payload`` is a sample of Fivetran's webhook test: a connector id that
-    begins with ``_`` (real ids never do) or a ``created`` that is not a time."""
+    """Whether ``payload`` is a webhook test's sample: a ``_`` id or a ``created`` not a time."""
     if _connector_field(payload).startswith("_"):
         return True
     created = payload.get("created")
@@ -344,8 +340,7 @@ def rescheduled_ms(status: str | None, text: object) -> int | None:
 
 
 def parse_event(body: bytes | str) -> Event:
-    """Parse a raw webhook body; raise InvalidPayload naming the field at fault. Nothing
-    is refused for a value Fivetran added: unknown kinds come back as OTHER."""
+    """Parse a webhook body (unknown kinds: OTHER); raise InvalidPayload naming the field."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -402,8 +397,7 @@ def parse_event(body: bytes | str) -> Event:
 
 
 def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
-    """Raise InvalidPayload when ``event`` is dated more than ``max_skew_ms`` after
-    ``now_ms``: recorded, one success dated 2999 would count for every target."""
+    """Refuse an event dated past ``now_ms + max_skew_ms``: it would count for every target."""
     if event.created_ms - now_ms > max_skew_ms:
         raise InvalidPayload(
             f"field 'created' ({iso(event.created_ms)}) is more than {max_skew_ms / 1000:g} s "
@@ -413,8 +407,7 @@ def check_not_future(event: Event, now_ms: int, max_skew_ms: int) -> None:
 
 
 def _refuse_unencodable(event: Event) -> Event:
-    """Refuse a lone surrogate escape (``"\\ud800"``) in a field that must be kept (the
-    optional ones are dropped): JSON takes it, UTF-8 cannot carry it; a 400, never a 500."""
+    """Refuse a lone surrogate (``"\\ud800"``) in a kept field: UTF-8 cannot carry it (a 400)."""
     for f in fields(event):
         value = getattr(event, f.name)
         if isinstance(value, str) and not _storable(value):

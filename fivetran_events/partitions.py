@@ -1,16 +1,13 @@
 """Which periods a successful sync completes, as Airflow partition keys (pure).
 
-A period [p, p + grain) is complete once a successful sync counts for p + grain, by the
-sensor's criterion (``decision.Criterion``): ended at or after it, or under
-``started_after`` also started at or after it. So a success's *count point* is the
-latest time it counts for (its end, or its start), and a sync completes the periods
-whose end lies after the previous success's count point and at or before its own. The
-first success of a history completes only the last period ending at or before its
-count point: the history says nothing of what came before it.
+A period [p, p + grain) is complete once a success counts for p + grain by the sensor's
+criterion (``decision.Criterion``). A success's *count point* is the latest time it counts
+for (its end, or under ``started_after`` its start); it completes the periods ending after
+the previous success's count point and at or before its own. A history's first success
+completes only the last period ending by its count point: nothing is known before it.
 
-Hours and days are whole multiples of the epoch in UTC, so the periods need no
-calendar: no daylight saving time, no leap seconds. Keys are a period's start in UTC
-in the format Airflow's temporal partition mappers read by default.
+Hours and days are whole multiples of the epoch in UTC (no calendar, DST or leap seconds);
+keys are a period's UTC start, in the format Airflow's temporal mappers read by default.
 """
 
 from __future__ import annotations
@@ -98,10 +95,9 @@ def key_start_ms(key: str) -> int:
 def completed(
     point_ms: int | None, previous_ms: int | None, grain: Grain, cap: int | None = None
 ) -> Completed:
-    """Return the keys of the periods ending in (``previous_ms``, ``point_ms``]; with no
-    previous success only the last period ending at or before ``point_ms``. At most
-    ``cap`` keys (default: 31 days' worth), the newest: the rest are reported, for
-    ``replay --partitions`` to post if wanted."""
+    """The keys of the periods ending in (``previous_ms``, ``point_ms``]; with no previous
+    success only the last one ending by ``point_ms``. At most ``cap`` (default 31 days'
+    worth), the newest: the rest are reported, for ``replay --partitions`` to post."""
     if point_ms is None:
         return Completed(())
     size = GRAIN_MS[grain]

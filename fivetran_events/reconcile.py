@@ -1,14 +1,12 @@
 """Reconcile the history against Fivetran's REST API: completions the webhook never delivered.
 
-Each connection's ``succeeded_at``/``failed_at`` is compared with the history's newest
-end of that outcome. Only where the history lacks it is the connection's sync history
-read, from that end on, so a missed sync that is not the latest is recovered too; where
-that endpoint answers 404 or 403, or lists no sync near the reported time, the reported
-completion is recorded with a derived sync id. The record script takes an end of that
-status from another source within codec.SAME_SYNC_WINDOW_MS as the same completion, so a
-run twice records nothing new. Gaps older than ``HISTORY_LOOKBACK_MS`` are the LOG
-import's. Each connection's schedule and setup state from the same list is kept with
-its connector's record (``freshness.Schedule``).
+Each connection's ``succeeded_at``/``failed_at`` is compared with the history's newest end
+of that outcome; only where the history lacks it is the sync history read, from that end on
+(so an older missed sync is recovered too). Where that endpoint answers 404 or 403, or lists
+no sync near the time, the completion is recorded with a derived sync id. The record script
+takes an end from another source within codec.SAME_SYNC_WINDOW_MS as the same one, so a
+second run records nothing. Gaps older than ``HISTORY_LOOKBACK_MS`` are the LOG import's.
+Each connection's schedule and setup state is kept with its connector (``freshness.Schedule``).
 """
 
 from __future__ import annotations

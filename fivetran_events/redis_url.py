@@ -183,10 +183,9 @@ def _host_port(text: str) -> tuple[str, int]:
 
 
 def eviction_risk(client: redis.Redis) -> str | None:
-    """Say why Redis may drop our keys, or None when its ``maxmemory-policy`` is
-    ``noeviction``: under ``volatile-*`` delivery records, leases and RQ jobs vanish when
-    memory runs short, under ``allkeys-*`` the history too. ``INFO`` refused (an ACL), it
-    asks ``CONFIG GET``; a Redis refusing both raises ``redis.ResponseError``."""
+    """Say why Redis may drop our keys, or None under ``noeviction``: ``volatile-*`` evicts
+    delivery records, leases and RQ jobs, ``allkeys-*`` the history too. Reads ``INFO``, else
+    ``CONFIG GET`` (an ACL may refuse one); refusing both raises ``redis.ResponseError``."""
     try:
         policy = as_text(client.info("memory").get("maxmemory_policy", "noeviction"))
     except redis.ResponseError:

@@ -72,10 +72,9 @@ SecretList = Annotated[list[Annotated[str, StringConstraints(strip_whitespace=Fa
 
 
 def _secret_list(text: str) -> list[str]:
-    """Read secrets or tokens from a variable's (or a secret file's) text: a JSON list
-    (``["a,b", "c"]``, each exactly as given), one a line when there are several lines
-    (each stripped: pydantic-settings strips a secret file's text as a whole, so only the
-    middle lines could keep their spaces), else comma-separated."""
+    """Read secrets or tokens from a variable's (or secret file's) text: a JSON list (each as
+    given), one a line when several (each stripped, as pydantic-settings strips a file's
+    text as a whole), else comma-separated."""
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)

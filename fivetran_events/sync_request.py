@@ -65,10 +65,9 @@ def answer(
     reschedule_wait_ms: int | None = None,
     wait_when_broken: bool = False,
 ) -> Answer:
-    """Decide the next step of a request made at ``facts.target_ms`` and last asked at
-    ``asked_ms``; ``force``: the request's own sync follows one running when it asked.
-    A RESCHEDULED sync of the request is asked again once its ``rescheduledAt`` (or
-    ``reschedule_wait_ms``) has passed with nothing running."""
+    """Decide the next step of a request made at ``facts.target_ms``, last asked at
+    ``asked_ms``. A RESCHEDULED sync of the request is asked again once its ``rescheduledAt``
+    (or ``reschedule_wait_ms``) has passed with nothing running."""
     t = facts.target_ms
     # The operator asked only once Fivetran's connection said it was not broken: a
     # breakage recorded before the request is older news.
@@ -163,12 +162,10 @@ def answer_from_connection(
     reschedule_wait_ms: int | None = None,
     now_ms: int = 0,
 ) -> tuple[Step, str, Completion | None]:
-    """Decide a request from Fivetran's connection fields (the fallback, no history).
-    They say not when a sync started: an end after a request made without ``force``
-    while one ran may be that earlier sync's (ask again). ``rescheduled``: a manual
-    connection's ``sync_state`` is ``rescheduled``; only a request runs it again, so it
-    is asked again at ``rescheduled_for`` (or ``reschedule_wait_ms`` after the request,
-    or at once)."""
+    """Decide a request from Fivetran's connection fields (the fallback: no start times, so an
+    end after a request without ``force`` while one ran may be that sync's: ask again). A
+    manual connection ``rescheduled`` runs again only on request: asked again at
+    ``rescheduled_for`` (or ``reschedule_wait_ms`` after the request, or at once)."""
     if paused:
         return Step.FAIL, f"connector {connector_id} was paused in Fivetran", None
     if syncing:

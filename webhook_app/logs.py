@@ -1,7 +1,6 @@
 """Logging for the server, the worker and the CLI: one JSON object a line, or text for people.
 
-Everything goes through the stdlib ``logging`` module, formatted by structlog, so
-gunicorn's and RQ's own lines come out in the same shape as ours.
+All goes through stdlib ``logging``, formatted by structlog: gunicorn's and RQ's lines match ours.
 """
 
 from __future__ import annotations

@@ -136,8 +136,7 @@ def already_synced(op: Any, context: Context) -> Decision | None:
 class FivetranSyncOperator(BaseOperator):
     """Start a connector's sync; succeed when a sync started after the request succeeds.
 
-    :param force: Fivetran's ``force``; without it a running sync is left to end and
-        the sync asked for again.
+    :param force: Fivetran's ``force``; without it a running sync ends, then it is asked again.
     :param fallback_after: seconds without a record before Fivetran's API is read every
         ``poll_frequency`` seconds (None: never).
     :param min_deferral: resume no sooner than this after deferring: Airflow 3.2 and later
@@ -399,10 +398,8 @@ class FivetranSyncOperator(BaseOperator):
 
 class FivetranResyncOperator(FivetranSyncOperator):
     """Start a historical resync (``scope``: schema -> tables, None: all) and wait for it.
-
-    Fivetran completes a running sync first; on a 409 the task waits for that sync's
-    end and asks once more. A RESCHEDULED resync goes on as a plain sync request.
-    """
+    Fivetran completes a running sync first: on a 409 the task waits for its end and asks
+    once more. A RESCHEDULED resync goes on as a plain sync request."""
 
     mode = "resync"
     _follows = True

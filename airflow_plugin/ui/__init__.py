@@ -26,10 +26,7 @@ CONNECTORS_LIST_URL = f"{URL_PREFIX}/"
 
 
 class LazyApp:
-    """An ASGI app that builds the view on its first request, in the API server only.
-
-    Every process that loads the plugin's macros imports this module, task processes too.
-    """
+    """An ASGI app building the view on its first request: task processes import this too."""
 
     def __init__(self) -> None:
         self._app: Any = None
@@ -72,11 +69,8 @@ def under_base_url(relative: str) -> str:
 
 
 class FivetranConnectorLink(BaseOperatorLink):
-    """Open the sensor's connector in the fivetran-events UI, at the run's target.
-
-    Airflow 3 computes the link when the task ends, with the run's context (the target);
-    Airflow 2 in the webserver without one, so without a target.
-    """
+    """Open the sensor's connector in the fivetran-events UI, at the run's target (Airflow 2
+    computes links in the webserver, without the run's context: no target)."""
 
     name = "Fivetran syncs"
 

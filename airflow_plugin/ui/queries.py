@@ -1,8 +1,7 @@
 """Bounded reads of the sync history for the "Fivetran syncs" view.
 
-A page costs the same on a connector with ten syncs as on one with a year of hourly
-syncs: nothing here walks a history (one page of connectors, at most ``MAX_SYNCS``
-syncs, at most ``MAX_DAYS`` decisions, each ``LIMIT``-ed).
+A page costs the same for ten syncs as for a year of hourly ones: nothing walks a history
+(a page of connectors, at most ``MAX_SYNCS`` syncs and ``MAX_DAYS`` decisions, ``LIMIT``-ed).
 """
 
 from __future__ import annotations

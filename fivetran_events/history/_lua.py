@@ -213,21 +213,18 @@ end
 
 # The whole write: the duplicate check, the history write, the change notification, then
 # the caller's chunk for a successful sync. The first call adds the dedup id to ``seen``
-# unless it is there: a redelivery returns 0 having written nothing. Past the dedup
-# window (``seen`` is trimmed behind the newest event, the history is not), an event
-# the history holds already returns 2 before the caller's chunk: a replayed success of
-# any age creates no delivery, while an old one the history lacks is recorded and
-# forwarded once. A key of the wrong
-# type fails that first call, also before anything is written, and so does a Redis that
-# refuses writes (OOM, a replica, a failed save, too few replicas): it refuses a script's
-# first write (no "#!lua" flags line, so that Redis 6.2 runs the script too). The
-# caller's chunk finds its keys after the history's nine and its arguments after the
-# history's thirteen: KEYS[k0 + 1], ARGV[a0 + 1], ...
+# unless it is there: a redelivery returns 0 having written nothing. Past the dedup window
+# (``seen`` is trimmed behind the newest event, the history is not), an event the history
+# holds returns 2 before the caller's chunk: a replayed success of any age creates no
+# delivery, while an old one the history lacks is recorded and forwarded once. A key of the
+# wrong type fails that first call, before anything is written, and so does a Redis that
+# refuses writes (OOM, a replica, a failed save, too few replicas: no "#!lua" flags line,
+# so that Redis 6.2 runs the script too). The chunk's keys follow the history's nine and
+# its arguments the history's thirteen: KEYS[k0 + 1], ARGV[a0 + 1], ...
 #
 # KEYS: seen starts running ok fail other okstart resyncs connectors, then the chunk's.
-# ARGV: the history write's eleven (above), channel ('' publishes nothing), message,
-# then the chunk's. Returns 1 when recorded, 0 for a duplicate, 2 for an event the
-# history held already.
+# ARGV: the history write's eleven (above), channel ('' publishes nothing), message, then
+# the chunk's. Returns 1 when recorded, 0 for a duplicate, 2 for an event already held.
 _RECORD = """
 if redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[3]) == 0 then return 0 end
 {write}

@@ -30,12 +30,10 @@ from ..decision import Completion
 from ..model import Event
 from ..text import as_text
 
-#: How far apart two copies of one sync's start or end may be dated when they come from
-#: different sources (a webhook delivery's ``created``, the LOG table's ``time_stamp``,
-#: model.SOURCE_*) and still be one record: the sync is identified by its connector,
-#: sync id, status and this window, so whichever copy came first stays and the other is
-#: already known. Copies from one source keep the exact-time rule (two ends of one sync
-#: with one status are two records when their times differ).
+#: How far apart two copies of one sync's start or end from different sources (a webhook's
+#: ``created``, the LOG table's ``time_stamp``: model.SOURCE_*) may be dated and still be one
+#: record: the first copy stays, the other is already known. Copies from one source keep the
+#: exact-time rule (two ends of one sync with one status are two records when times differ).
 SAME_SYNC_WINDOW_MS = 5 * 60 * 1000
 
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"

@@ -28,10 +28,9 @@ from .codec import completion_parts, end_parts
 #: One write in this many also trims the connector's sets to the retention window:
 #: maintenance, not correctness (older events are refused on arrival).
 TRIM_EVERY = 16
-#: How long the short-lived sets (``seen``, ``starts``) keep an entry behind the newest
-#: event trimming them: Fivetran retries a delivery for 24 hours, plus a sync's duration
-#: (24 hours by default), with a day to spare. Measured by the event's own time, so a
-#: history written with past dates keeps what it needs.
+#: How long ``seen`` and ``starts`` keep an entry behind the newest event: Fivetran's 24 h of
+#: retries plus a sync's duration (24 h by default), and a day to spare; measured in event
+#: time, so a history written with past dates keeps what it needs.
 RECENT_MS = 3 * 24 * 3600 * 1000
 
 
@@ -48,12 +47,10 @@ class WriteResult:
 
 
 class OnSuccess(Protocol):
-    """What a caller adds to a successful sync_end's write, in the same script.
-
-    ``lua`` runs after the history write (never for a duplicate), its keys from
-    ``KEYS[k0 + 1]`` and arguments from ``ARGV[a0 + 1]`` on, which calling the object
-    returns. One whose ``every_sync`` is true is called for every sync_start and sync_end.
-    """
+    """What a caller adds to a successful sync_end's write, in the same script: ``lua`` runs
+    after the history write (never for a duplicate), its keys from ``KEYS[k0 + 1]`` and
+    arguments from ``ARGV[a0 + 1]`` on, which calling it returns; with ``every_sync`` it is
+    called for every sync_start and sync_end."""
 
     @property
     def lua(self) -> str: ...
