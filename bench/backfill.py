@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from airflow import __version__ as AIRFLOW_VERSION
 
+from bench import gated
 from bench.partitions import CONNECTOR, PARTITIONED, post
 from bench.sensor import wait
 from bench.sync import API_SECRET, KEY, beside_astronomer
@@ -176,7 +178,7 @@ def backfill(
     return _cost(airflow, api, (calls, t), dag_id, where, want)
 
 
-def measure(work: Path, n: int, runs: int) -> dict[str, dict[str, float]]:
+def measure(work: Path, n: int, runs: int) -> dict[str, Any]:
     api = FivetranStandIn(api_key=KEY, api_secret=API_SECRET)
     now = datetime.now(timezone.utc)
     # Astronomer's sensor passes when succeeded_at is after the run's data_interval_end.
@@ -196,11 +198,22 @@ def measure(work: Path, n: int, runs: int) -> dict[str, dict[str, float]]:
         latest = "dr.run_id not like 'backfill__%'"
         wait("the latest interval's runs", lambda: _all_done(airflow, THEIRS, latest, 2), 300, 1.0)
         url = str(api.webhook_url).rsplit("/webhooks/", 1)[0]
-        return {
+        got: dict[str, Any] = {
             "partitioned": partitioned(airflow, url, api, days),
             "ours": backfill(airflow, api, OURS, days, runs),
             "astronomer": backfill(airflow, api, THEIRS, days, runs),
         }
+        for path in got.values():  # every run made, none needing a sync after the data's
+            path.update(runs=len(days), syncs=0)
+        if gated.available():
+            session = requests.Session()
+            window = got["ours"]["wall"]
+            got["gated, data in place"] = gated.data_in_place(airflow, days, runs, window)
+            got["gated, hourly syncs"] = gated.hourly(
+                airflow, url, api, days, lambda a, d: slot_seconds(_rows(a, d, "true")), session
+            )
+            got["late"] = gated.late_event(airflow, url, session)
+        return got
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -210,16 +223,36 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fte-bench-backfill-") as tmp:
         got = measure(Path(tmp), args.days, args.max_active_runs)
+    late = got.pop("late", None)
     base = got["partitioned"]
     print(
-        f"\n{args.days}-day backfill of a daily DAG on real Airflow 3 (backfills: "
-        f"max_active_runs {args.max_active_runs}):\n"
+        f"\n{args.days}-day catch-up of a daily DAG on real Airflow {AIRFLOW_VERSION} "
+        f"(backfills: max_active_runs {args.max_active_runs}):\n"
     )
-    print("| path | worker-slot s | x partitioned | Fivetran API calls | wall s |")
-    print("|---|---|---|---|---|")
+    print(
+        "| path | runs completed | new syncs needed | worker-slot s | x partitioned "
+        "| Fivetran API calls | wall s |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for name, r in got.items():
-        ratio = r["slot"] / base["slot"]
-        print(f"| {name} | {r['slot']:.1f} | x{ratio:.2f} | {r['calls']:.0f} | {r['wall']:.0f} |")
+        slot = r.get("slot")
+        cost = f"{slot:.1f} | x{slot / base['slot']:.2f}" if slot is not None else "- | -"
+        calls = f"{r['calls']:.0f}" if "calls" in r else "0"
+        print(
+            f"| {name} | {r['runs']:.0f} of {args.days} | {r['syncs']:.0f} | {cost} "
+            f"| {calls} | {r['wall']:.0f} |"
+        )
+    if not gated.available():
+        print(f"\n(no AssetAndTimeSchedule on Airflow {AIRFLOW_VERSION}: 3.4 and later)")
+    if late is not None:
+        print(
+            f"\nA late event: a sync ended at {late['sync_end']:%Y-%m-%d %H:%M} UTC, delivered "
+            f"after the interval's end ({late['target']:%Y-%m-%d %H:%M}); its asset event's "
+            f"timestamp {late['event_timestamp']:%Y-%m-%d %H:%M:%S} (the POST's). "
+            f"AssetAndTimeSchedule's run of that interval: {late['gated']}; an as-of check on "
+            f"the event's timestamp: {late['timestamp_check']}; our sensor's run: "
+            f"{late['ours']}. The event's extra: {late['extra']}"
+        )
 
 
 if __name__ == "__main__":

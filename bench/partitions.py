@@ -53,10 +53,15 @@ PLAIN, PARTITIONED = "plain_part_a", "daily_part_a"
 
 
 def post(
-    url: str, sync_id: str, ended: datetime, session: requests.Session, secret: str = SECRET
+    url: str,
+    sync_id: str,
+    ended: datetime,
+    session: requests.Session,
+    secret: str = SECRET,
+    connector: str = CONNECTOR,
 ) -> float:
     """POST one signed ``sync_end`` that ended at ``ended``; return when it was acked."""
-    raw = body(sync_id, ended, CONNECTOR)
+    raw = body(sync_id, ended, connector)
     headers = {SIGNATURE_HEADER: sign(raw, secret), "Content-Type": "application/json"}
     session.post(f"{url}/webhooks/fivetran", data=raw, timeout=10, headers=headers)
     return time.time()
