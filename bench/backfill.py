@@ -173,7 +173,7 @@ def backfill(
     )
     if resp.status_code != 200:
         raise SystemExit(f"backfill refused: {resp.status_code} {resp.text[:300]}")
-    where = "dr.run_id like 'backfill__%'"
+    where = "dr.run_id like 'backfill__%%'"
     want = 2 * len(days)  # the sensor and the no-op
     return _cost(airflow, api, (calls, t), dag_id, where, want)
 
@@ -195,7 +195,7 @@ def measure(work: Path, n: int, runs: int) -> dict[str, Any]:
         airflow.wait_for_parsed(OURS, THEIRS, timeout=300)
         # catchup=False still schedules the latest interval: astronomer's run of it polls
         # the stand-in, so it ends before any phase counts calls.
-        latest = "dr.run_id not like 'backfill__%'"
+        latest = "dr.run_id not like 'backfill__%%'"
         wait("the latest interval's runs", lambda: _all_done(airflow, THEIRS, latest, 2), 300, 1.0)
         url = str(api.webhook_url).rsplit("/webhooks/", 1)[0]
         got: dict[str, Any] = {
@@ -203,6 +203,7 @@ def measure(work: Path, n: int, runs: int) -> dict[str, Any]:
             "ours": backfill(airflow, api, OURS, days, runs),
             "astronomer": backfill(airflow, api, THEIRS, days, runs),
         }
+        print(f"   ({got})", flush=True)
         for path in got.values():  # every run made, none needing a sync after the data's
             path.update(runs=len(days), syncs=0)
         if gated.available():
@@ -210,7 +211,16 @@ def measure(work: Path, n: int, runs: int) -> dict[str, Any]:
             window = got["ours"]["wall"]
             got["gated, data in place"] = gated.data_in_place(airflow, days, runs, window)
             got["gated, hourly syncs"] = gated.hourly(
-                airflow, url, api, days, lambda a, d: slot_seconds(_rows(a, d, "true")), session
+                airflow,
+                url,
+                api,
+                days,
+                lambda a, d: slot_seconds(_all_done(a, d, "true", 0)),
+                session,
+            )
+            print(
+                f"   (gated: {got['gated, data in place']}, {got['gated, hourly syncs']})",
+                flush=True,
             )
             got["late"] = gated.late_event(airflow, url, session)
         return got
