@@ -1,7 +1,6 @@
 """fivetran-events' shared core: event model, Redis history, decision, settings.
 
-Nothing here imports Flask, RQ or Airflow: the webhook server and the Airflow plugin
-both build on it.
+Nothing here imports Flask, RQ or Airflow: the webhook server and the Airflow plugin build on it.
 """
 
 from __future__ import annotations

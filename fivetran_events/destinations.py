@@ -99,9 +99,8 @@ def _host_port(config: Mapping[str, Any], kind: str) -> str:
 
 
 def _redshift_authority(config: Mapping[str, Any]) -> str:
-    # OpenLineage names a Redshift cluster {cluster_identifier}.{region}:{port}, which
-    # its endpoint "<cluster>.<id>.<region>.redshift[-serverless].amazonaws.com" holds;
-    # another host (a proxy, a tunnel) is kept whole.
+    # OpenLineage names a Redshift cluster {cluster_identifier}.{region}:{port}, read from its
+    # endpoint "<cluster>.<id>.<region>.redshift[-serverless].amazonaws.com"; a proxy's stays.
     host_port = _host_port(config, "redshift")
     host, _, port = host_port.rpartition(":")
     parts = host.split(".")
@@ -141,12 +140,10 @@ def name_table(
     *,
     group_id: str = "",
 ) -> DestinationTable:
-    """Name ``schema.table`` of a destination of kind ``service`` at ``config`` (pure).
-
-    A destination kind not known here gets ``fivetran://{group_id}/{schema}/{table}``
-    (namespace ``fivetran://{group_id}``): unique, though no SQL task's lineage uses it.
-    Raises ``ValueError`` when ``config`` lacks what the kind's names need.
-    """
+    """Name ``schema.table`` of a destination of kind ``service`` at ``config`` (pure); raise
+    ``ValueError`` when ``config`` lacks what the kind's names need. An unknown kind gets
+    ``fivetran://{group_id}/{schema}/{table}`` (namespace ``fivetran://{group_id}``): unique,
+    though no SQL task's lineage uses it."""
     kind = (service or "").lower()
     database = str(config.get("database") or "")
     if kind in POSTGRES_SERVICES:
@@ -172,9 +169,8 @@ def name_table(
         uri = f"bigquery://{project}/{schema}/{table}"
         return DestinationTable(schema, table, "bigquery", f"{project}.{schema}.{table}", uri)
     if kind == "snowflake":
-        # Snowflake stores unquoted names upper case, and OpenLineage's naming spec and
-        # Airflow's Snowflake hook (is_uppercase_names) name them so; Fivetran's
-        # name_in_destination is lower case.
+        # Snowflake stores unquoted names upper case, and OpenLineage and Airflow's Snowflake
+        # hook (is_uppercase_names) name them so; Fivetran's name_in_destination is lower.
         ns = f"snowflake://{snowflake_account(str(config.get('host') or ''))}"
         return _named(schema, table, ns, database.upper(), schema.upper(), table.upper())
     if kind in DATABRICKS_SERVICES:

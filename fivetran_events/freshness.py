@@ -8,9 +8,8 @@ may go without a success)::
     [connectors]
     assimilate_seem = 7200
 
-Manual (``schedule_type: manual``: Airflow triggers it) and paused connectors are never
-overdue by schedule. ``daily_sync_time`` is read in UTC: Fivetran reads it in the
-destination's time zone, which its connection list does not carry.
+Manual (Airflow triggers it) and paused connectors are never overdue by schedule.
+``daily_sync_time`` is read in UTC: the destination's time zone is not in Fivetran's list.
 """
 
 from __future__ import annotations

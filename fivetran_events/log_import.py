@@ -215,9 +215,8 @@ class Summary:
 def events_of(
     rows: Iterable[Mapping[str, Any]], columns: Columns, keep: RowFilter, summary: Summary
 ) -> Iterator[Event]:
-    """Yield the events of ``rows``, counting each row read and each skipped one. A sync's
-    outcome read from both its ``sync_end`` and its ``status`` row (a table written across
-    the change) is taken once, where it is read first."""
+    """Yield the events of ``rows``, counting rows read and skipped. A sync's outcome in both
+    its ``sync_end`` and ``status`` rows (a table written across the change) counts once."""
     last: dict[str, tuple[str | None, str | None, bool]] = {}  # per connector
     for row in rows:
         summary.rows += 1

@@ -1,12 +1,10 @@
 """Redis URLs, Redis Sentinel included: one convention, one place that builds clients.
 
-Sentinel is written as redis-py, Dramatiq and Flower users write it (options:
-docs/production.md)::
+Sentinel is written as redis-py, Dramatiq and Flower users write it (docs/production.md)::
 
     redis+sentinel://[[user]:password@]host1[:26379][,host2[:26379]...]/service[/db][?options]
 
-Clients ask the sentinels for the primary on every new connection, so after a failover
-they reach the new one by themselves.
+Clients ask the sentinels for the primary on every new connection, so they follow a failover.
 """
 
 from __future__ import annotations

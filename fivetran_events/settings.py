@@ -54,9 +54,8 @@ def check_template(template: str) -> str:
 
 
 def check_api_url(url: str, example: str = DEFAULT_FIVETRAN_API_URL) -> str:
-    """Return a base URL (Fivetran's API by default) without a trailing ``/``; raise
-    ValueError if unusable. No user or password: no message or log line that names the
-    URL may carry them."""
+    """Return a base URL (Fivetran's API by default) without a trailing ``/``; raise ValueError
+    if unusable, or carrying a user or password (a message naming the URL would too)."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"must be an http:// or https:// URL, e.g. {example}")
@@ -123,9 +122,8 @@ class HistoryDefaults(BaseSettings):
     #: What a successful sync updates: the connector's asset, each enabled destination
     #: table's (docs/tables.md), or both.
     asset_granularity: Literal["connector", "table", "both"] = "connector"
-    #: Partitioned asset events (Airflow 3.2+, docs/partitions.md): besides the plain
-    #: event, one event per hour or day a success completed; unset: none. The "Fivetran
-    #: syncs" view shows each success's periods by it.
+    #: Partitioned asset events (Airflow 3.2+, docs/partitions.md): besides the plain event,
+    #: one per hour or day a success completed (the view's periods too); unset: none.
     partition_grain: Literal["hour", "day"] | None = None
     #: Seconds past a connector's schedule before it is overdue (fivetran_events.freshness);
     #: unset: the larger of 15 minutes and a quarter of its sync frequency.
@@ -179,8 +177,7 @@ class Settings(HistoryDefaults):
 
     #: redis://, rediss://, unix:// or redis+sentinel:// (fivetran_events.redis_url).
     redis_url: str = "redis://127.0.0.1:6379/0"
-    #: Replicas that must confirm a delivery (Redis WAIT) before the 2xx; fewer in time:
-    #: 503, and Fivetran retries.
+    #: Replicas that must confirm a delivery (Redis WAIT) before the 2xx, else a 503 (retried).
     redis_wait_replicas: int = Field(default=0, ge=0, le=64)
     #: WAIT's timeout (0 would wait forever).
     redis_wait_timeout_ms: int = Field(default=500, ge=1, le=60_000)
@@ -195,8 +192,7 @@ class Settings(HistoryDefaults):
     #: The Retry-After Fivetran is sent when Redis is unreachable.
     retry_after_seconds: int = Field(default=30, ge=1)
     redis_timeout_seconds: float = Field(default=5.0, gt=0)
-    #: Further ahead of the clock is a 400: a success from the future would count for
-    #: every target.
+    #: Further ahead of the clock is a 400: a success from the future counts for every target.
     max_clock_skew_seconds: float = Field(default=3600.0, ge=0)
 
     # --- Forwarding to Airflow ---------------------------------------------------------
@@ -205,12 +201,10 @@ class Settings(HistoryDefaults):
     #: Airflow 3 exchanges them for a JWT; Airflow 2 takes them as basic auth.
     airflow_username: str | None = None
     airflow_password: SecretStr | None = None
-    #: ``username:password`` (or JSON with both), so the password stays out of the
-    #: environment.
+    #: ``username:password`` (or JSON with both): the password stays out of the environment.
     airflow_credentials_file: str | None = None
-    #: Instead of a username and password, a bearer token (managed Airflow's): as it is,
-    #: in a file read again when it changes, or printed by a command run again when the
-    #: token ends or Airflow refuses it (webhook_app/airflow_auth.py).
+    #: Instead of a login, a bearer token (managed Airflow's): as is, in a file read again when
+    #: it changes, or printed by a command run again on expiry or refusal (airflow_auth.py).
     airflow_token: SecretStr | None = None
     airflow_token_file: str | None = None
     airflow_token_command: str | None = None
@@ -232,8 +226,7 @@ class Settings(HistoryDefaults):
     partition_max_keys: int | None = Field(default=None, ge=1, le=100_000)
     #: Hours a table list is used before it is read again (sooner after a schema change).
     tables_refresh_hours: float = Field(default=24.0, gt=0, le=24 * 30)
-    #: Hours a delivery is retried: longer than Fivetran's own 24 h of retries, so an
-    #: outage it survives we survive.
+    #: Hours a delivery is retried: past Fivetran's 24 h of retries, so we outlast its outages.
     forward_retry_hours: float = Field(default=48.0, gt=0)
     #: Doubles each attempt, with jitter, up to the maximum.
     forward_backoff_seconds: float = Field(default=1.0, gt=0)
@@ -250,8 +243,7 @@ class Settings(HistoryDefaults):
     forward_keep_delivered_hours: float = Field(default=72.0, gt=0)
 
     # --- OpenLineage (webhook_app/forwarding/enqueue.py, forwarding/lineage.py) --------
-    #: Send every sync as an OpenLineage run: ``auto`` is on when the OpenLineage client
-    #: finds a transport (it reads its own configuration).
+    #: Send every sync as an OpenLineage run; ``auto``: when its client finds a transport.
     lineage: Literal["auto", "on", "off"] = "auto"
     #: The job namespace of a connector's runs (the job's name is the connector id).
     lineage_namespace: str = "fivetran://{group_id}"
@@ -267,8 +259,7 @@ class Settings(HistoryDefaults):
     reconcile_minutes: float = Field(default=15.0, ge=0, le=1440)
 
     # --- The worker ---------------------------------------------------------------------
-    #: The address the worker serves its metrics on (``--metrics-port``): 0.0.0.0 (or the
-    #: pod's address) where Prometheus scrapes it from another host, as in Kubernetes.
+    #: The worker's metrics address: 0.0.0.0 (or the pod's) for a Prometheus on another host.
     metrics_host: str = Field(default="127.0.0.1", min_length=1, pattern=r"^[^\s/]+$")
 
     @field_validator("dataset_uri_template")

@@ -49,9 +49,8 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def to_ms(value: datetime) -> int:
     aware = to_utc(value)
-    # Integer arithmetic avoids float rounding on microseconds. datetime's own
-    # subtraction, because a subclass's (Airflow hands out pendulum's) builds an interval
-    # object, many times the cost.
+    # Integer arithmetic: no float rounding of microseconds. datetime's own subtraction: a
+    # subclass's (Airflow hands out pendulum's) builds an interval, many times the cost.
     delta = datetime.__sub__(aware, EPOCH)
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 

@@ -67,9 +67,8 @@ DROPPED_FIELDS = Counter(
     ["field"],
 )
 
-#: Every outcome the webhook counts. Each series exists at 0 from the start: Prometheus's
-#: increase() needs a sample before the first increment, or an alert on the first 503
-#: after a restart would never see it.
+#: Every outcome the webhook counts, each series at 0 from the start: Prometheus's increase()
+#: needs a sample before the first increment, or an alert misses a restart's first 503.
 WEBHOOK_OUTCOMES = "recorded duplicate ignored invalid unauthorized too_large unavailable"
 for _outcome in WEBHOOK_OUTCOMES.split():
     DELIVERIES.labels(outcome=_outcome)

@@ -316,9 +316,8 @@ class HistoryReader(_Reader):
     def sync_ends(
         self, connector_id: str, sync_id: str, ended_ms: int
     ) -> tuple[list[Completion], int | None]:
-        """The ends of ``sync_id`` recorded up to ``ended_ms`` within the maximum sync
-        duration (any outcome, oldest first), and the sync's first recorded start (None
-        once trimmed): one round trip."""
+        """The ends of ``sync_id`` up to ``ended_ms`` within the maximum sync duration (oldest
+        first), and the sync's first recorded start (None once trimmed): one round trip."""
         keys = self.keys(connector_id)
         pipe = self.client.pipeline(transaction=False)
         for key in (keys.ok, keys.fail, keys.other):

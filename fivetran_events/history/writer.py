@@ -1,8 +1,7 @@
 """The history writer: one event, deduplicated, recorded by one script in one round trip.
 
-The dedup mark, the history write, the change notification and the caller's deliveries
-are one Lua script, so a crash keeps all or nothing and a redelivery writes nothing;
-``record_many`` pipelines the same script, so the layout has one implementation.
+The dedup mark, history write, change notification and the caller's deliveries are one Lua
+script (``record_many`` pipelines it): a crash keeps all or nothing, a redelivery writes nothing.
 """
 
 from __future__ import annotations
@@ -233,9 +232,8 @@ def record_many(
     on_success: OnSuccess | None = None,
     batch: int = BATCH,
 ) -> Iterator[tuple[Event, WriteStatus]]:
-    """Write ``events`` in order, ``batch`` to a round trip; yield each with what became of
-    it. DUPLICATE includes another source's copy (codec.SAME_SYNC_WINDOW_MS); only what
-    is recorded goes through ``on_success``."""
+    """Write ``events`` in order, ``batch`` a round trip; yield each with its outcome (DUPLICATE:
+    also another source's copy); only what is recorded goes through ``on_success``."""
     chunk = on_success.lua if on_success is not None else ""
     script = client.register_script(record_script(chunk))
     cutoff = (now_ms() if now is None else now) - retention_ms

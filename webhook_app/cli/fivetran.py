@@ -36,11 +36,8 @@ MAX_URL_LENGTH = 2048
 
 
 def unreachable_reason(url: str) -> str | None:
-    """Say why Fivetran (over HTTPS, from the internet) could not deliver to ``url``, or None.
-
-    A host name is not resolved (Fivetran may see another answer): its test delivery
-    settles that.
-    """
+    """Say why Fivetran (over HTTPS, from the internet) could not deliver to ``url``, or None;
+    a host name is not resolved (Fivetran may see another answer: its test delivery settles it)."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -156,9 +153,8 @@ def create(
 ) -> None:
     """Create the webhook with the server's secret; Fivetran tests it against the server.
 
-    The secret is the first of FIVETRAN_EVENTS_WEBHOOK_SECRETS, the one the server checks
-    deliveries with. Fivetran POSTs a signed test_event to URL first and creates nothing
-    unless it gets a 2xx, so the server must be running and reachable at URL.
+    The secret is the first of FIVETRAN_EVENTS_WEBHOOK_SECRETS. Fivetran POSTs a signed test_event
+    to URL and creates nothing without a 2xx, so the server must be running and reachable there.
     """
     _checked_url(url, allow_insecure)
     if group_id is not None:

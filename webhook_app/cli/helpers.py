@@ -138,11 +138,10 @@ def clean_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-#: What a terminal acts on instead of showing: C0 controls and DEL (a newline forges a
-#: table row, ESC starts a sequence that can set the window title or rewrite the
-#: screen), C1 controls (0x9b is a one-byte ESC [), the Unicode line and paragraph
-#: separators, and the bidirectional marks, embeddings, overrides and isolates that
-#: reorder what follows them.
+#: What a terminal acts on instead of showing: C0 controls and DEL (a newline forges a table
+#: row, ESC starts a sequence that can set the window title or rewrite the screen), C1
+#: controls (0x9b is a one-byte ESC [), the Unicode line and paragraph separators, and the
+#: bidirectional marks, embeddings, overrides and isolates that reorder what follows them.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -154,9 +153,8 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def printable(value: object) -> str:
-    """Return ``value`` as text whose control characters show as escapes (``\\n``, ``\\x1b``):
-    connector names and Airflow's answers are chosen by others, and printed raw they could
-    forge a row or drive the terminal."""
+    """Return ``value`` with control characters as escapes (``\\n``, ``\\x1b``): connector
+    names and Airflow's answers are chosen by others, and printed raw could drive the terminal."""
     return _CONTROL.sub(_escape, str(value))
 
 

@@ -70,10 +70,9 @@ def connectors(as_json: bool) -> None:
     """List the recorded connectors: state, last success, last failure, running sync, forwarding.
 
     STATE is active, paused or deleted, and broken when Fivetran could not connect to the
-    source. OVERDUE says by how much the connector is past its due time (its last success
-    plus Fivetran's sync_frequency and a grace, or its objective), "no" when on time, "-"
-    without one (manual, paused, never synced). FORWARDING is the state of the last
-    success's deliveries to Airflow (off when FIVETRAN_EVENTS_AIRFLOW_URL is unset).
+    source. OVERDUE: how far past its due time (last success plus sync_frequency and a grace,
+    or its objective), "no" when on time, "-" without one (manual, paused, never synced).
+    FORWARDING: the last success's deliveries to Airflow (off without an Airflow URL).
     Webhooks Fivetran reported inactive follow.
     """
     s = load_settings()
@@ -194,8 +193,7 @@ def decide_cmd(
 
     Exit 0 success, 1 the sync failed, 3 wait (and 2, 4, 5 for errors, as for every command).
     A paused or deleted connector fails unless --wait-when-paused, a broken one unless
-    --wait-when-broken; after a RESCHEDULED
-    end the wait names when to look again (Fivetran's rescheduledAt).
+    --wait-when-broken; after a RESCHEDULED end the wait names when to look again.
     """
     target_ms = parse_time(target, "--target")
     r = reader()
