@@ -31,8 +31,7 @@ class LogReadError(ConfigurationError):
 
 
 class SqlFolderError(FivetranEventsError):
-    """Raised when a SQL folder cannot become a DAG (airflow_plugin/sql_folder.py); the
-    message names the file at fault."""
+    """Raised when a SQL folder cannot become a DAG (sql_folder.py), naming the file at fault."""
 
     def __init__(self, path: Path, message: str) -> None:
         super().__init__(f"{path}: {message}")
@@ -40,8 +39,7 @@ class SqlFolderError(FivetranEventsError):
 
 
 class MissingExtraError(ImportError):
-    """Raised when a part of the package is imported without the extra it needs installed
-    (airflow_plugin/extras.py names the extra and how to install it)."""
+    """Raised when a part is imported without its extra (airflow_plugin/extras.py names it)."""
 
 
 class FivetranApiError(FivetranEventsError, HttpError):

@@ -1,10 +1,9 @@
 """A client of Fivetran's REST API: connections, groups, destinations, webhooks.
 
-It speaks ``/v1/connections`` (``/v1/connectors`` answers 404 for some accounts). A 429
-or 503 is waited out up to ``max_retry_after``; a connection never made is retried, and
-for requests safe to repeat so are timeouts, resets and other 5xx (``http.classify``
-judges every answer). The key and secret are in no
-message, log line or ``repr``.
+It speaks ``/v1/connections`` (``/v1/connectors`` answers 404 for some accounts). A 429 or 503
+is waited out up to ``max_retry_after``; a connection never made is retried, and for requests
+safe to repeat so are timeouts, resets and other 5xx (``http.classify`` judges every answer).
+The key and secret are in no message, log line or ``repr``.
 """
 
 from __future__ import annotations

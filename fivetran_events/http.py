@@ -8,8 +8,7 @@ The errors, drawn once::
      |                           status, retry_after, maybe_sent
      +-- Unavailable(Retryable)  no answer, a timeout, 5xx, 429, or an answer not the
      |                           service's own: later may work
-     +-- Rejected                a 4xx: the request itself is at fault; sending it again
-          |                      will not help
+     +-- Rejected                a 4xx: the request is at fault; resending will not help
           +-- NotFound           404: what the request names does not exist
 
 ``maybe_sent`` is False only when the request certainly was not applied: no connection
@@ -39,9 +38,8 @@ NOT_HANDLED = frozenset({429, 503})
 
 
 class RetryableError(Exception):
-    """Base class of the failures that may pass when tried again later (the forwarder's
-    retry acts on this one type). ``maybe_sent`` is False only when the request certainly
-    never reached the server, so nothing it would have created can exist."""
+    """Base class of the failures that may pass when tried again later: the forwarder's retry
+    acts on this one type (``maybe_sent``: see above)."""
 
     retry_after: float | None = None
     maybe_sent: bool = True
@@ -71,8 +69,7 @@ class HttpError(Exception):
 
 
 class Unavailable(HttpError, RetryableError):
-    """Raised when a service cannot be reached or cannot answer now (no answer, a timeout,
-    5xx, 429, an answer that is not the service's own); after ``retry_after`` if set."""
+    """Raised when a service cannot be reached or answer now; try after ``retry_after`` if set."""
 
 
 class Rejected(HttpError):
@@ -150,8 +147,7 @@ def backoff(attempt: int, first: float, most: float, jitter: float | None = None
 
 def never_sent(exc: requests.RequestException) -> bool:
     """Whether ``exc`` means no connection was made (so even a POST may be sent again)."""
-    # Imported here: the web process imports this module (``RetryableError``, through
-    # ``exceptions``) and must not load an HTTP client it never uses.
+    # Imported here: the web process imports this module but must not load an HTTP client.
     import requests
     from urllib3.exceptions import NewConnectionError
 

@@ -1,12 +1,11 @@
 """A small client of Airflow's REST API: post dataset (asset) events and find them again.
 
-Airflow 3 (``/api/v2``): a cached bearer token (a JWT from a password, or managed
-Airflow's token: airflow_auth.py), events posted by asset id; Airflow 2.9-2.11
-(``/api/v1``): basic auth, events posted by ``dataset_uri``. Every failed request is an
-error of the shared model (fivetran_events/http.py), read by ``http.classify``. Airflow
-has no idempotency key, so ``find_event`` looks an event up by its ``extra`` (and
-partition key) before a second POST. Partitioned asset events (a ``partition_key`` in
-the POST) need Airflow 3.2+: ``partitions_refused`` says why an older one cannot take them.
+Airflow 3 (``/api/v2``): a cached bearer token (a JWT from a password, or managed Airflow's
+token: airflow_auth.py), events posted by asset id; Airflow 2.9-2.11 (``/api/v1``): basic
+auth, events posted by ``dataset_uri``. Failed requests are http.py's errors (``classify``).
+Airflow has no idempotency key, so ``find_event`` looks an event up by its ``extra`` (and
+partition key) before a second POST. Partitioned asset events need Airflow 3.2+
+(``partitions_refused`` says why an older one cannot take them).
 """
 
 from __future__ import annotations
@@ -84,9 +83,8 @@ class AirflowEvent:
 
 
 class AirflowClient:
-    """Talk to one Airflow; keeps the token and the asset ids it found (per process).
-    ``login`` is how it logs in (airflow_auth.py); without one, ``username`` and
-    ``password``."""
+    """Talk to one Airflow, keeping the token and asset ids it found (per process); ``login``
+    is how it logs in (airflow_auth.py), else ``username`` and ``password``."""
 
     def __init__(
         self,
@@ -113,8 +111,7 @@ class AirflowClient:
         self._token_expires = 0.0
         self._assets: dict[str, tuple[int, float]] = {}
         self.shared_assets = shared_assets
-        #: Tokens got from the login (a password login's POSTs to /auth/token, a command's
-        #: runs, a file's reads).
+        #: Tokens got from the login (POSTs to /auth/token, a command's runs, a file's reads).
         self.tokens_fetched = 0
 
     @classmethod

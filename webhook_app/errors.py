@@ -36,22 +36,18 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-#: Redis error codes that mean "not now": the server is up but refuses writes for a
-#: while (out of memory under noeviction, a replica after a failover, a failed save, a
-#: busy script, loading its data set, no reachable primary or replicas). The same write
-#: succeeds once it recovers, so the answer is 503 and Fivetran retries.
+#: Redis error codes that mean "not now": the server is up but refuses writes for a while (out
+#: of memory under noeviction, a replica after a failover, a failed save, a busy script,
+#: loading, no reachable primary or replicas): the write succeeds later, so 503, retried.
 REFUSAL_CODES = frozenset(
     {"OOM", "READONLY", "MISCONF", "BUSY", "LOADING", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN"}
 )
 
 
 def redis_refusal(exc: BaseException) -> str | None:
-    """Name why Redis cannot take a write now (an error code, or ``unreachable``), else None.
-
-    redis-py strips the code from the errors it has a class for (``OutOfMemoryError``,
-    ``ReadOnlyError``, ...) and keeps it in ``status_code``; others (``BUSY``,
-    ``MISCONF``) come as a plain ``ResponseError`` whose message starts with it.
-    """
+    """Name why Redis cannot take a write now (an error code, or ``unreachable``), else None:
+    redis-py moves the code of the errors it has a class for (``OutOfMemoryError``, ...) to
+    ``status_code``; others (``BUSY``, ``MISCONF``) are a ``ResponseError`` starting with it."""
     code = getattr(exc, "status_code", None)
     if isinstance(exc, redis.ResponseError):
         code = code or str(exc).split(" ", 1)[0]
@@ -62,8 +58,7 @@ def redis_refusal(exc: BaseException) -> str | None:
 
 
 def token_refusal(tokens: Sequence[str]) -> ApiError | None:
-    """The error to answer when the request's bearer token is not one of ``tokens`` (the
-    read API's, ``FIVETRAN_EVENTS_API_TOKENS``), or None when it is."""
+    """The error for a bearer token not in ``tokens`` (FIVETRAN_EVENTS_API_TOKENS), else None."""
     if not tokens:
         return ApiError(403, "the read API is disabled: set FIVETRAN_EVENTS_API_TOKENS")
     header = request.headers.get("Authorization", "")

@@ -11,8 +11,7 @@ class AirflowError(http.HttpError):
 
 
 class AirflowUnavailable(AirflowError, http.Unavailable):
-    """Raised on connection errors, timeouts, 5xx, 429 and answers that are not Airflow's
-    JSON: retried, after ``retry_after`` if set."""
+    """Raised on connection errors, timeouts, 5xx, 429 and answers not Airflow's JSON: retried."""
 
 
 class AirflowLoginUnavailable(AirflowUnavailable):
@@ -38,8 +37,7 @@ AIRFLOW = http.Family("Airflow", AirflowUnavailable, AirflowRejected, AirflowNot
 
 
 class RefusedJob(Exception):
-    """Raised when a job read from Redis is not one of ours (``worker.queue.refusal`` says
-    why): it is refused and logged, never run."""
+    """Raised when a job read from Redis is not ours (``worker.queue.refusal``): logged, not run."""
 
 
 class ReplicasShort(http.RetryableError):

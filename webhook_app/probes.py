@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 #: The schemas /schemas/<name> serves (package data): public documentation, no token.
 SCHEMAS = Path(__file__).parent / "schemas"
 
-#: Life of the readiness key, written by /readyz and before WAIT: it never accumulates,
-#: yet shows up in a MONITOR.
+#: Life of the readiness key (/readyz, before WAIT): it never accumulates, yet shows in MONITOR.
 PROBE_TTL_MS = 60_000
 
 
@@ -45,9 +44,8 @@ def healthz() -> Response:
 
 @bp.get("/readyz")
 def readyz() -> Response:
-    """Ready means Redis takes a write and keeps it: a replica, a full memory or a failed
-    save answer PING but refuse every delivery, so a PING would keep sending Fivetran
-    here; a Redis that may evict keys loses deliveries it took."""
+    """Ready means Redis takes a write and keeps it: a replica, a full memory or a failed save
+    answer PING but refuse every delivery; a Redis that may evict keys loses what it took."""
     st = state()
     reason = write_refusal(st)
     if reason == "unreachable":
@@ -109,12 +107,9 @@ def confirm_replicas(st: State, event: Event, status: WriteStatus) -> None:
 
 
 def missing_replicas(st: State, seen: tuple[str, str] | None = None) -> str | None:
-    """Write a marker and WAIT for it; say how many replicas fell short, or None.
-
-    WAIT counts its own connection's writes, which may not be the history's, so a marker
-    goes first (a replica holding it holds every write before). ``seen`` (a delivery's
-    dedup entry) is read on the same connection: a new primary after a failover may lack it.
-    """
+    """Write a marker and WAIT for it; say how many replicas fell short, or None. WAIT counts
+    its own connection's writes, so a marker goes first (a replica holding it holds every write
+    before); ``seen`` is read on that connection: a new primary after a failover may lack it."""
     wanted = st.settings.redis_wait_replicas
     if wanted == 0:
         return None

@@ -1,9 +1,5 @@
-"""The delivery store's Lua scripts (store.py sends them; nothing else does).
-
-Redis runs a script as one step: creating a sync's deliveries inside the history's own
-write script (so the webhook does one round trip), claiming due deliveries (so two
-sweepers never take the same one), and keeping a sync's set alive with its records.
-"""
+"""The delivery store's Lua scripts (store.py sends them; nothing else does), each one step:
+the creation inside the history's write script (one round trip), a claim, a set's expiry."""
 
 from __future__ import annotations
 
@@ -16,19 +12,17 @@ _NAMES = {name.lower(): value for name, value in vars(Field).items() if name.isu
     "pending": DeliveryState.PENDING.value
 }
 
-# Create each delivery of a sync unless it exists (a second success under one sync id
-# must not reset a delivered record), index it, make it due now and wake the sweepers.
-# An existing delivery keeps its due time; a final one is made due, and its attempt
-# renews its final expiry. A created one's partition key, extra and table are set only
-# where the record has none. The wake list holds at most one element. The listing and
-# the state indexes drop entries older than the retention when asked (one sync in
-# TRIM_EVERY).
+# Create each delivery of a sync unless it exists (a second success under one sync id must
+# not reset a delivered record), index it, make it due now and wake the sweepers. An existing
+# delivery keeps its due time; a final one is made due, and its attempt renews its final
+# expiry. A created one's partition key, extra and table are set only where the record has
+# none. The wake list holds at most one element. The listing and the state indexes drop
+# entries older than the retention when asked (one sync in TRIM_EVERY).
 # KEYS: the sync's set, listing, due set, the state indexes (deliveries.INDEXED order,
 # pending first), the wake list; then per delivery: its record.
-# ARGV: ttl s, received ms, listing cutoff ms ('' trims nothing), connector id, sync id,
-# name, type, group, status, ended ms; then per delivery: id, uri, kind
-# (deliveries.DeliveryKind: which sender attempts it), partition key, extra, table
-# ('' for none).
+# ARGV: ttl s, received ms, listing cutoff ms ('' trims nothing), connector id, sync id, name,
+# type, group, status, ended ms; then per delivery: id, uri, kind (deliveries.DeliveryKind:
+# which sender attempts it), partition key, extra, table ('' for none).
 _CREATE = Template("""
 local K, A = k0, a0
 local ttl, received = ARGV[A + 1], ARGV[A + 2]
@@ -71,12 +65,11 @@ CREATE_CHUNK = _CREATE.substitute(_NAMES)
 CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 
 # Claim the deliveries due at ``now`` (at most ``limit``, oldest first) for new RQ jobs,
-# skipping one whose last job (the record's job) still waits in this deployment's
-# queue; either way its due time moves to the lease's end. One step, so two sweepers
-# never take the same delivery. A claimed record names its new job (the prefix's job
-# id prefix, ``fwd-``, its id's SHA-1); a crash before the sweeper queues it leaves the
-# delivery due at the lease's end. A job waiting in another queue (a queue renamed by an
-# upgrade) runs nowhere: not a reason to wait.
+# skipping one whose last job (the record's job) still waits in this deployment's queue;
+# either way its due time moves to the lease's end. One step, so two sweepers never take the
+# same delivery. A claimed record names its new job (the prefix's job id prefix, ``fwd-``,
+# its id's SHA-1); a crash before the sweeper queues it leaves it due at the lease's end. A
+# job waiting in another queue (renamed by an upgrade) runs nowhere: not a reason to wait.
 # KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix,
 # job id prefix, queue name. Returns id, job id, id, job id, ... of the claimed deliveries.
 CLAIM_DUE = Template("""

@@ -147,9 +147,8 @@ def lineage_enabled(
     cwd: Path | None = None,
     home: Path | None = None,
 ) -> bool:
-    """Return whether syncs are sent as OpenLineage runs: ``FIVETRAN_EVENTS_LINEAGE`` on or
-    off, or ``auto``: when the OpenLineage client would find a transport (its variables or
-    an ``openlineage.yml``), unless ``OPENLINEAGE_DISABLED=true``."""
+    """Whether syncs go as OpenLineage runs: ``FIVETRAN_EVENTS_LINEAGE`` on or off, or ``auto``:
+    when the client finds a transport (variables, openlineage.yml) and not OPENLINEAGE_DISABLED."""
     if settings.lineage != "auto":
         return settings.lineage == "on"
     env = os.environ if environ is None else environ

@@ -34,9 +34,8 @@ log = logging.getLogger(__name__)
 
 #: Who made the events (the spec's ``producer``: a URI).
 PRODUCER = f"urn:fivetran-events:{__version__}"
-#: The custom run facet's JSON schema (webhook_app/schemas/), served by the webhook server
-#: at this path (webhook.py); its definition; and its ``$id``, the facet's ``_schemaURL``
-#: when no FIVETRAN_EVENTS_PUBLIC_URL says where a reader can open it.
+#: The custom run facet's JSON schema (webhook_app/schemas/), served at this path (probes.py);
+#: its definition; its ``$id``, the ``_schemaURL`` unless FIVETRAN_EVENTS_PUBLIC_URL is set.
 FACET_SCHEMA_PATH = "/schemas/FivetranSyncRunFacet-1-0-0.json"
 FACET_DEFINITION = "#/$defs/FivetranSyncRunFacet"
 FACET_SCHEMA_URL = "urn:fivetran-events:schema:FivetranSyncRunFacet:1-0-0" + FACET_DEFINITION
@@ -48,8 +47,7 @@ TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
 #: How long an end waits for its START's delivery before it looks again, in ms.
 START_FIRST_MS = 1000
 
-#: Table names of a connector: (namespace, name) pairs of OpenLineage datasets, or None
-#: when nothing is known (then a run has no outputs).
+#: A connector's tables as OpenLineage (namespace, name) pairs; None: unknown (no outputs).
 Outputs = Callable[[str], "list[tuple[str, str]] | None"]
 
 
@@ -121,10 +119,9 @@ class FivetranSyncRunFacet(RunFacet):
 
 
 def sync_details(client: redis.Redis, settings: Settings, d: Delivery) -> dict[str, str]:
-    """Read what the history holds of an end beyond the delivery record: when the sync
-    started, a failure's reason and task type, and, when an earlier end of the same sync
-    id already ended its run (FAILED then SUCCESSFUL), that run's id as this end's parent
-    (one round trip; none for a START)."""
+    """Read what the history holds of an end beyond the record (one round trip; none for a
+    START): when the sync started, a failure's reason and task type, and the run id of an
+    earlier end of the same sync id (FAILED then SUCCESSFUL), as this end's parent."""
     kind = target_type(d.uri)
     ended = d.ms(Field.ENDED_MS)
     if kind == "START" or ended is None:

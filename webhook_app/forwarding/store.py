@@ -1,8 +1,7 @@
 """Delivery records: one Redis hash per (successful sync, dataset URI), and their indexes.
 
-``DeliveryStore`` is the record's one owner: every write of a ``fwd:d:*`` hash, of its
-indexes and of its due time is one of its named transitions, each one MULTI or one
-script (``_lua.py``). Senders decide; the store writes::
+``DeliveryStore`` owns the record: every write of a ``fwd:d:*`` hash, its indexes and due time
+is a named transition, one MULTI or one script (``_lua.py``). Senders decide; the store writes::
 
     create ──▶ PENDING ──claim──▶ (RQ job) ──begin──▶ attempt
                  ▲                                     │ mark in flight ─ POST ─ mark unknown
@@ -99,9 +98,8 @@ class DeliveryStore:
         extras: Mapping[str, str] | None = None,
         tables: Mapping[str, str] | None = None,
     ) -> tuple[list[str], list[EncodableT]]:
-        """The keys and arguments that create ``sync``'s deliveries to ``targets`` (each
-        kept if it exists); ``extras`` and ``tables`` by URI; ``trim``: also drop listing
-        and index entries older than a record's life."""
+        """The keys and arguments creating ``sync``'s deliveries to ``targets`` (each kept if it
+        exists; ``extras``, ``tables`` by URI); ``trim``: also trim the listing and indexes."""
         keys = [sync_deliveries_key(self.prefix, sync.connector_id, sync.sync_id)]
         keys += self.shared_keys
         args: list[EncodableT] = [
@@ -232,9 +230,8 @@ class DeliveryStore:
         self._finish(d, state, {Field.REASON: reason}, drop, now)
 
     def tidy(self, did: str, d: Delivery | None, now: int) -> None:
-        """An attempt met a delivery that is gone or final: drop it from the due set and
-        the indexes, and give a final record (whose life a redelivery renewed) its final
-        expiry again."""
+        """An attempt met a delivery gone or final: drop it from the due set and indexes, and
+        give a final record (whose life a redelivery renewed) its final expiry again."""
         with self.client.pipeline(transaction=True) as pipe:
             if d is None:
                 pipe.zrem(self.due_key, did)
@@ -250,9 +247,8 @@ class DeliveryStore:
     # --- Replay ----------------------------------------------------------------------
 
     def replay(self, did: str, now: int) -> bool:
-        """Give ``did`` a new retry window, due now, unless Airflow has its event (False).
-        WATCHed before it is read, so a worker recording the event in between aborts the
-        write, and the read is made again."""
+        """Give ``did`` a new retry window, due now, unless Airflow has its event (False); WATCHed
+        before the read, so a worker recording the event in between aborts it, then reads again."""
         key = self.key(did)
         with self.client.pipeline(transaction=True) as pipe:
             while True:
@@ -275,8 +271,7 @@ class DeliveryStore:
                     pipe.zrem(undelivered_key(self.prefix), did)
                     # Due now; the sweeper claims it unless its last job is still queued.
                     pipe.zadd(self.due_key, {did: now})
-                    # A new window: listed as new, and its record (and its sync's set)
-                    # lives a whole window again.
+                    # A new window: listed as new; its record and sync's set live a window again.
                     pipe.zadd(deliveries_key(self.prefix), {did: now})
                     fresh = Delivery(did, {**d.fields, Field.WINDOW_MS: str(now)})
                     self._expire(pipe, fresh, self.lifetimes.record_ttl_ms)
