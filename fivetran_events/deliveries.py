@@ -1,8 +1,6 @@
-"""What a successful sync sends to Airflow: the asset event's ``extra``, and the delivery
-record (a Redis hash) that tracks it.
-
-Here so the plugin's UI reads the records without importing webhook_app. The REST
-forwarder and the Airflow watcher send the same ``extra``, built sans-io by ``assemble``.
+"""What a successful sync sends to Airflow: the asset event's ``extra``, and the delivery record
+(a Redis hash) tracking it. Here so the plugin's UI reads records without importing webhook_app;
+the REST forwarder and the Airflow watcher send the same ``extra``, built sans-io by ``assemble``.
 """
 
 from __future__ import annotations
@@ -245,8 +243,7 @@ class SyncRef:
 def assemble(
     ref: SyncRef, same_end: Sequence[Any], first_start: Any, resync_members: Sequence[Any]
 ) -> dict[str, Any]:
-    # The success's own record carries the start of the attempt that succeeded (a
-    # retried sync id has several); the sync's first start is the fallback.
+    # The start of the attempt that succeeded (a retried sync id has several), else the first.
     started = next(
         (
             c.started_ms

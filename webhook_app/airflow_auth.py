@@ -1,9 +1,8 @@
 """How forwarding logs in to Airflow: a password, or managed Airflow's bearer token
-(Astronomer's, Cloud Composer's Google tokens, MWAA's) as it is, in a file, or printed by
-a command. A login yields a token and when to get another: a password's JWT before it
-ends, a file when it changes, a command's when it ends or Airflow refuses it (never per
-delivery); after a 401 the client asks once for a fresh one, then gives up with the reason.
-"""
+(Astronomer's, Cloud Composer's Google tokens, MWAA's) as is, in a file, or printed by a
+command. A login yields a token and when to get another: a password's JWT before it ends, a
+file when it changes, a command's when it ends or Airflow refuses it (never per delivery);
+after a 401 the client asks once for a fresh one, then gives up with the reason."""
 
 from __future__ import annotations
 

@@ -258,8 +258,7 @@ spec = SpecTree(
     "flask",
     title="fivetran-events read API",
     version=__version__,
-    # spectree leaves out every route under its own path, so it is not /api; it serves
-    # nothing there either: init_app serves the document at /api/openapi.json.
+    # Not /api: spectree leaves out its own path's routes (init_app serves /api/openapi.json).
     path="apidoc",
     mode="strict",
     validation_error_status=400,

@@ -29,12 +29,10 @@ class AssetSender:
         self.redis = recorder.redis
 
     def settles_at(self, d: Delivery) -> int | None:
-        """Return when an earlier POST of unknown outcome can no longer create an event.
-
-        Airflow may commit a POST after the client gave up on it: until then a lookup that
-        finds nothing proves nothing. From when an attempt gave up (``unknown_ms``), or its
-        lease's end if it died, Airflow gets ``forward_unknown_outcome_seconds`` more.
-        """
+        """Return when an earlier POST of unknown outcome can no longer create an event: Airflow
+        may commit a POST the client gave up on (until then a lookup finding nothing proves
+        nothing), so from ``unknown_ms`` (or the lease's end, if the attempt died) it gets
+        ``forward_unknown_outcome_seconds`` more."""
         mark = d.ms(Field.INFLIGHT_MS)
         if mark is None:
             return None

@@ -1,8 +1,7 @@
 """The worker's view of forwarding: one object with a store, a recorder, senders, a queue.
 
-It holds one sender per delivery kind. An attempt takes the delivery's lease (a dead
-worker's lock expires) and hands the delivery to its sender.
-"""
+It holds a sender per delivery kind; an attempt takes the delivery's lease (a dead worker's
+lock expires) and hands it to its sender."""
 
 from __future__ import annotations
 
@@ -79,8 +78,7 @@ class RedisAssetIds:
 
 class Forwarder:
     """Make forwarding attempts and sweep due deliveries. Without ``airflow``: listings and
-    replay (``replay.py``) only, or lineage alone; without ``fivetran``: cached table lists
-    only."""
+    replay only, or lineage alone; without ``fivetran``: cached table lists only."""
 
     def __init__(
         self,

@@ -1,10 +1,9 @@
 """A sync's partitions delivery, expanded into one asset delivery per (URI, partition key).
 
-The webhook creates one delivery per success however many periods it completed; its
-attempt reads the history once (the success and the one before it), asks
-``fivetran_events.partitions`` which periods the sync completed, and creates an ASSET
-delivery per (URI, key) in one MULTI (run again, only what is missing). Each carries its
-key, so the asset sender posts it exactly once per (sync, key, URI), as the plain event.
+The webhook creates one delivery per success however many periods it completed; its attempt
+reads the history once (the success and the one before), asks ``fivetran_events.partitions``
+which periods it completed, and creates an ASSET delivery per (URI, key) in one MULTI (run
+again, only what is missing). Each carries its key: posted once per (sync, key, URI).
 """
 
 from __future__ import annotations
@@ -31,8 +30,7 @@ log = logging.getLogger(__name__)
 
 
 class Partitioner:
-    """Which partitions a sync completed, and their deliveries (for this sender and the
-    per-table one)."""
+    """Which partitions a sync completed, and their deliveries (here and per table)."""
 
     def __init__(
         self, recorder: Recorder, airflow: AirflowClient | None, enqueuer: Enqueuer

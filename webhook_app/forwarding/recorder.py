@@ -1,9 +1,6 @@
-"""What an attempt did to a delivery, recorded through one ``Recorder`` by every sender.
-
-An attempt begins (due again at its lease's end, should the worker die) and ends
-delivered, retrying, or given up: the store's transitions, with the backoff, the
-outcome's metric and its log line decided here.
-"""
+"""What an attempt did to a delivery, recorded through one ``Recorder`` by every sender: it
+begins (due again at its lease's end, should the worker die) and ends delivered, retrying or
+given up. The store writes; the backoff, metric and log line are decided here."""
 
 from __future__ import annotations
 
@@ -131,8 +128,7 @@ class Recorder:
     def give_up(
         self, d: Delivery, state: DeliveryState, reason: str, clear_mark: bool = True
     ) -> AttemptResult:
-        """Record ``d`` given up in ``state`` (undelivered or failed), saying why; keep the
-        marks (``clear_mark`` False) while an earlier POST's outcome is open."""
+        """Record ``d`` given up in ``state``, saying why; ``clear_mark`` False: a POST is open."""
         self.store.give_up(d, state, reason, self.clock(), keep_marks=not clear_mark)
         metrics.FORWARD_OUTCOMES.labels(outcome=state.value).inc()
         log.warning("delivery %s: %s: %s", d.id, state.value, reason)

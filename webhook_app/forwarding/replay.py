@@ -1,9 +1,6 @@
-"""Replay, for the operator (``fivetran-events replay``): give deliveries a new retry
-window, or create the deliveries of past successes.
-
-Every write is one of the store's transitions (``replay``, ``create``); delivered ones
-are left alone, so a replay never makes a second event.
-"""
+"""Replay, for the operator (``fivetran-events replay``): give deliveries a new retry window, or
+create the deliveries of past successes, through the store's transitions (``replay``,
+``create``); delivered ones are left alone, so a replay never makes a second event."""
 
 from __future__ import annotations
 
@@ -65,8 +62,7 @@ class Replayer:
         return HistoryReader(self.store.client, s.key_prefix, s.max_sync_duration_ms)
 
     def replay(self, ids: Iterable[str]) -> list[str]:
-        """Give given-up (or stuck) deliveries a new retry window, due now; return those
-        replayed (not those Airflow has already)."""
+        """Give given-up (or stuck) deliveries a new window, due now; return those replayed."""
         return [did for did in ids if self.store.replay(did, self.clock())]
 
     def deliveries_of_sync(self, sync_id: str, connector_id: str | None = None) -> list[str]:

@@ -52,8 +52,7 @@ def queue_jobs(queue: Queue, jobs: Sequence[tuple[str, str]], lease_ms: int) -> 
 
 
 class Sweeper:
-    """Claim due deliveries (the store's ``claim``) and queue their jobs in ``queue``;
-    wait to be woken."""
+    """Claim due deliveries (the store's ``claim``), queue their jobs in ``queue``; wait to wake."""
 
     def __init__(
         self,

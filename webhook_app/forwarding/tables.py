@@ -1,10 +1,7 @@
-"""A sync's table-level delivery, expanded into one delivery per consumed table (and,
-with partitions on, one per consumed table and completed period).
-
-The webhook creates one delivery per sync, so what it writes does not grow with the
-table count; its attempt asks Airflow once which tables are assets and creates a
-delivery per consumed table in one MULTI (run again, only what is missing).
-"""
+"""A sync's table-level delivery, expanded into one delivery per consumed table (with
+partitions, per consumed table and completed period). The webhook's write does not grow with
+the table count: the attempt asks Airflow once which tables are assets and creates a delivery
+per consumed table in one MULTI (run again, only what is missing)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """A pool of worker processes under one supervisor.
 
-``WorkerPool`` runs N single workers as processes (a POST waiting for its timeout holds
-one delivery, not the queue); not RQ's ``WorkerPool``: it cannot hand a worker its
-Forwarder, and it forks. A stop is passed once, as SIGTERM (RQ's warm shutdown; Ctrl-C
-twice would be its cold shutdown).
+``WorkerPool`` runs N single workers as processes (a POST waiting for its timeout holds one
+delivery, not the queue); not RQ's ``WorkerPool``, which cannot hand a worker its Forwarder,
+and forks. A stop is passed once, as SIGTERM (RQ's warm shutdown; a second is its cold one).
 """
 
 from __future__ import annotations

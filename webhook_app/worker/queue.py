@@ -1,10 +1,9 @@
 """The deployment's RQ queue, and the only jobs a worker runs from it.
 
-RQ's defaults would run code from Redis: its pickle serializer loads any object, and its
-worker calls whatever a job names (and the job's callbacks). Anyone who can write to our
-Redis could then run code in the worker, beside Airflow's password. So jobs are written
-and read as JSON (data only), on the queue and in the worker, and ``DataJob`` runs only
-``JOBS``: a job naming anything else, or not JSON at all, is refused (``refusal``).
+RQ's defaults would run code from Redis (its pickle serializer loads any object, its worker
+calls whatever a job names and its callbacks): anyone able to write to our Redis could run code
+beside Airflow's password. So jobs are JSON (data only), on the queue and in the worker, and
+``DataJob`` runs only ``JOBS``: anything else, or not JSON, is refused (``refusal``).
 """
 
 from __future__ import annotations

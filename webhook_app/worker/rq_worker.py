@@ -1,9 +1,8 @@
 """The RQ worker and the forwarding job it runs.
 
 ``ForwardingWorker`` hands its one Forwarder to each job, so its cached JWT and asset ids
-live as long as the worker, with no module-level state. It reads jobs as JSON and runs
-only our own (``queue.refusal``); anything else found on the queue is logged, marked
-failed unrun, and the worker goes on.
+live as long as the worker, with no module-level state. A job that is not ours
+(``queue.refusal``) is logged and marked failed unrun, and the worker goes on.
 """
 
 from __future__ import annotations
@@ -116,10 +115,9 @@ class ForwardingWorker(SimpleWorker):
 
 
 def check_eviction(client: redis.Redis) -> None:
-    """Log an error, as the worker starts, when Redis may evict what it holds (its
-    ``maxmemory-policy`` is not ``noeviction``): not a refusal, a managed Redis may not
-    let us change it. A warning when Redis will not say (INFO and CONFIG refused to this
-    user) or cannot be reached (the worker waits for it)."""
+    """Log an error at start when Redis may evict what it holds (``maxmemory-policy`` not
+    ``noeviction``): not a refusal, a managed Redis may not let us change it. A warning when
+    Redis will not say (INFO and CONFIG refused) or cannot be reached (the worker waits)."""
     try:
         risk = eviction_risk(client)
     except redis.RedisError as exc:
