@@ -163,8 +163,7 @@ def read_tables(
 
 
 def _caller_dir(depth: int = 2) -> Path:
-    """Return the folder of the DAG file ``depth`` frames up (not ``inspect.stack()``: it
-    reads the source of every frame, on every DAG parse)."""
+    """The folder of the DAG file ``depth`` frames up (``inspect.stack()`` reads every source)."""
     return Path(sys._getframe(depth).f_code.co_filename).resolve().parent
 
 

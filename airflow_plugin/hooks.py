@@ -62,8 +62,7 @@ DEFAULT_REDIS_RETRY_TIMEOUT = 60.0
 #: First pause between two attempts; it doubles after each failed one, up to the cap.
 RETRY_FIRST_DELAY = 0.5
 RETRY_MAX_DELAY = 10.0
-#: "Redis cannot be reached now", retried: a restarted Redis still loading its data
-#: raises ``BusyLoadingError``, a ``ConnectionError``.
+#: "Redis cannot be reached now", retried (a Redis still loading raises ``BusyLoadingError``).
 UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
 #: A task process's client connects and reads once, so it sends nothing on connect: RESP2 (no
 #: HELLO, nor redis-py 8's CLIENT MAINT_NOTIFICATIONS, refused before Redis 8), no CLIENT
@@ -168,8 +167,7 @@ def _extras(conn: Connection) -> dict[str, Any]:
     raw = getattr(conn, "extra", None)
     extra: Any
     if AIRFLOW_V_3 and isinstance(raw, str):
-        # Airflow 3 masked these already; each ``extra_dejson`` asks the supervisor
-        # to mask them again, a blocking round trip.
+        # Airflow 3 masked these already; each ``extra_dejson`` masks again, a blocking trip.
         try:
             extra = json.loads(raw) if raw else {}
         except ValueError:

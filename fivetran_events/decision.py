@@ -152,9 +152,8 @@ class Lifecycle:
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> Lifecycle:
-        """Read a connector's stored metadata. A paused or deleted connector starts no
-        sync, so a later ``sync_start`` means it is active again (its
-        ``resume_connector`` may be late or lost)."""
+        """Read a connector's stored metadata. A paused or deleted connector starts no sync, so
+        a later ``sync_start`` means active again (``resume_connector`` may be late or lost)."""
         state, state_at, event = meta.get("state"), meta.get("state_at"), meta.get("state_event")
         started = meta.get("started_at")
         if state in STOPPED_STATES and started is not None and (state_at or "") < started:

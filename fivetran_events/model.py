@@ -45,16 +45,14 @@ def verify(body: bytes, header: str | None, secrets: Iterable[str]) -> bool:
     return ok
 
 
-#: Fivetran's ids are short words (``assimilate_seem``); we also keep ``:`` out of them,
-#: which keeps every connector's Redis keys distinct (see keys.py).
+#: Fivetran's ids are short words (``assimilate_seem``), here without ``:`` (see keys.py).
 ID_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
 _ID_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 
 SUCCESS_STATUSES = frozenset({"SUCCESSFUL"})
 FAILURE_STATUSES = frozenset({"FAILURE", "FAILURE_WITH_TASK", "FAILED"})
 RESCHEDULED = "RESCHEDULED"
-#: End a sync without completing it, as an unknown status does (recorded verbatim, never
-#: refused: Fivetran adds values over time).
+#: End a sync without completing it, as an unknown status does (kept: Fivetran adds values).
 NON_COMPLETION_STATUSES = frozenset({RESCHEDULED, "CANCELED"})
 KNOWN_STATUSES = SUCCESS_STATUSES | FAILURE_STATUSES | NON_COMPLETION_STATUSES
 

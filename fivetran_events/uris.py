@@ -8,8 +8,7 @@ or YAML with PyYAML) naming URIs per connector, the template for the others::
     assimilate_seem = ["postgres://warehouse/public/orders", "fivetran://connector/{connector_id}"]
     other_connector = "s3://lake/raw/other"
 
-Templates and mapped URIs may use ``{connector_id}``, ``{connector_name}``,
-``{connector_type}`` and ``{group_id}`` (``settings.check_template``).
+Templates and mapped URIs may use {connector_id}, {connector_name}, {connector_type}, {group_id}.
 """
 
 from __future__ import annotations

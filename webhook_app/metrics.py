@@ -76,8 +76,7 @@ for _status in ("SUCCESSFUL", "FAILURE", "FAILURE_WITH_TASK", "FAILED", "RESCHED
     SYNC_END_STATUSES.labels(status=_status)
 
 
-#: Labels that name a connector, a group or a webhook: a scrape that did not authenticate
-#: gets no series carrying one (probes.py).
+#: Labels naming a connector, group or webhook: an unauthenticated scrape gets none (probes.py).
 NAMING_LABELS = frozenset({"connector", "connector_id", "connector_name", "group_id"})
 NAMING_LABELS |= {"webhook_id", "url"}
 
@@ -149,8 +148,7 @@ RECONCILED = Counter(
     "connectors a process counts the rest as OTHER.",
     ["connector"],
 )
-#: Connector labels of RECONCILED per process: an account's connectors are bounded, a
-#: bug or a hostile id list is not.
+#: Connector labels of RECONCILED per process: an account's are bounded, a hostile id list not.
 RECONCILED_CONNECTORS_CAP = 500
 _reconciled_seen: set[str] = set()
 

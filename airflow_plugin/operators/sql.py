@@ -20,8 +20,7 @@ log = logging.getLogger(__name__)
 
 
 def full_refresh_event(context: Mapping[str, Any], uris: Iterable[str]) -> Mapping[str, Any] | None:
-    """Return the ``extra`` of a triggering event of ``uris`` (any, if none) asking for a
-    full refresh."""
+    """The ``extra`` of a triggering event of ``uris`` (any, if none) asking for a full refresh."""
     wanted = set(uris)
     events = (
         context.get("triggering_asset_events") or context.get("triggering_dataset_events") or {}

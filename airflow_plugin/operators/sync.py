@@ -66,8 +66,7 @@ def _sync_needed(**context: Any) -> bool:
 
 
 class FivetranSyncShortCircuitOperator(ShortCircuitOperator):
-    """Continue downstream only if no successful sync counts for the run's target yet
-    (arguments as ``FivetranDateTimeSensor``'s)."""
+    """Continue downstream only if no success counts for the run's target (the sensor's args)."""
 
     template_fields = (*ShortCircuitOperator.template_fields, "connector_id", "target_time")
 

@@ -1,7 +1,6 @@
 """The view's FastAPI app: a list of connectors and one page per connector.
 
-Every route sits behind Airflow's own auth dependency (the website view, which any
-logged-in role holds), so this app never sees an unauthenticated request.
+Every route sits behind Airflow's auth (the website view, any logged-in role): none is anonymous.
 """
 
 from __future__ import annotations

@@ -341,8 +341,7 @@ class HistoryReader(_Reader):
         lo = "-inf" if since_ms is None else since_ms
         hi = "+inf" if until_ms is None else until_ms
         pipe = self.client.pipeline(transaction=False)
-        # Completions live in three sets by outcome: the newest ``limit`` of each cover the
-        # newest ``limit`` of all.
+        # Three sets by outcome: the newest ``limit`` of each cover the newest of all.
         for key in (keys.ok, keys.fail, keys.other, keys.running):
             pipe.zrevrangebyscore(key, hi, lo, start=0, num=limit, withscores=True)
         *ends, running = pipe.execute()

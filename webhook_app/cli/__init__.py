@@ -41,9 +41,8 @@ def _one_line(message: str) -> str:
 
 
 class OneLineErrors(click.Group):
-    """A group whose usage errors are one line (not click's usage block), like every
-    other error of the CLI: scripts and log collectors read one line better. Its
-    commands are loaded from their modules when asked for (``COMMANDS``)."""
+    """A group whose usage errors are one line (not click's usage block), like every other error
+    of the CLI (scripts and log collectors read one line better); commands load when asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

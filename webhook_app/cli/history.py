@@ -42,8 +42,7 @@ def _overdue(row: dict[str, Any]) -> str | None:
 
 
 def _state(lifecycle: dict[str, Any]) -> str:
-    """Say in a few words whether the connector syncs: active, paused or deleted, broken
-    (a broken connector still runs its syncs, and they fail)."""
+    """Say whether the connector syncs: active, paused, deleted or broken (syncs run and fail)."""
     parts = []
     if lifecycle.get("state") in ("paused", "deleted"):
         parts.append(_since(lifecycle["state"], lifecycle.get("state_at")))

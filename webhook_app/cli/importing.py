@@ -70,8 +70,7 @@ def database_url(url: str, password_file: Path | None) -> str:
 
 
 class Progress:
-    """Rows read and recorded, on stderr: a bar on a terminal (by bytes read, or rows),
-    else a line now and then."""
+    """Rows read and recorded, on stderr: a bar on a terminal (bytes, or rows), else a line."""
 
     def __init__(
         self,

@@ -21,9 +21,8 @@ from .helpers import CliError, ExitCode, clean_errors
 
 
 def read_secret(variable: str) -> str:
-    """Return a secret the settings do not hold (a Redis user's password) as they read
-    theirs: the variable, else its file (named like it in lower case) in the secrets
-    folder, stripped."""
+    """Return a secret the settings do not hold (a Redis user's password) as they read theirs:
+    the variable, else its file (its name in lower case) in the secrets folder, stripped."""
     value = os.environ.get(variable)
     folder = secrets_dir()
     path = Path(folder, variable.lower()) if folder else None

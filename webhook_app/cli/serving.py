@@ -14,10 +14,9 @@ from .helpers import clean_errors, json_option
 #: gunicorn's own advice: (2 x cores) + 1 workers. A delivery spends most of its
 #: time waiting on three Redis round trips, so workers beyond the core count pay off.
 DEFAULT_WORKERS = min(2 * (os.cpu_count() or 1) + 1, 17)
-#: Threads of each (gthread) worker. A client that sends its headers and then part of a
-#: body, slowly or never, holds one thread while the body is read, not a whole worker:
-#: with more threads per worker than such clients, a delivery and /healthz still find a
-#: free one (the proxy in front, deploy/nginx.conf, buffers bodies and cuts slow ones).
+#: Threads of each (gthread) worker. A client sending its headers and part of a body, slowly or
+#: never, holds one thread, not a worker: with more threads than such clients, a delivery and
+#: /healthz still find one free (deploy/nginx.conf, in front, buffers bodies, cuts slow ones).
 DEFAULT_THREADS = 32
 
 
@@ -75,8 +74,7 @@ def serve(
             "gthread",
             "--threads",
             str(threads or DEFAULT_THREADS),
-            # gunicorn's control socket (gunicornc) would let any process of this user
-            # resize or stop the server: nothing here uses it
+            # gunicornc's socket would let any process of this user resize or stop the server
             "--no-control-socket",
             "--graceful-timeout",
             "20",
