@@ -194,9 +194,8 @@ class FivetranClient:
         return Connection.from_json(self._one("PATCH", path, body=body, accept=CONNECTIONS_ACCEPT))
 
     def sync_connection(self, connection_id: str, *, force: bool = False) -> None:
-        """Ask Fivetran to sync the connection now. Without ``force`` a running sync is
-        left alone and none starts; with it, a running sync is stopped and run again.
-        Either way the answer is 200: it does not tell whether a sync started."""
+        """Ask Fivetran to sync the connection now: without ``force`` a running sync is left
+        alone (none starts), with it stopped and run again. The 200 says not whether one did."""
         path = f"/v1/connections/{_segment(connection_id)}/sync"
         self.request("POST", path, body={"force": force})
 

@@ -39,8 +39,7 @@ SYNC_EVENTS = ("sync_start", "sync_end", "status")
 #: Lower-case names; one of CONNECTOR_COLUMNS is needed too.
 REQUIRED_COLUMNS = ("time_stamp", "message_event")
 OPTIONAL_COLUMNS = ("message_data", "sync_id", "transformation_id")
-#: Newer tables say ``connection_id``; one from before the rename has both, its older
-#: rows only ``connector_id``.
+#: Newer tables say ``connection_id``; a table's rows from before the rename ``connector_id``.
 CONNECTOR_COLUMNS = ("connection_id", "connector_id")
 DEFAULT_SCHEMA = "fivetran_metadata"
 #: How CSV exports write a NULL: an empty cell, or ``\\N`` (Snowflake's unload default).

@@ -71,9 +71,8 @@ SecretList = Annotated[list[Annotated[str, StringConstraints(strip_whitespace=Fa
 
 
 def _secret_list(text: str) -> list[str]:
-    """Read secrets or tokens from a variable's (or secret file's) text: a JSON list (each as
-    given), one a line when several (each stripped, as pydantic-settings strips a file's
-    text as a whole), else comma-separated."""
+    """Read secrets or tokens from a variable's or secret file's text: a JSON list (each as
+    given), one a line when several (each stripped, like a whole file), else comma-separated."""
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
@@ -119,8 +118,7 @@ class HistoryDefaults(BaseSettings):
     key_prefix: str = DEFAULT_PREFIX
     #: A running sync older than this many hours is taken as lost (its sync_end never came).
     max_sync_duration_hours: float = Field(default=24.0, gt=0)
-    #: What a successful sync updates: the connector's asset, each enabled destination
-    #: table's (docs/tables.md), or both.
+    #: What a successful sync updates: the connector's asset, its tables' (docs/tables.md), or both.
     asset_granularity: Literal["connector", "table", "both"] = "connector"
     #: Partitioned asset events (Airflow 3.2+, docs/partitions.md): besides the plain event,
     #: one per hour or day a success completed (the view's periods too); unset: none.
@@ -128,8 +126,7 @@ class HistoryDefaults(BaseSettings):
     #: Seconds past a connector's schedule before it is overdue (fivetran_events.freshness);
     #: unset: the larger of 15 minutes and a quarter of its sync frequency.
     overdue_grace_seconds: float | None = Field(default=None, ge=0)
-    #: TOML, YAML or JSON mapping connector ids to an objective in seconds, which
-    #: overrides Fivetran's schedule (fivetran_events.freshness).
+    #: TOML, YAML or JSON of connector ids -> objective seconds, over Fivetran's schedule.
     freshness_objectives_file: str | None = None
 
     @field_validator("partition_grain", "overdue_grace_seconds", mode="before")
@@ -221,8 +218,7 @@ class Settings(HistoryDefaults):
     table_uri_template: str | None = None
     #: When a success completes a period: the sensor's criterion (decision.Criterion).
     partition_criterion: Literal["ended_after", "started_after"] = "ended_after"
-    #: The most keys one sync posts; unset: 31 days' worth (the rest is logged and
-    #: counted; ``replay --partitions`` posts them).
+    #: The most keys one sync posts (unset: 31 days'); ``replay --partitions`` posts the rest.
     partition_max_keys: int | None = Field(default=None, ge=1, le=100_000)
     #: Hours a table list is used before it is read again (sooner after a schema change).
     tables_refresh_hours: float = Field(default=24.0, gt=0, le=24 * 30)
@@ -364,8 +360,7 @@ class Settings(HistoryDefaults):
         )
 
 
-#: A folder of secret files named like the variables (``fivetran_events_webhook_secrets``);
-#: the environment wins over a file.
+#: A folder of secret files named like the variables (lower case); the environment wins.
 SECRETS_DIR_VARIABLE = "FIVETRAN_EVENTS_SECRETS_DIR"
 #: systemd's ``LoadCredential=`` folder, read when FIVETRAN_EVENTS_SECRETS_DIR is unset.
 SYSTEMD_CREDENTIALS_VARIABLE = "CREDENTIALS_DIRECTORY"
@@ -384,8 +379,7 @@ def log_settings() -> LogSettings:
 
 
 def history_defaults() -> HistoryDefaults:
-    """Return the Airflow side's defaults, read once per process per environment (every
-    hook asks, and a triggerer holds hundreds)."""
+    """The Airflow side's defaults, read once per process and environment (every hook asks)."""
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)))
     if not env:
         # The usual Airflow worker: the defaults, without building a settings model.

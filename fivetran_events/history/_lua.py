@@ -1,9 +1,6 @@
-"""The Lua script of the history write (history/writer.py sends it).
-
-Redis runs a script as one atomic step, so nothing needs WATCH, MULTI or a retry, and
-what the write reads (is this a redelivery? has this sync ended? which attempt does this
-start belong to?) is read when it runs.
-"""
+"""The Lua script of the history write (history/writer.py sends it): Redis runs it as one atomic
+step, so nothing needs WATCH, MULTI or a retry, and what the write reads (a redelivery? has
+this sync ended? which attempt does this start belong to?) is read when it runs."""
 
 from __future__ import annotations
 
@@ -14,11 +11,10 @@ from .codec import SAME_SYNC_WINDOW_MS
 LATE_START_SCAN = 64
 
 
-# Members are history/codec.py's: token "," delta suffix. The script only ever writes
-# the delta (end - start, base 36). Writes are idempotent on content, also when the
-# dedup mark is gone: an end already recorded (same token and suffix at the same score)
-# is not added again, a start already known changes nothing. Scores go back to Redis as
-# Redis's own strings: a Lua number would go out with 14 digits.
+# Members are history/codec.py's (token "," delta suffix); the script only writes the delta.
+# Writes are idempotent on content, also without the dedup mark: an end already recorded (same
+# token and suffix at the same score) is not added again, a start already known changes
+# nothing. Scores go back to Redis as its own strings: a Lua number would have 14 digits.
 #
 # KEYS: seen starts running ok fail other okstart resyncs connectors.
 # ARGV: kind t dedup sync_id prefix suffix outcome connector meta cutoff recent_cutoff

@@ -13,9 +13,8 @@ terminator it fits a 32-byte allocation (docs/internals.md)::
     json    = {"st": status, "r": reason, "tt": task_type, "ra": rescheduled_at_ms}:
               only for anything but SUCCESSFUL (rare, and possibly long)
 
-The end is the member's score in ``ok``/``fail``/``other`` and start + delta in
-``okstart`` (scored by start). Sync ids never contain "," or " " (model.ID_PATTERN).
-The write script (``_lua.py``) only ever rewrites the delta.
+The end is the member's score in ``ok``/``fail``/``other``, start + delta in ``okstart`` (by
+start). Sync ids never contain "," or " " (model.ID_PATTERN); _lua.py only rewrites the delta.
 """
 
 from __future__ import annotations
