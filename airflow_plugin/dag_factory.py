@@ -264,7 +264,6 @@ def build_dag(
         schedule = AssetAll(*assets) if cfg.assets == "all" else AssetAny(*assets)
 
     def operator(task: SqlTask, group: SqlGroup, last: bool) -> Any:
-        # A list runs in one session, so session_sql (USE, SET, ATTACH) applies to the task.
         return FivetranSqlOperator(
             task_id=task.task_id,
             conn_id=cfg.conn_id,

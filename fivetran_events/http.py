@@ -1,5 +1,5 @@
-"""What every HTTP client we own shares (Fivetran's, Airflow's, the OpenLineage sender):
-one error model, one reading of an answer, one backoff.
+"""What every HTTP client we own shares (Fivetran's, Airflow's, the OpenLineage sender): one error
+model, one reading of an answer, one backoff.
 
 The errors, drawn once::
 
@@ -11,12 +11,11 @@ The errors, drawn once::
      +-- Rejected                a 4xx: the request is at fault; resending will not help
           +-- NotFound           404: what the request names does not exist
 
-``maybe_sent`` is False only when the request certainly was not applied: no connection
-was made, or the answer was 429, 503 or a 4xx (the server refused it). A 500, 502, 504,
-a timeout or a reset may come after the server applied it, so a POST of that outcome must
-not be sent blindly again. ``classify`` is the one reading of a status; each service's
-errors are thin subclasses (``fivetran_events.exceptions``, ``webhook_app.exceptions``)
-named in a ``Family``.
+``maybe_sent`` is False only when the request certainly was not applied: no connection was made, or
+the answer was 429, 503 or a 4xx (the server refused it). A 500, 502, 504, a timeout or a reset may
+come after the server applied it, so a POST of that outcome must not be sent blindly again.
+``classify`` is the one reading of a status; each service's errors are thin subclasses
+(``fivetran_events.exceptions``, ``webhook_app.exceptions``) named in a ``Family``.
 """
 
 from __future__ import annotations

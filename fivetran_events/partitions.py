@@ -59,9 +59,8 @@ def completed_by(
     criterion: Criterion = Criterion.ENDED_AFTER,
     cap: int | None = None,
 ) -> Completed:
-    """Return the keys successful ``sync`` completes after the previous success (None:
-    the first of the history); failures in between complete nothing, so they do not
-    matter."""
+    """Return the keys successful ``sync`` completes after the previous success (None: the first of
+    the history); failures in between complete nothing, so they do not matter."""
     # Under started_after a previous success with no recorded start counted for nothing:
     # the sync is then the first that counts.
     before = None if previous is None else count_point(previous, criterion)

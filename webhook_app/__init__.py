@@ -1,10 +1,9 @@
 """Two programs over one Redis, and the ``fivetran-events`` CLI above both.
 
-The web program is the Flask app (``app.create_app``: the webhook, the read API, the
-probes); the worker program (``worker/``) runs the RQ worker, the sweeper, the pool and
-the reconcile schedule. Importing this package loads neither: ``create_app`` is loaded
-on first use, so a worker never loads Flask (``webhook_app:create_app`` still names it
-for gunicorn).
+The web program is the Flask app (``app.create_app``: the webhook, the read API, the probes); the
+worker program (``worker/``) runs the RQ worker, the sweeper, the pool and the reconcile schedule.
+Importing this package loads neither: ``create_app`` is loaded on first use, so a worker never loads
+Flask (``webhook_app:create_app`` still names it for gunicorn).
 """
 
 from __future__ import annotations

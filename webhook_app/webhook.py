@@ -83,8 +83,7 @@ def _receive() -> dict[str, Any]:
         and event.kind not in UNCHECKED_KINDS
         and lifecycle_name(event.event) in STALE_EVENTS
     ):
-        # The tables may have changed: the next table-level delivery reads them again.
-        # Not for a sample delivery: it is checked for nothing and written nowhere.
+        # The tables may have changed (a sample is written nowhere): the next delivery rereads them.
         mark_stale(st.redis, st.settings.key_prefix, event.connector_id)
     if result.status is WriteStatus.RECORDED and event.kind is EventKind.SYNC_END:
         count_status(event)

@@ -114,8 +114,7 @@ def facts_commands(
     pipe.zrevrange(keys.other, 0, 0, withscores=True)
     pipe.hget(connectors_key(keys.prefix), keys.connector_id)
     if started_after:
-        # The first success that started at or after the target, from the start-scored
-        # index: one O(log n) read however many successes started before the target.
+        # The first success started at or after the target: one O(log n) read of ``okstart``.
         pipe.zrangebyscore(keys.okstart, target_ms, "+inf", start=0, num=1, withscores=True)
 
 

@@ -255,7 +255,6 @@ def record_many(
         extra_args: Sequence[EncodableT] = ()
         if on_success is not None and event.is_success:
             extra_keys, extra_args = on_success(event)
-        # No notification: an empty channel.
         script(
             keys=[*args[:RECORD_NUMKEYS], *extra_keys],
             args=[*args[RECORD_NUMKEYS:], "", "", *extra_args],

@@ -1,8 +1,7 @@
 """The web side of forwarding: which deliveries a sync gets, each with its kind.
 
-The store creates them in a chunk of the history's one write script, so the webhook
-does no RQ work and a crash after its script loses nothing: a worker's sweeper queues
-their jobs.
+The store creates them in a chunk of the history's one write script, so the webhook does no RQ work
+and a crash after its script loses nothing: a worker's sweeper queues their jobs.
 """
 
 from __future__ import annotations
@@ -112,7 +111,6 @@ class Enqueuer:
             )
             out += [(u, DeliveryKind.ASSET) for u in uris]
         if granularity != "connector":
-            # One delivery for all the tables: the worker expands it (tables.py).
             out.append((tables_uri(event.connector_id), DeliveryKind.TABLES))
         return out
 

@@ -111,7 +111,6 @@ class Forwarder:
         self.partitioner = partitioner
         if airflow is not None:
             if airflow.shared_assets is None:
-                # The pool's processes find each other's asset ids (RedisAssetIds).
                 airflow.shared_assets = RedisAssetIds(self.redis, settings.key_prefix)
             self.senders[DeliveryKind.ASSET] = AssetSender(self.recorder, airflow)
             if partitioner is not None:

@@ -269,7 +269,6 @@ class DeliveryStore:
                     )
                     pipe.hdel(key, Field.NEXT_ATTEMPT_MS)
                     pipe.zrem(undelivered_key(self.prefix), did)
-                    # Due now; the sweeper claims it unless its last job is still queued.
                     pipe.zadd(self.due_key, {did: now})
                     # A new window: listed as new; its record and sync's set live a window again.
                     pipe.zadd(deliveries_key(self.prefix), {did: now})
