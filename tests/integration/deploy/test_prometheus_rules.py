@@ -1,5 +1,6 @@
 """deploy/prometheus/: promtool accepts the rules and the scrape config, and the rules'
-unit tests pass, with a firing and a quiet case for every alert."""
+unit tests pass (that every alert has a firing and a quiet case, and what the alerts
+cover: tests/unit/deploy/test_prometheus_coverage.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-import yaml
+from testkit.deploy_files import PROM, alerts
 
-ROOT = Path(__file__).resolve().parents[3]
-PROM = ROOT / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 
@@ -24,12 +22,6 @@ def promtool(*args: str | Path, cwd: Path = PROM) -> subprocess.CompletedProcess
         timeout=120,
         check=False,
     )
-
-
-def alerts() -> dict[str, str]:
-    """Alert name -> expression, from deploy/prometheus/alerts.yml."""
-    doc = yaml.safe_load((PROM / "alerts.yml").read_text())
-    return {r["alert"]: r["expr"] for g in doc["groups"] for r in g["rules"] if "alert" in r}
 
 
 class TestPromtool:
@@ -60,29 +52,3 @@ class TestPromtool:
         out = promtool("test", "rules", "alerts_test.yml", cwd=tmp_path)
         assert out.returncode != 0
         assert "FivetranEventsNoWebhooks" in out.stdout + out.stderr
-
-
-class TestCoverage:
-    def test_every_alert_has_a_firing_and_a_quiet_case(self) -> None:
-        doc = yaml.safe_load((PROM / "alerts_test.yml").read_text())
-        cases = [c for t in doc["tests"] for c in t["alert_rule_test"]]
-        for name in alerts():
-            mine = [c for c in cases if c["alertname"] == name]
-            assert any(c["exp_alerts"] for c in mine), f"{name} never fires in a test"
-            assert any(not c["exp_alerts"] for c in mine), f"{name} is never quiet in a test"
-
-    @pytest.mark.parametrize(
-        "needle",
-        [
-            'outcome="unavailable"',  # the webhook answering 503
-            'state=~"undelivered|failed"',  # deliveries given up
-            "fivetran_events_forward_overdue_seconds",  # forwarding lagging
-            "fivetran_events_connector_seconds_since_success",  # a connector not synced
-            "fivetran_events_connector_overdue_seconds",  # past its own schedule
-            "fivetran_events_seconds_since_last_webhook",  # no webhook for a long time
-            "fivetran_events_reconciled_total",  # syncs the webhook never delivered
-            "fivetran_events_fivetran_webhooks_inactive",  # Fivetran stopped delivering
-        ],
-    )
-    def test_what_on_call_asks_is_alerted_on(self, needle: str) -> None:
-        assert any(needle in expr for expr in alerts().values())

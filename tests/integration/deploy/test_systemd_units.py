@@ -1,5 +1,5 @@
-"""deploy/'s systemd units: hardened (systemd's own rating) and given their secrets as
-credentials, never in the environment."""
+"""deploy/'s systemd units are hardened, by systemd's own rating (their secrets arrive as
+credentials: tests/unit/deploy/test_systemd_credentials.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,10 @@ from pathlib import Path
 
 import pytest
 
-DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
-UNITS = sorted(DEPLOY.glob("*.service"))
+from testkit.deploy_files import UNITS
+
 #: systemd-analyze's scale runs from 0 (locked down) to 10 (exposed); "OK" ends at 4.0.
 MAX_EXPOSURE = 4.0
-#: What a unit's settings may hold that is a secret (the Redis URL carries a password).
-SECRET_SETTINGS = re.compile(
-    r"FIVETRAN_EVENTS_(WEBHOOK_SECRETS|API_TOKENS|REDIS_URL|AIRFLOW_PASSWORD|"
-    r"FIVETRAN_API_KEY|FIVETRAN_API_SECRET|REDIS_\w*PASSWORD)\b"
-)
 
 
 def exposure(unit: Path) -> float:
@@ -37,27 +32,7 @@ def exposure(unit: Path) -> float:
     return float(found.group(1))
 
 
-def test_there_are_units() -> None:
-    assert {u.name for u in UNITS} >= {
-        "fivetran-events-web.service",
-        "fivetran-events-worker@.service",
-    }
-
-
 @pytest.mark.parametrize("unit", UNITS, ids=[u.name for u in UNITS])
 class TestUnit:
     def test_exposure_is_at_most_4(self, unit: Path) -> None:
         assert exposure(unit) <= MAX_EXPOSURE
-
-    def test_secrets_arrive_as_credentials(self, unit: Path) -> None:
-        """Every secret the unit passes is a LoadCredential= named like the setting (the
-        app reads $CREDENTIALS_DIRECTORY); none is in Environment= or the unit's text."""
-        lines = [line.strip() for line in unit.read_text().splitlines()]
-        settings = [line for line in lines if not line.startswith("#")]
-        credentials = [line for line in settings if line.startswith("LoadCredential=")]
-        assert any("fivetran_events_redis_url:" in line for line in credentials)
-        for line in credentials:
-            name = line.split("=", 1)[1].split(":", 1)[0]
-            assert SECRET_SETTINGS.fullmatch(name.upper()), name
-        environment = [line for line in settings if line.startswith("Environment=")]
-        assert not [line for line in environment if SECRET_SETTINGS.search(line)]

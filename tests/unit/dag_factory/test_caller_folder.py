@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .sql_folders import SALES, folder
+from testkit.sql_folders import SALES, folder
 
 DAG_FILE = """
 from airflow_plugin.dag_factory import build_dag, dags_from_folder
