@@ -91,9 +91,8 @@ def queue_name(prefix: str) -> str:
 
 
 def job_id_prefix(prefix: str) -> str:
-    """What every RQ job id of a deployment begins with. RQ takes ids of ``[A-Za-z0-9_-]``
-    only: the prefix's other characters are dropped, and a hash of the whole prefix keeps
-    apart two prefixes that would read the same (``a:b`` and ``a.b``)."""
+    """What every RQ job id of a deployment begins with: RQ takes ``[A-Za-z0-9_-]`` only, so other
+    characters go, and a hash of the whole prefix keeps ``a:b`` and ``a.b`` apart."""
     readable = re.sub(r"[^A-Za-z0-9_-]", "", prefix)[:24]
     digest = hashlib.sha1(prefix.encode(), usedforsecurity=False).hexdigest()[:8]
     return f"{readable}-{digest}-"

@@ -40,9 +40,8 @@ def unavailable(method: str, path: str, why: str) -> AirflowLoginUnavailable:
 
 
 def renew_after(token: str) -> float:
-    """Seconds after getting a JWT to get the next: its life is ``exp - iat``, both
-    Airflow's clock, so a worker whose clock is off still renews in time (an hour for a
-    token that is not a JWT with both claims)."""
+    """Seconds after getting a JWT to get the next: its life is ``exp - iat`` (both Airflow's
+    clock, so a skewed worker still renews in time); an hour for a token without both claims."""
     try:
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))

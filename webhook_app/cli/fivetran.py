@@ -212,10 +212,8 @@ def list_webhooks(as_json: bool) -> None:
 @json_option
 @clean_errors
 def test(webhook_id: str, event: str, as_json: bool) -> None:
-    """Have Fivetran send a sample event to the webhook ID's URL; say what it answered.
-
-    Exit 1 when the URL did not answer 2xx (Fivetran reports the status it got).
-    """
+    """Have Fivetran send a sample event to the webhook ID's URL; say what it answered (exit 1
+    when not a 2xx: Fivetran reports the status it got)."""
     check_id(webhook_id, "ID")
     if not EVENT_NAME.fullmatch(event):
         raise click.BadParameter(f"{event!r} is not an event name", param_hint="--event")

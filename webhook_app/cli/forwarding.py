@@ -217,11 +217,8 @@ def replay(
     connector_id: str | None,
     as_json: bool,
 ) -> None:
-    """Forward a sync (or every given-up delivery, or every success since a time) again,
-    with a new retry window.
-
-    Delivered deliveries are left alone: replay never makes a second event.
-    """
+    """Forward a sync (or every given-up delivery, or every success since a time) again, with a
+    new retry window; delivered ones are left alone: replay never makes a second event."""
     if sum((bool(sync_id), all_undelivered, since is not None)) != 1:
         raise click.UsageError("give exactly one of SYNC_ID, --all-undelivered or --since")
     if partitions and since is None:

@@ -133,9 +133,8 @@ class Forwarder:
         return True
 
     def check_partitions(self) -> None:
-        """Refuse to start with FIVETRAN_EVENTS_PARTITION_GRAIN against an Airflow older than
-        3.2 (ConfigurationError naming its version); an unreachable one is only logged, and
-        the first partitions delivery asks again."""
+        """Refuse to start with FIVETRAN_EVENTS_PARTITION_GRAIN against an Airflow before 3.2
+        (naming its version); an unreachable one is logged, the first partitions delivery asks."""
         if self.partitioner is None or self.airflow is None:
             return
         try:

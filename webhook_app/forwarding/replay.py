@@ -75,9 +75,8 @@ class Replayer:
         ]
 
     def forward_since(self, since_ms: int) -> tuple[list[str], list[str], int]:
-        """Forward every success that ended at or after ``since_ms`` (``replay --since``):
-        create missing deliveries (recorded while forwarding was off), replay undelivered
-        ones. Returns (created, replayed, already delivered)."""
+        """Forward every success ended at or after ``since_ms`` (``replay --since``): create missing
+        deliveries (forwarding was off), replay undelivered ones; (created, replayed, delivered)."""
         now = self.clock()
         created: list[str] = []
         existing: list[str] = []
@@ -106,10 +105,9 @@ class Replayer:
         return created, replayed, len(existing) - len(replayed)
 
     def forward_partitions_since(self, since_ms: int) -> PartitionReplay:
-        """Create the partitioned deliveries of every period starting at or after
-        ``since_ms`` that a success since then completed, on each connector's assets
-        (``replay --partitions``); replay given-up ones, leave delivered ones. One key per
-        period and URI at most: each period is completed by one success, so no cap."""
+        """Create the partitioned deliveries of every period starting at or after ``since_ms``
+        that a success since then completed, on each connector's assets (``replay --partitions``);
+        replay given-up ones, leave delivered ones. One success completes a period: no cap."""
         p = self.partitioner
         s = self.settings
         assert p is not None and s.partition_grain is not None
