@@ -2,12 +2,12 @@
 user, and every write of Airflow's user to a key it does not own answers NOPERM, asked
 first with ``ACL DRYRUN`` (so a wrong ACL fails the test before FLUSHALL or SHUTDOWN
 could run) and then for real. The Airflow side through its user: the system test
-tests/system/airflow_plugin/test_redis_acl.py.
+tests/system/airflow_plugin/test_redis_acl.py; the printed lines alone:
+tests/unit/webhook_app/test_redis_acl_printed.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import redis
-from click.testing import CliRunner
 from pydantic import SecretStr
 
 from fivetran_events import Settings
@@ -52,7 +51,6 @@ from testkit.redis_acl import (
 from testkit.support import SECRET, TOKEN
 from testkit.worker_process import worker_env
 from webhook_app import create_app
-from webhook_app.cli import main
 
 PREFIX = "test:"
 ENV = acl_env(PREFIX)
@@ -156,39 +154,7 @@ def denied(answer: Any) -> bool:
     return "no permissions" in text
 
 
-class TestPrinted:
-    def test_two_users_with_hashed_passwords_never_in_clear(self) -> None:
-        lines = acl()
-        assert [line.split()[2] for line in lines] == ["fivetran-events", "fivetran-events-airflow"]
-        for line, password in zip(lines, (APP_PASSWORD, AIRFLOW_PASSWORD), strict=True):
-            assert f"#{hashlib.sha256(password.encode()).hexdigest()}" in line.split()
-            assert password not in line and ">" not in line
-
-    def test_names_are_overridable_and_the_prefix_followed(self) -> None:
-        lines = acl(
-            "--app-user", "fte-app", "--airflow-user", "af", FIVETRAN_EVENTS_KEY_PREFIX="dw:"
-        )
-        assert [line.split()[2] for line in lines] == ["fte-app", "af"]
-        assert "~dw:*" in lines[0].split() and "%R~dw:connectors" in lines[1].split()
-        assert not [w for w in " ".join(lines).split() if "test:" in w]
-
-    @pytest.mark.parametrize(
-        ("env", "message"),
-        [
-            (
-                {"FIVETRAN_EVENTS_REDIS_APP_PASSWORD": ""},
-                "FIVETRAN_EVENTS_REDIS_APP_PASSWORD is not set",
-            ),
-            ({"FIVETRAN_EVENTS_REDIS_AIRFLOW_PASSWORD": "short"}, "at least 24"),
-        ],
-    )
-    def test_a_missing_or_short_password_is_a_usage_error(
-        self, env: dict[str, str], message: str
-    ) -> None:
-        result = CliRunner().invoke(main, ["redis", "acl"], env={**ENV, **env})
-        assert result.exit_code == 2 and message in result.output, result.output
-        assert "short" not in result.output.replace("at least", "")
-
+class TestAclFile:
     def test_the_acl_file_form_loads_and_turns_the_default_user_off(self, tmp_path: Path) -> None:
         """``--format acl-file`` is what redis-server's ``aclfile`` takes (Compose uses it)."""
         users = tmp_path / "users.acl"
