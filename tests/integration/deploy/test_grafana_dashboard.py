@@ -1,80 +1,29 @@
-"""deploy/grafana/fivetran-events.json is a Grafana dashboard, and every metric it and
-deploy/prometheus/alerts.yml query is exported by a running app (real gunicorn) or
-worker (``fivetran-events worker --metrics-port``)."""
+"""Every metric deploy/grafana/fivetran-events.json and deploy/prometheus/alerts.yml
+query is exported by a running app (real gunicorn) or worker (``fivetran-events worker
+--metrics-port``); the dashboard's shape: tests/unit/deploy/test_grafana_shape.py."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fivetran_events import Settings
+from testkit.deploy_files import alert_exprs, dashboard_exprs
 from testkit.fivetran_api import FivetranStandIn, serving
 from testkit.processes import poll_until
+from testkit.promql import metric_names
 from testkit.servers import free_port, webhook_server
 from testkit.support import TOKEN, payload, signed
 from testkit.worker_process import WorkerProcess
-
-from .promql import metric_names
-
-ROOT = Path(__file__).resolve().parents[3]
-DASHBOARD = ROOT / "deploy" / "grafana" / "fivetran-events.json"
-ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
-
-
-def dashboard() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text())  # type: ignore[no-any-return]
-
-
-def dashboard_exprs() -> list[str]:
-    return [t["expr"] for p in dashboard()["panels"] for t in p.get("targets", [])]
-
-
-def alert_exprs() -> list[str]:
-    doc = yaml.safe_load(ALERTS.read_text())
-    return [r["expr"] for g in doc["groups"] for r in g["rules"]]
 
 
 def exported(text: str) -> set[str]:
     """Sample names in an exposition, as PromQL selects them (``_total``, ``_bucket``...)."""
     return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
-
-
-class TestShape:
-    def test_dashboard_shape(self) -> None:
-        d = dashboard()
-        assert d["uid"] == "fivetran-events" and d["title"]
-        assert isinstance(d["schemaVersion"], int) and d["schemaVersion"] >= 36
-        variables = {v["name"] for v in d["templating"]["list"]}
-        ids = [p["id"] for p in d["panels"]]
-        assert len(ids) == len(set(ids))
-        graphs = [p for p in d["panels"] if p["type"] != "row"]
-        assert len(graphs) >= 8
-        for p in d["panels"]:
-            g = p["gridPos"]
-            assert p["title"] and g["w"] > 0 and g["h"] > 0 and g["x"] + g["w"] <= 24
-        for p in graphs:
-            assert p["type"] in {"timeseries", "stat", "table", "gauge", "bargauge"}
-            assert p["targets"], p["title"]
-            refs = [t["refId"] for t in p["targets"]]
-            assert len(refs) == len(set(refs)), p["title"]
-            assert all(t["expr"].strip() for t in p["targets"])
-            assert p["datasource"]["uid"].strip("${}") in variables
-
-    def test_promql_names_are_read_out(self) -> None:
-        """The extractor drops functions, labels, ranges and grouping, and keeps metrics."""
-        assert metric_names(
-            'histogram_quantile(0.99, sum by (le) (rate(a_bucket{x="y"}'
-            "[5m]))) / max without (instance) (b) > 26 * 3600"
-        ) == {"a_bucket", "b"}
-        names = set().union(*map(metric_names, dashboard_exprs()))
-        assert "fivetran_events_forward_deliveries" in names and "le" not in names
 
 
 @pytest.mark.slow

@@ -32,16 +32,6 @@ class TestConnectorRecord:
         # The suite's Redis is shared by a worker's tests: look for ours among any others.
         assert rec in reader.connector_records() and "c1" in reader.connector_ids()
 
-    def test_an_empty_entry_has_no_fields(self) -> None:
-        """Empty strings in the stored JSON read as unknown, as everywhere else."""
-        rec = ConnectorRecord.decode(b"c", '{"name": "", "group": "g"}')
-        assert (rec.connector_id, rec.name, rec.group, rec.lifecycle.state) == (
-            "c",
-            None,
-            "g",
-            None,
-        )
-
 
 class TestLookups:
     def test_newest_of_keeps_the_order_given(

@@ -24,7 +24,7 @@ from testkit.processes import poll_until
 from testkit.worker_process import WorkerProcess
 from webhook_app.forwarding.forwarder import Forwarder
 from webhook_app.forwarding.sweeper import FORWARD_JOB
-from webhook_app.worker.queue import JOBS, RECONCILE_JOB, SERIALIZER, forward_queue
+from webhook_app.worker.queue import SERIALIZER, forward_queue
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -75,14 +75,3 @@ def test_planted_jobs_are_refused_and_the_worker_goes_on(
     assert "not JSON" in log and "'os.system'" in log and "a callback" in log
     registry = fw.queue.failed_job_registry
     assert sorted(registry.get_job_ids()) == sorted(planted)
-
-
-def test_the_allowed_jobs_are_the_functions_a_worker_runs() -> None:
-    """The allowlist names real functions: the forwarding attempt and the reconcile job."""
-    from rq.utils import import_attribute
-
-    from webhook_app.worker import rq_worker, schedule
-
-    assert {FORWARD_JOB, RECONCILE_JOB} == JOBS
-    assert import_attribute(FORWARD_JOB) is rq_worker.forward_sync
-    assert import_attribute(RECONCILE_JOB) is schedule.reconcile_job
