@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fivetran_events import ConfigurationError, load_settings
+from fivetran_events.settings import check_secret_length
 
 S1, S2, T1, FROM_ENV = (f"{name}-{'x' * 24}" for name in ("s1", "s2", "t1", "from-env"))
 
@@ -82,6 +85,34 @@ class TestSecretLength:
         monkeypatch.setenv("FIVETRAN_EVENTS_API_TOKENS", "t" * 24)
         s = load_settings()
         assert s.webhook_secrets == ["é" * 12] and s.api_tokens == ["t" * 24]
+
+
+#: Characters the refusal's own words never hold, so a value found in it was echoed.
+UNSAID = st.characters(blacklist_characters="0123456789").filter(
+    lambda c: not c.isascii()
+) | st.sampled_from("QZ#%!^~")
+
+
+class TestSecretLengthCheck:
+    @given(
+        st.lists(st.text("s", min_size=24, max_size=40), max_size=3),
+        st.text(UNSAID, min_size=1, max_size=23).filter(lambda v: len(v.encode()) < 24),
+    )
+    def test_the_first_short_value_is_counted_and_never_shown(
+        self, good: list[str], short: str
+    ) -> None:
+        with pytest.raises(ValueError) as refused:
+            check_secret_length([*good, short, "x"], "FIVETRAN_EVENTS_API_TOKENS")
+        said = str(refused.value)
+        size = len(short.encode())
+        assert said.startswith(
+            f"FIVETRAN_EVENTS_API_TOKENS number {len(good) + 1} is {size} bytes;"
+        )
+        assert short not in said
+
+    @given(st.lists(st.text(min_size=24), max_size=4))
+    def test_long_enough_values_pass_unchanged(self, values: list[str]) -> None:
+        assert check_secret_length(values, "x") == values
 
 
 class TestDocumented:
