@@ -1,5 +1,5 @@
 """The CLI's contract with scripts: exit codes, one-line errors, --json, the connectors list
-(what --help promises: tests/unit/webhook_app/test_cli_help.py)."""
+(--help's promises and usage errors, without Redis: tests/unit/webhook_app/test_cli_usage.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ import json
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
 from fivetran_events import Settings
 from testkit.airflow2_standin import Airflow2StandIn
+from testkit.cli import cli, one_line
 from testkit.forward_support import forwarder, post_event, run_worker
 from testkit.processes import free_port
 from testkit.support import at
 from testkit.worker_process import worker_env
-from webhook_app.cli import main
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,19 +31,6 @@ COMMANDS: list[list[str]] = [
     ["datasets", "check"],
     ["worker", "--burst"],
 ]
-
-
-def cli(env: dict[str, str], *args: str) -> Result:
-    return CliRunner().invoke(main, list(args), env=env)
-
-
-def one_line(result: Result) -> str:
-    """The error's only line on stderr (no traceback, no usage block)."""
-    # the in-process Airflow stand-in's own log lines (JSON) share stderr; skip them
-    lines = [line for line in result.stderr.strip().splitlines() if not line.startswith("{")]
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 @pytest.fixture
@@ -74,28 +60,6 @@ class TestExitCodes:
         assert result.exit_code == 4, result.output
         line = one_line(result)
         assert "cannot reach Redis" in line and "FIVETRAN_EVENTS_REDIS_URL" in line
-
-    @pytest.mark.parametrize(
-        ("args", "needle"),
-        [
-            (["decide", CID], "--target"),
-            (["decide", CID, "--target", "soon"], "--target"),
-            (["history", CID, "--limit", "0"], "--limit"),
-            (["history", "bad/id"], "CONNECTOR_ID"),
-            (["deliveries", "--state", "lost"], "--state"),
-            (["replay"], "SYNC_ID"),
-            (["replay", "--since", "yesterday"], "--since"),
-            (["connectors", "--bogus"], "--bogus"),
-            (["nonsense"], "nonsense"),
-        ],
-    )
-    def test_usage_errors_are_2_in_one_line(
-        self, env: dict[str, str], args: list[str], needle: str
-    ) -> None:
-        """A wrong option or argument is 2, one line that names it."""
-        result = cli(env, *args)
-        assert result.exit_code == 2, result.output
-        assert needle in one_line(result)
 
     @pytest.mark.usefixtures("recorded")
     def test_unknown_connector_and_bad_setting_are_usage_errors(self, env: dict[str, str]) -> None:
