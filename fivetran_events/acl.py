@@ -11,7 +11,7 @@
   delete or expire a key the app writes, reach RQ's keys, list keys or publish.
 
 Key patterns come from fivetran_events/keys.py, so a new key is not silently outside (or
-inside) a user's reach; tests/integration/fivetran_events/test_acl.py tries every forbidden write.
+inside) a user's reach; tests/integration/webhook_app/test_redis_acl.py tries every forbidden write.
 """
 
 from __future__ import annotations
