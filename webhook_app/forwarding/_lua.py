@@ -71,7 +71,9 @@ CREATE = "local k0, a0 = 0, 0\n" + CREATE_CHUNK + "return 1\n"
 # its id's SHA-1); a crash before the sweeper queues it leaves it due at the lease's end. A
 # job waiting in another queue (renamed by an upgrade) runs nowhere: not a reason to wait.
 # KEYS: due set. ARGV: now, new due, RQ job key prefix, limit, delivery record key prefix,
-# job id prefix, queue name. Returns id, job id, id, job id, ... of the claimed deliveries.
+# job id prefix, queue name, queue key. Returns id, job id, ... of the claimed deliveries.
+# A job marked queued but no longer in the queue's list (a worker took it and died before
+# starting it, across a failover) waits for nothing: it is queued again.
 CLAIM_DUE = Template("""
 local now = ARGV[1]
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
@@ -84,6 +86,7 @@ for _, id in ipairs(ids) do
   if job then
     local st = redis.call('HMGET', ARGV[3] .. job, 'status', 'origin')
     waiting = st[1] == 'queued' and st[2] == ARGV[7]
+      and redis.call('LPOS', ARGV[8], job) ~= false
   end
   if not waiting then
     local name = ARGV[6] .. 'fwd-' .. string.sub(redis.sha1hex(id), 1, 24) .. '-' .. now

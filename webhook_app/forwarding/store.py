@@ -137,9 +137,11 @@ class DeliveryStore:
         self._create(keys=keys, args=args, client=pipe)
         return [target_id(sync, u, partition_key) for u, _ in targets]
 
-    def claim(self, now: int, job_key_prefix: str, limit: int, queue: str) -> list[tuple[str, str]]:
-        """Claim the deliveries due at ``now`` for new RQ jobs in ``queue`` (unless their
-        last job waits there still): (id, job id) pairs."""
+    def claim(
+        self, now: int, job_key_prefix: str, limit: int, queue: str, queue_key: str
+    ) -> list[tuple[str, str]]:
+        """Claim the deliveries due at ``now`` for new RQ jobs in ``queue`` (its list:
+        ``queue_key``), unless their last job waits there still: (id, job id) pairs."""
         args: list[EncodableT] = [
             now,
             now + self.lifetimes.lease_ms,
@@ -148,6 +150,7 @@ class DeliveryStore:
             self.key(""),
             job_id_prefix(self.prefix),
             queue,
+            queue_key,
         ]
         claimed = [as_text(x) for x in self._claim(keys=[self.due_key], args=args)]
         return list(zip(claimed[::2], claimed[1::2], strict=True))

@@ -73,7 +73,7 @@ class Sweeper:
     def sweep(self, now: int | None = None, limit: int = SWEEP_BATCH) -> int:
         """Queue an attempt for every delivery due at ``now``; return how many."""
         now = self.clock() if now is None else now
-        jobs = self.store.claim(now, self.job_prefix, limit, self.queue.name)
+        jobs = self.store.claim(now, self.job_prefix, limit, self.queue.name, self.queue.key)
         if jobs:
             queue_jobs(self.queue, jobs, self.lease_ms)
         return len(jobs)

@@ -309,3 +309,21 @@ class TestCrashBeforeTheSweep:
         assert client.zscore(due_key(settings.key_prefix), did) == now + fw.lease_ms
         assert fw.sweep(now + fw.lease_ms - 1) == 0
         assert fw.sweep(now + fw.lease_ms) == 1 and fw.queue.count == 1
+
+    def test_a_job_taken_from_the_queue_by_a_worker_that_died_holds_nothing(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        """A worker took the job from the queue's list and died before starting it (a
+        failover cut it off): the job is still marked queued but waits nowhere, so at the
+        lease's end the sweep queues the delivery again instead of waiting for it."""
+        fw = _forwarder(settings, client)
+        _record(settings, client, fw.enqueuer, "sync-1")
+        now = int(time.time() * 1000)
+        assert fw.sweep(now) == 1 and fw.queue.count == 1
+        assert fw.sweep(now + fw.lease_ms) == 0  # its job is in the list: it waits
+        (job_id,) = fw.queue.job_ids
+        client.lrem(fw.queue.key, 1, job_id)  # as a worker's BLMOVE did, its status unchanged
+        job = fw.queue.fetch_job(job_id)
+        assert job is not None and job.get_status(refresh=True) == "queued"
+        assert fw.sweep(now + 2 * fw.lease_ms) == 1
+        assert fw.queue.count == 1 and fw.queue.job_ids != [job_id]
