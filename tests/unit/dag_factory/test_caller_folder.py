@@ -14,7 +14,12 @@ from typing import Any
 
 import pytest
 
+from airflow_plugin.compat import AIRFLOW_V_3
 from testkit.sql_folders import SALES, folder
+
+# The DAG factory builds Airflow 3 DAGs (airflow.sdk); the version matrix runs this folder on
+# Airflow 2 as well, where there is nothing to build (docs/compatibility.md).
+pytestmark = pytest.mark.skipif(not AIRFLOW_V_3, reason="the DAG factory needs Airflow 3")
 
 DAG_FILE = """
 from airflow_plugin.dag_factory import build_dag, dags_from_folder
