@@ -12,9 +12,10 @@ step gets it once, without reinstalling Airflow. The fixture then runs: ``airflo
 migrate``, ``airflow users create`` (an Admin with a random password), ``airflow dags
 reserialize`` over ``testkit/airflow2_dags`` (which registers their datasets), and
 ``airflow webserver --hostname 127.0.0.1`` on a free port with basic auth for the REST
-API. SQLite: Airflow 2.11 runs on SQLAlchemy 1.4, which has no psycopg 3 dialect, and a
-webserver alone never meets SQLite's single writer. Only the webserver runs: posting and
-reading dataset events needs nothing else. Teardown signals exactly the process group it started.
+API. Its metadata lives in a PostgreSQL of its own (testkit/own_postgres.py), as
+production runs Airflow, reached through psycopg2: Airflow 2.11 runs on SQLAlchemy 1.4,
+which has no psycopg 3 dialect. Only the webserver runs: posting and reading dataset events
+needs nothing else. Teardown signals exactly the process group it started.
 
     def test_x(airflow2):        # airflow2.url, .username, .password, .reserialize()
         ...
@@ -39,6 +40,7 @@ import pytest
 import requests
 
 from .airflow_harness import _die_with_parent, running
+from .own_postgres import OwnPostgres, own_postgres
 from .processes import free_port, poll_until, stop_group
 from .support import cli_password
 
@@ -53,7 +55,7 @@ VERSION = "2.11.0"
 #: Airflow 2.11 sets an attribute on cryptography's ``MultiFernet`` (``is_encrypted``),
 #: which cryptography 51's Rust ``MultiFernet`` refuses: every connection read fails.
 #: Airflow's own constraints for 2.11 pin an older cryptography; so do we.
-PINS = ("cryptography<51",)
+PINS = ("cryptography<51", "psycopg2-binary>=2.9,<3")  # psycopg2: SQLAlchemy 1.4's driver
 INSTALL_TIMEOUT = float(os.environ.get("FTE_AIRFLOW2_INSTALL_TIMEOUT", "900"))
 START_TIMEOUT = float(os.environ.get("FTE_AIRFLOW_START_TIMEOUT", "240"))
 DAGS_SOURCE = Path(__file__).parent / "airflow2_dags"
@@ -61,7 +63,7 @@ DAGS_SOURCE = Path(__file__).parent / "airflow2_dags"
 
 #: Bump when what ``_install_project`` puts into the venv changes: existing venvs then
 #: get the new step once (Airflow itself stays installed).
-PROJECT_STEP = "project-2"
+PROJECT_STEP = "project-3"
 
 
 def ensure_airflow2() -> Path:
@@ -110,8 +112,8 @@ def _install_project(core: list[str], deadline: float) -> None:
     )
 
 
-def airflow2_env(home: Path, exe: Path, extra: dict[str, str]) -> dict[str, str]:
-    """The environment of an Airflow 2 command with its own home (SQLite, no examples).
+def airflow2_env(home: Path, exe: Path, db: OwnPostgres, extra: dict[str, str]) -> dict[str, str]:
+    """The environment of an Airflow 2 command with its own home and database (no examples).
 
     Nothing of the test process's Airflow 3 setup (``AIRFLOW*``), venv or Python
     settings may leak into Airflow 2.
@@ -126,7 +128,7 @@ def airflow2_env(home: Path, exe: Path, extra: dict[str, str]) -> dict[str, str]
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db.url_for("psycopg2"),
             "PATH": f"{exe.parent}:{os.environ.get('PATH', '')}",
             **extra,
         }
@@ -142,15 +144,19 @@ class Airflow2Server:
     username: str = "admin"
     password: str = field(default_factory=cli_password)
     proc: subprocess.Popen[bytes] | None = None
+    postgres: OwnPostgres | None = None
+    _database: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
+        assert self.postgres is not None, "prepare() starts the database"
         return airflow2_env(
             self.home,
             self.exe,
+            self.postgres,
             {
                 "AIRFLOW__API__AUTH_BACKENDS": "airflow.api.auth.backend.basic_auth",
                 "AIRFLOW__WEBSERVER__SECRET_KEY": secrets.token_hex(32),
@@ -171,6 +177,8 @@ class Airflow2Server:
             )
 
     def prepare(self) -> None:
+        if self.postgres is None:
+            self.postgres = self._database.enter_context(own_postgres())
         (self.home / "dags").mkdir(parents=True, exist_ok=True)
         for src in DAGS_SOURCE.glob("*.py"):
             shutil.copy(src, self.home / "dags" / src.name)
@@ -229,8 +237,11 @@ class Airflow2Server:
         poll_until(up, "the Airflow 2 webserver", START_TIMEOUT, 0.5, details=self.log)
 
     def stop(self) -> None:
+        """Stop the webserver, then the database server."""
         if self.proc is not None:
             stop_group(self.proc, timeout=30)
+        self._database.close()
+        self.postgres = None
 
     def log(self) -> str:
         path = self.home / "webserver.log"

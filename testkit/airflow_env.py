@@ -1,11 +1,13 @@
-"""The test session's Airflow environment (own AIRFLOW_HOME, SQLite), set at import.
+"""The test session's Airflow environment (own AIRFLOW_HOME, PostgreSQL), set at import.
 
 Airflow reads its configuration when ``airflow`` is first imported, so tests/conftest.py
 imports this module before anything else: every in-process use of Airflow (dag.test(),
 DagBag, the DAG factory) sees this home; it starts nothing, and the home is removed
-when the test process exits. Its ``airflow_db`` fixture
-(``airflow db migrate``) is registered in tests/system/conftest.py only. Real components
-started by the harnesses get environments of their own.
+when the test process exits. Its metadata database is a PostgreSQL of the process's own,
+as production runs Airflow (testkit/own_postgres.py): the port is chosen here, the server
+started by the ``airflow_db`` fixture (with ``airflow db migrate``), which
+tests/system/conftest.py alone registers; the faster tiers never touch the database. Real
+components started by the harnesses get environments of their own.
 """
 
 from __future__ import annotations
@@ -16,13 +18,22 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from .own_postgres import own_postgres
+from .processes import free_port
+
 _HOME = Path(tempfile.mkdtemp(prefix="fte-airflow-"))
 (_HOME / "dags").mkdir()
 _OWNER = os.getpid()
+#: The port of the session's PostgreSQL, which ``airflow_db`` starts: Airflow reads its URL
+#: when first imported, before any fixture runs.
+_PG_PORT = free_port()
+#: psycopg 3 for both engines: without the async URL Airflow derives one for asyncpg.
+_PG_URL = f"postgresql+psycopg://postgres@127.0.0.1:{_PG_PORT}/postgres"
 
 
 def _remove_home() -> None:
@@ -34,7 +45,8 @@ def _remove_home() -> None:
 atexit.register(_remove_home)
 AIRFLOW_ENV = {
     "AIRFLOW_HOME": str(_HOME),
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_HOME}/airflow.db",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": _PG_URL,
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": _PG_URL,
     "AIRFLOW__CORE__DAGS_FOLDER": str(_HOME / "dags"),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -47,13 +59,19 @@ os.environ.update(AIRFLOW_ENV)
 
 
 @pytest.fixture(scope="session")
-def airflow_db() -> Path:
-    """Run ``airflow db migrate`` once per session; return AIRFLOW_HOME."""
-    subprocess.run(
-        [sys.executable, "-m", "airflow", "db", "migrate"],
-        check=True,
-        env={**os.environ, **AIRFLOW_ENV},
-        timeout=300,
-        stdout=subprocess.DEVNULL,
-    )
-    return _HOME
+def airflow_db() -> Iterator[Path]:
+    """Start the session's PostgreSQL and run ``airflow db migrate`` once; yield
+    AIRFLOW_HOME. The server stops, by its PID, when the session ends."""
+    with own_postgres(_PG_PORT):
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            check=True,
+            env={**os.environ, **AIRFLOW_ENV},
+            timeout=300,
+            stdout=subprocess.DEVNULL,
+        )
+        yield _HOME
+        # Close the test process's pooled connections before the server goes, or its
+        # shutdown reaches them as errors at exit.
+        if "airflow.settings" in sys.modules:
+            sys.modules["airflow.settings"].dispose_orm()

@@ -59,7 +59,11 @@ class OwnPostgres:
     @property
     def url(self) -> str:
         """SQLAlchemy's URL of the server's ``postgres`` database (trust login, loopback)."""
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+        return self.url_for("psycopg")
+
+    def url_for(self, driver: str) -> str:
+        """The same URL through another driver (Airflow 2's SQLAlchemy 1.4: ``psycopg2``)."""
+        return f"postgresql+{driver}://postgres@127.0.0.1:{self.port}/postgres"
 
     def connect(self, autocommit: bool = False) -> psycopg.Connection[tuple[Any, ...]]:
         """A psycopg connection to the ``postgres`` database (the import extra's driver)."""
@@ -99,8 +103,9 @@ def _as_user(argv: list[str]) -> list[str]:
 
 
 @contextmanager
-def own_postgres() -> Iterator[OwnPostgres]:
-    """Run a fresh PostgreSQL for the block on a free 127.0.0.1 port; stop it by PID after."""
+def own_postgres(port: int | None = None) -> Iterator[OwnPostgres]:
+    """Run a fresh PostgreSQL for the block on ``port`` (else a free one) of 127.0.0.1; stop
+    it by PID after."""
     bindir = postgres_bin()
     if bindir is None:
         raise RuntimeError(
@@ -129,7 +134,7 @@ def own_postgres() -> Iterator[OwnPostgres]:
             check=True,
             capture_output=True,
         )
-        port = free_port()
+        port = port or free_port()
         with (directory / "stdout.log").open("ab") as out:
             proc = subprocess.Popen(
                 _as_user(

@@ -1,13 +1,16 @@
-"""The session's Airflow harness itself: a component that died is started again before the
-next test, so one test's crash does not fail every later test on that Airflow."""
+"""The session's Airflow harnesses themselves: a component that died is started again before
+the next test, so one test's crash does not fail every later test on that Airflow; and each
+Airflow, 3 and 2 and the in-process one, keeps its metadata in PostgreSQL, as production does."""
 
 from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
+from testkit.airflow2_harness import Airflow2Server
 from testkit.airflow_harness import AirflowServer
 
 
@@ -34,3 +37,24 @@ def test_airflow_keeps_its_metadata_in_postgresql(airflow3: AirflowServer) -> No
     ((version,),) = airflow3.query("select version()")
     assert str(version).startswith("PostgreSQL")
     airflow3.wait_for_parsed("consume_e2e_conn")
+
+
+def test_airflow_2_keeps_its_metadata_in_postgresql(airflow2: Airflow2Server) -> None:
+    """Airflow 2.11 reaches its own PostgreSQL through psycopg2 (SQLAlchemy 1.4), and its
+    ``dags reserialize`` wrote the test DAGs there."""
+    assert airflow2.postgres is not None
+    url = f"postgresql+psycopg2://postgres@127.0.0.1:{airflow2.postgres.port}/postgres"
+    assert airflow2.env()["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == url
+    ((dags,),) = airflow2.postgres.rows("select count(*) from serialized_dag")
+    assert dags > 0
+
+
+def test_the_in_process_airflow_keeps_its_metadata_in_postgresql(airflow_db: Path) -> None:
+    """dag.test()'s Airflow (testkit/airflow_env.py) is migrated into a PostgreSQL of the
+    test process's own, through psycopg 3."""
+    from airflow import settings
+
+    assert settings.engine is not None
+    assert settings.engine.url.drivername == "postgresql+psycopg"
+    with settings.engine.connect() as conn:
+        assert conn.exec_driver_sql("select version_num from alembic_version").scalar()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from testkit.calendars import (
     S,
     W,
 )
+from testkit.own_postgres import OwnPostgres, own_postgres
 from testkit.support import at, conn_uri, pattern_listener_ids
 
 from .dagtest import sync
@@ -55,8 +57,9 @@ PART_TIMEOUT = 240.0
 class Airflow2Home:
     """A migrated Airflow 2.11 home and how to run Airflow 2 commands against it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, db: OwnPostgres) -> None:
         self.root = root
+        self.db = db
         self.exe = ensure_airflow2()
         self.python = self.exe.parent / "python"
         (root / "dags").mkdir(parents=True, exist_ok=True)
@@ -66,7 +69,7 @@ class Airflow2Home:
         extra = {"AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
         if redis_conn is not None:
             extra["AIRFLOW_CONN_FIVETRAN_EVENTS_REDIS"] = redis_conn
-        return airflow2_env(self.root, self.exe, extra)
+        return airflow2_env(self.root, self.exe, self.db, extra)
 
     def log_tail(self, name: str) -> str:
         path = self.root / name
@@ -124,11 +127,13 @@ class Airflow2Home:
 
 
 @pytest.fixture(scope="module")
-def airflow2_home(tmp_path_factory: pytest.TempPathFactory) -> Airflow2Home:
-    """Airflow 2.11 with this checkout installed, and a freshly migrated SQLite home."""
-    home = Airflow2Home(tmp_path_factory.mktemp("airflow2-home"))
-    home.command("db", "migrate")
-    return home
+def airflow2_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow2Home]:
+    """Airflow 2.11 with this checkout installed, and a freshly migrated home whose
+    metadata is in a PostgreSQL of its own, stopped after the module."""
+    with own_postgres() as db:
+        home = Airflow2Home(tmp_path_factory.mktemp("airflow2-home"), db)
+        home.command("db", "migrate")
+        yield home
 
 
 @pytest.fixture
