@@ -27,7 +27,8 @@ def _make(connector_id: str) -> DAG:
         # while an event it lists created a run that has not started (the response's
         # created_dagruns[].start_date is required), and the forwarding lookups and the
         # tests' counts list these events. A backlog of runs behind 16 running ones kept
-        # that up for minutes in CI (test_forward_faults' outage).
+        # that up for minutes in CI (test_forward_faults' outage); the short window of a
+        # run the scheduler has not started yet, testkit/airflow_api.py waits out.
         max_active_runs=10_000,
         tags=["fivetran-events-tests"],
     ) as dag:
