@@ -119,6 +119,7 @@ def changes_pattern(prefix: str) -> str:
 #     {p}fwd:d:{c}:{s}:{u}   HASH  one delivery of sync {s} to dataset URI hash {u}: state,
 #                                  attempts, reason, Airflow's event id, the extra posted, ...
 #     {p}fwd:lock:{id}       STRING  held by the attempt working on delivery {id} (a lease)
+#     {p}fwd:key:{k}         STRING  held across a keyed POST with partition key hash {k}
 #     {p}fwd:s:{c}:{s}       SET   the delivery ids of one sync (the syncs API joins on it)
 #     {p}fwd:all             ZSET  every delivery id, score: webhook receipt ms (listing)
 #     {p}fwd:undelivered     ZSET  deliveries given up (404, retries exhausted), for replay
@@ -150,6 +151,10 @@ def delivery_key(prefix: str, delivery: str) -> str:
 
 def delivery_lock_key(prefix: str, delivery: str) -> str:
     return f"{prefix}fwd:lock:{delivery}"
+
+
+def partition_turn_key(prefix: str, partition_key: str) -> str:
+    return f"{prefix}fwd:key:{uri_digest(partition_key)}"
 
 
 def sync_deliveries_key(prefix: str, connector_id: str, sync_id: str) -> str:

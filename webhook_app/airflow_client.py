@@ -336,11 +336,7 @@ class AirflowClient:
             return AirflowEvent.from_json(resp.json())
 
     def find_event(
-        self,
-        uri: str,
-        since: datetime,
-        match: Mapping[str, Any],
-        partition_key: str | None = None,
+        self, uri: str, since: datetime, match: Mapping[str, Any], partition_key: str | None = None
     ) -> AirflowEvent | None:
         """Return the event on ``uri`` at or after ``since`` whose extra contains ``match``
         and whose partition key is ``partition_key`` (a plain event has none: a sync's

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from redis.exceptions import LockError
 
 from fivetran_events.deliveries import Delivery, DeliveryState, Field, SyncRef, extra_for
+from fivetran_events.keys import partition_turn_key
 from fivetran_events.timeutil import iso
 
 from .. import metrics
@@ -67,12 +72,13 @@ class AssetSender:
                 resolved = True  # looked after it settled: it never landed
             t0 = time.perf_counter()
             self.airflow.prepare(d.uri)  # token and asset id first: the mark is the POST's
-            t1 = time.perf_counter()
-            # The mark is durable before the POST: whoever finds it looks before posting.
-            self._mark_inflight(d)
-            posting = True
-            t2 = time.perf_counter()
-            event = self.airflow.post_event(d.uri, extra, partition)
+            with self._turn(partition):
+                t1 = time.perf_counter()
+                # The mark is durable before the POST: whoever finds it looks before posting.
+                self._mark_inflight(d)
+                posting = True
+                t2 = time.perf_counter()
+                event = self.airflow.post_event(d.uri, extra, partition)
             # Where a slow delivery's time went, in its log line: lookups, our mark, the POST.
             took = (
                 f"prepare {_ms(t1 - t0)}, mark {_ms(t2 - t1)}, POST {_ms(time.perf_counter() - t2)}"
@@ -84,6 +90,22 @@ class AssetSender:
             return r.give_up(d, DeliveryState.FAILED, str(exc), clear_mark=resolved)
         except (AirflowUnavailable, ReplicasShort) as exc:
             return r.retry(d, exc, self._after_failure(d, posting, exc.maybe_sent, resolved))
+
+    @contextmanager
+    def _turn(self, partition: str | None) -> Iterator[None]:
+        """Take the partition key's turn (a lock, waited for up to the Airflow timeout) for the
+        mark and the POST: Airflow 3.3 and 3.4 start a (DAG, key)'s pending run under a lock of
+        the event's asset only, so two assets' events of one key committed together may start
+        one each, and their AND never runs for the key (docs/partitions.md)."""
+        s, lease = self.recorder.settings, self.recorder.lifetimes.lease_ms / 1000
+        turn = self.redis.lock(partition_turn_key(s.key_prefix, partition or ""), lease)
+        held = partition is not None and turn.acquire(blocking_timeout=s.airflow_timeout_seconds)
+        try:
+            yield
+        finally:
+            if held:
+                with suppress(LockError):  # the lease ran out: the next attempt may have begun
+                    turn.release()
 
     def _delivered(
         self, d: Delivery, event: AirflowEvent, recovered: bool, took: str = ""

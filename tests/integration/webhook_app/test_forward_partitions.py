@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -24,6 +25,7 @@ from click.testing import CliRunner
 from fivetran_events import Settings
 from fivetran_events.deliveries import DeliveryKind, DeliveryState, SyncRef
 from fivetran_events.history.writer import record_many
+from fivetran_events.keys import partition_turn_key
 from fivetran_events.model import SOURCE_IMPORTED
 from testkit.airflow2_standin import Airflow2StandIn, running_airflow2_standin
 from testkit.fivetran_api import TEST_API_KEY, TEST_API_SECRET, FivetranStandIn
@@ -331,6 +333,28 @@ class TestKilledWorker:
         assert partitioned(airflow3)["s3"] == [day(10), day(11), day(12)]
         held_posts = [p for p in airflow3.posts if p.get("partition_key") == day(11)]
         assert len(held_posts) == 1
+
+    def test_a_keyed_post_waits_for_its_keys_turn(
+        self, phttp: Any, settings: Settings, airflow3: Airflow2StandIn, client: redis.Redis
+    ) -> None:
+        """Another attempt holds day 9's turn and never lets go: the keyed POST waits for it
+        the Airflow timeout (1 s), then goes; the plain event is posted beside it."""
+        s = with_(settings, airflow3, airflow_timeout_seconds=1)
+        fw = forwarder(s, airflow3.url, airflow3.username, airflow3.password)
+        other = client.lock(partition_turn_key(s.key_prefix, day(9)), timeout=60)
+        assert other.acquire(blocking=False)
+        post_event(phttp, sync_id="s1", created="2026-11-10T06:00:00Z")
+        sync = SyncRef(CID, "s1", 0)
+        assert fw.attempt(target_id(sync, partitions_uri(CID))).outcome.value == "delivered"
+        took = {}
+        for name, did in (("plain", target_id(sync, URI)), ("keyed", target_id(sync, URI, day(9)))):
+            t0 = time.monotonic()
+            assert fw.attempt(did).outcome.value == "delivered", name
+            took[name] = time.monotonic() - t0
+        # redis-py's lock polls every 0.1 s and stops at the last poll before the timeout.
+        assert took["keyed"] >= 0.85, took
+        assert plain(airflow3) == ["s1"] and partitioned(airflow3) == {"s1": [day(9)]}
+        assert client.get(partition_turn_key(s.key_prefix, day(9))) == other.local.token
 
 
 class TestReplay:

@@ -8,6 +8,7 @@ Real webhook, worker process and Redis; syncs end in November 2026.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from fivetran_events import Settings
+from fivetran_events.deliveries import DeliveryKind, Field
 from testkit.airflow_harness import AirflowServer
 from testkit.forward_support import forwarder, post_event
 from testkit.processes import poll_until
@@ -92,9 +94,8 @@ class TestPartitionedDags:
         )
         post_event(phttp, connector_id=B, sync_id="t1", created="2026-11-11T05:00:00Z")
         post_event(phttp, connector_id=B, sync_id="t2", created="2026-11-12T04:00:00Z")
-        # part_b's keyed events land before part_a's: Airflow 3.3 decides an AND of two
-        # partitioned assets in each event's own transaction, so on PostgreSQL two events of
-        # one key committed in the same instant can each miss the other (run 4 of stop 38).
+        # part_b's keyed events land before part_a's: this test pins the runs, and
+        # TestKeyedEventsAtOnce the turns keyed POSTs take for Airflow's sake.
         poll_until(
             lambda: len([e for e in airflow3.asset_events(uri(B)) if e.get("partition_key")]) == 2,
             "part_b's two keyed events",
@@ -114,3 +115,65 @@ class TestPartitionedDags:
         assert run_keys(airflow3, "daily_part_a") == nov(9, 10, 11, 12)
         assert run_keys(airflow3, "daily_both") == nov(10, 11)
         assert run_keys(airflow3, "plain_part_a") == Counter({None: 2})
+
+
+class TestKeyedEventsAtOnce:
+    def test_two_assets_events_of_one_key_posted_together_run_their_and_once(
+        self, phttp: Any, psettings: Settings, airflow3: AirflowServer
+    ) -> None:
+        """part_c and part_d each complete Aug 31 to Sep 8; two forwarders post each day's
+        two keyed events at the same instant (a barrier). ``daily_cd`` (part_c & part_d)
+        runs once for every day: without the partition key's turn, Airflow gave about half
+        of such pairs two pending runs, neither of which ever ran (docs/partitions.md)."""
+        airflow3.wait_for_parsed("daily_cd")
+        fws = [
+            forwarder(psettings, airflow3.url, airflow3.username, airflow3.password)
+            for _ in range(2)
+        ]
+        keyed: dict[str, dict[str, str]] = {}  # connector -> partition key -> delivery
+        for cid in ("part_c", "part_d"):
+            airflow3.wait_for_asset(uri(cid))
+            post_event(phttp, connector_id=cid, sync_id="r1", created="2026-09-01T06:00:00Z")
+            post_event(phttp, connector_id=cid, sync_id="r2", created="2026-09-09T06:00:00Z")
+            for ds in fws[0].store.for_syncs(cid, ["r1", "r2"]).values():
+                for d in ds:
+                    if d.kind is DeliveryKind.PARTITIONS:
+                        fws[0].attempt(d.id)  # creates the sync's keyed deliveries
+            keyed[cid] = {
+                str(d.get(Field.PARTITION_KEY)): d.id
+                for ds in fws[0].store.for_syncs(cid, ["r1", "r2"]).values()
+                for d in ds
+                if d.get(Field.PARTITION_KEY)
+            }
+        days = sorted(keyed["part_c"])
+        assert days == sorted(keyed["part_d"]) and len(days) == 9, keyed
+
+        for day in days:
+            together = threading.Barrier(2)
+
+            def attempt(i: int, did: str, together: threading.Barrier = together) -> None:
+                together.wait()
+                fws[i].attempt(did)
+
+            threads = [
+                threading.Thread(target=attempt, args=(i, keyed[cid][day]))
+                for i, cid in enumerate(("part_c", "part_d"))
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+        want = Counter(day[:10] for day in days)
+        pending_sql = (
+            "select partition_key from asset_partition_dag_run "
+            "where target_dag_id=%s and created_dag_run_id is null"
+        )
+        poll_until(
+            lambda: run_keys(airflow3, "daily_cd") == want,
+            f"daily_cd's runs {dict(want)}",
+            120,
+            details=lambda: (
+                f"runs: {dict(run_keys(airflow3, 'daily_cd'))}\n"
+                f"pending: {airflow3.query(pending_sql, 'daily_cd')}"
+            ),
+        )
