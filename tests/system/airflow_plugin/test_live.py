@@ -220,7 +220,12 @@ def release_time(live: AirflowServer, dag_id: str, run_id: str, timeout: float) 
         lambda: live.ti_state(dag_id, run_id, "wait") in ("success", "failed"),
         timeout=120,
     )
-    assert live.ti_state(dag_id, run_id, "wait") == "success"
+    state = live.ti_state(dag_id, run_id, "wait")
+    if state != "success":  # the task's own log says why (a resumed sensor has two tries' worth)
+        folder = live.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=wait"
+        tails = (f"--- {f.name}\n{f.read_text(errors='replace')[-4000:]}" for f in folder.iterdir())
+        logs = "\n".join(sorted(tails))
+        raise AssertionError(f"the sensor ended {state}:\n{logs}\n{live.logs(tail=40)}")
     return t1 - t0
 
 
