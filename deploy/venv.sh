@@ -17,6 +17,25 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.installed-$extras"
 lock="${LOCK:-requirements/lock.txt}"
+# Installed already: an install newer than pyproject.toml and the lock whose extras include
+# these (`make up` after `make install`). Installing again would reinstall the editable
+# project, and while pip does, its metadata is missing for any process starting then (an
+# Airflow beside the tests that run `make up` failed to load its providers that way).
+covered() {
+  local s have want
+  for s in "$venv"/.installed-*; do
+    { [ -f "$s" ] && [ ! pyproject.toml -nt "$s" ] && [ ! "$lock" -nt "$s" ]; } || continue
+    have=",${s##*/.installed-},"
+    for want in ${extras//,/ }; do
+      [[ "$have" == *",$want,"* ]] || continue 2
+    done
+    return 0
+  done
+  return 1
+}
+if [ -z "${REQUIRE:-}" ] && covered; then
+  exit 0
+fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
   echo "==> installing fivetran-events[$extras] into $venv (a minute on a fresh machine)"
   log="$venv/pip-install.log"
