@@ -18,12 +18,13 @@ fi
 stamp="$venv/.installed-$extras"
 lock="${LOCK:-requirements/lock.txt}"
 # Installed already: an install newer than pyproject.toml and the lock whose extras include
-# these (`make up` after `make install`). Installing again would reinstall the editable
-# project, and while pip does, its metadata is missing for any process starting then (an
-# Airflow beside the tests that run `make up` failed to load its providers that way).
+# these (`make up` after `make install`); with REQUIRE, that exact install only. Installing
+# again would reinstall the editable project, and while pip does, its metadata is missing for
+# any process starting then (an Airflow beside the tests that run `make up` failed that way).
 covered() {
-  local s have want
-  for s in "$venv"/.installed-*; do
+  local s have want stamps=("$venv"/.installed-*)
+  [ -z "${REQUIRE:-}" ] || stamps=("$stamp")
+  for s in "${stamps[@]}"; do
     { [ -f "$s" ] && [ ! pyproject.toml -nt "$s" ] && [ ! "$lock" -nt "$s" ]; } || continue
     have=",${s##*/.installed-},"
     for want in ${extras//,/ }; do
@@ -33,18 +34,16 @@ covered() {
   done
   return 1
 }
-if [ -z "${REQUIRE:-}" ] && covered; then
+if covered; then
   exit 0
 fi
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
-  echo "==> installing fivetran-events[$extras] into $venv (a minute on a fresh machine)"
-  log="$venv/pip-install.log"
-  if ! { "$venv/bin/python" -m pip install --disable-pip-version-check -U pip &&
-         "$venv/bin/python" -m pip install --disable-pip-version-check -c "$lock" -e ".[$extras]" \
-           ${REQUIRE:+"$REQUIRE"}; } >"$log" 2>&1; then
-    tail -n 30 "$log" >&2
-    echo "error: installing fivetran-events[$extras] failed; the whole log is in $log" >&2
-    exit 1
-  fi
-  touch "$stamp"
+echo "==> installing fivetran-events[$extras] into $venv (a minute on a fresh machine)"
+log="$venv/pip-install.log"
+if ! { "$venv/bin/python" -m pip install --disable-pip-version-check -U pip &&
+       "$venv/bin/python" -m pip install --disable-pip-version-check -c "$lock" -e ".[$extras]" \
+         ${REQUIRE:+"$REQUIRE"}; } >"$log" 2>&1; then
+  tail -n 30 "$log" >&2
+  echo "error: installing fivetran-events[$extras] failed; the whole log is in $log" >&2
+  exit 1
 fi
+touch "$stamp"

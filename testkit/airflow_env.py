@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from .own_postgres import own_postgres
+from .own_postgres import own_postgres, sqlalchemy_url
 from .processes import free_port
 
 _HOME = Path(tempfile.mkdtemp(prefix="fte-airflow-"))
@@ -33,7 +33,7 @@ _OWNER = os.getpid()
 #: when first imported, before any fixture runs.
 _PG_PORT = free_port()
 #: psycopg 3 for both engines: without the async URL Airflow derives one for asyncpg.
-_PG_URL = f"postgresql+psycopg://postgres@127.0.0.1:{_PG_PORT}/postgres"
+_PG_URL = sqlalchemy_url(_PG_PORT)
 
 
 def _remove_home() -> None:

@@ -50,6 +50,11 @@ def postgres_bin() -> Path | None:
     return Path(on_path).parent if on_path else None
 
 
+def sqlalchemy_url(port: int, driver: str = "psycopg") -> str:
+    """SQLAlchemy's URL of the ``postgres`` database of the server on ``port`` (trust login)."""
+    return f"postgresql+{driver}://postgres@127.0.0.1:{port}/postgres"
+
+
 @dataclass
 class OwnPostgres:
     directory: Path
@@ -63,7 +68,7 @@ class OwnPostgres:
 
     def url_for(self, driver: str) -> str:
         """The same URL through another driver (Airflow 2's SQLAlchemy 1.4: ``psycopg2``)."""
-        return f"postgresql+{driver}://postgres@127.0.0.1:{self.port}/postgres"
+        return sqlalchemy_url(self.port, driver)
 
     def connect(self, autocommit: bool = False) -> psycopg.Connection[tuple[Any, ...]]:
         """A psycopg connection to the ``postgres`` database (the import extra's driver)."""

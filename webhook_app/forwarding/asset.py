@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 
 from redis.exceptions import LockError
 
@@ -72,7 +72,7 @@ class AssetSender:
                 resolved = True  # looked after it settled: it never landed
             t0 = time.perf_counter()
             self.airflow.prepare(d.uri)  # token and asset id first: the mark is the POST's
-            with self._turn(partition):
+            with nullcontext() if partition is None else self._turn(partition):
                 t1 = time.perf_counter()
                 # The mark is durable before the POST: whoever finds it looks before posting.
                 self._mark_inflight(d)
@@ -92,14 +92,14 @@ class AssetSender:
             return r.retry(d, exc, self._after_failure(d, posting, exc.maybe_sent, resolved))
 
     @contextmanager
-    def _turn(self, partition: str | None) -> Iterator[None]:
+    def _turn(self, partition: str) -> Iterator[None]:
         """Take the partition key's turn (a lock, waited for up to the Airflow timeout) for the
         mark and the POST: Airflow 3.3 and 3.4 start a (DAG, key)'s pending run under a lock of
         the event's asset only, so two assets' events of one key committed together may start
         one each, and their AND never runs for the key (docs/partitions.md)."""
         s, lease = self.recorder.settings, self.recorder.lifetimes.lease_ms / 1000
-        turn = self.redis.lock(partition_turn_key(s.key_prefix, partition or ""), lease)
-        held = partition is not None and turn.acquire(blocking_timeout=s.airflow_timeout_seconds)
+        turn = self.redis.lock(partition_turn_key(s.key_prefix, partition), lease)
+        held = turn.acquire(blocking_timeout=s.airflow_timeout_seconds)
         try:
             yield
         finally:

@@ -148,13 +148,13 @@ class TestKeyedEventsAtOnce:
         days = sorted(keyed["part_c"])
         assert days == sorted(keyed["part_d"]) and len(days) == 9, keyed
 
+        together = threading.Barrier(2)  # reusable: it lets each day's pair go at once
+
+        def attempt(i: int, did: str) -> None:
+            together.wait()
+            fws[i].attempt(did)
+
         for day in days:
-            together = threading.Barrier(2)
-
-            def attempt(i: int, did: str, together: threading.Barrier = together) -> None:
-                together.wait()
-                fws[i].attempt(did)
-
             threads = [
                 threading.Thread(target=attempt, args=(i, keyed[cid][day]))
                 for i, cid in enumerate(("part_c", "part_d"))
