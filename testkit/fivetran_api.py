@@ -229,6 +229,8 @@ class FivetranStandIn:
         self.sync_history_status: int | None = None
         self._outbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self._sender: threading.Thread | None = None
+        #: Resyncs waiting for their gap to start (``quiesce`` cancels them).
+        self._later: list[threading.Timer] = []
 
     # --- State, as a test sets it -------------------------------------------------------
 
@@ -412,6 +414,7 @@ class FivetranStandIn:
                     self.resync_gap_seconds, self.start_sync, (connector_id, False, how)
                 )
                 later.daemon = True
+                self._later.append(later)
                 later.start()
                 return True
             if current is not None and not force:
@@ -497,8 +500,24 @@ class FivetranStandIn:
         while True:
             body = self._outbox.get()
             url, secret = self.webhook_url, self.webhook_secret
-            if url is not None:
-                self._deliver(url, body, secret)
+            try:
+                if url is not None:
+                    self._deliver(url, body, secret)
+            finally:
+                self._outbox.task_done()
+
+    def quiesce(self) -> None:
+        """End what a test left going: running syncs and waiting resyncs stop unsent (no
+        timer fires later), and the webhooks already queued have been sent on return, so
+        nothing reaches the webhook server after the test."""
+        with self.lock:
+            for _, _, timer in self.running.values():
+                timer.cancel()
+            for later in self._later:
+                later.cancel()
+            self.running.clear()
+            self._later.clear()
+        self._outbox.join()
 
     # --- The legacy /v1/connectors ------------------------------------------------------
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from pytest_redis.executor import RedisExecutor
 
 from fivetran_events import Settings
@@ -66,11 +67,17 @@ def fivetran(
 
 
 @pytest.fixture
-def api(fivetran: FivetranStandIn) -> Iterator[FivetranStandIn]:
+def api(fivetran: FivetranStandIn, history_url: str) -> Iterator[FivetranStandIn]:
+    """The module's stand-in, reset for the test. After it, nothing the test started goes on
+    sending webhooks, and what they and the test's tasks recorded in the suite's Redis goes
+    too: its connectors would otherwise show up in a later test's history (no fixture of
+    this module flushes it)."""
     fivetran.silent = False
     fivetran.sync_seconds = 2.0
     fivetran.calls.clear()
     yield fivetran
+    fivetran.quiesce()
+    redis.Redis.from_url(history_url).flushdb()
     fivetran.silent = fivetran.resync_conflict = False
     fivetran.next_status, fivetran.on_sync_end = "SUCCESSFUL", None
 

@@ -47,13 +47,9 @@ def fivetran() -> Iterator[FivetranStandIn]:
 
 @pytest.fixture
 def table_settings(af_settings: Settings, fivetran: FivetranStandIn) -> Settings:
-    """Its own key prefix: ``datasets check`` reads every recorded connector, and the
-    session Airflow's tasks of other tests (the sync operator's, which no test's flush
-    follows) record theirs at ``test:``, unknown to this test's Fivetran."""
     return Settings(
         **{
             **{k: getattr(af_settings, k) for k in Settings.model_fields},
-            "key_prefix": "tables:",
             "asset_granularity": "table",
             "fivetran_api_url": fivetran.url,
             "fivetran_api_key": TEST_API_KEY,
